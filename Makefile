@@ -1,0 +1,51 @@
+# The single entry point for building, testing and linting. CI runs `make ci`.
+
+# Tools run with `go run pkg@version`, so go.mod stays free of their
+# dependencies. Bump deliberately.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0 # = 2026.1, supports Go 1.26
+
+# The race detector needs cgo (a C compiler); without one, tests run without it.
+RACE := $(shell [ "$$(go env CGO_ENABLED)" = 1 ] && echo -race)
+
+.PHONY: all test short example bench fuzz lint fmt vet staticcheck tidy cover ci
+
+all: lint test
+
+test: ## the full test suite, as CI runs it
+	go test $(RACE) -shuffle=on -count=1 ./...
+
+short: ## a quicker run with fewer property-test cases
+	go test $(RACE) -short -count=1 ./...
+
+example: ## the README's first command
+	go run ./examples/orchestrator
+
+bench: ## benchmarks with allocation counts
+	go test -run='^$$' -bench=. -benchmem ./...
+
+fuzz: ## each fuzz target for FUZZTIME (default 10s)
+	@for target in $$(go test -list='^Fuzz' . | grep '^Fuzz'); do \
+		echo "== $$target"; go test -run='^$$' -fuzz="^$$target$$" -fuzztime=$${FUZZTIME:-10s} . || exit 1; \
+	done
+
+lint: fmt vet staticcheck tidy
+
+fmt:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
+
+vet:
+	go vet ./...
+
+staticcheck:
+	go run $(STATICCHECK) ./...
+
+tidy:
+	go mod tidy -diff
+
+cover: ## coverage profile and per-function summary
+	go test -coverprofile=cover.out ./...
+	go tool cover -func=cover.out | tail -1
+
+ci: lint test ## what .ci/run runs
+	go run ./examples/orchestrator -quiet
+	go test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null

@@ -1,0 +1,160 @@
+package worklease
+
+// backlog is one domain's queue of offsets waiting behind the current lease:
+// a ring-buffer deque plus a membership index, so push, pop, peek, contains
+// and de-duplication are all O(1).
+//
+// Small backlogs, the common case, need no index: while the backlog holds at
+// most smallBacklog offsets, contains scans the ring, which is faster than a
+// map lookup at that size. Past that, a map indexes every member; it is kept
+// until the backlog empties.
+//
+// The zero backlog is empty and allocates nothing; it never holds an offset
+// twice.
+type backlog struct {
+	buf   []int64            // ring; len(buf) is zero or a power of two
+	head  int                // index in buf of the front
+	n     int                // number of offsets held
+	index map[int64]struct{} // members when non-nil; built once n exceeds smallBacklog
+}
+
+const (
+	smallBacklog   = 8  // largest backlog that is scanned rather than indexed
+	keepBacklogCap = 64 // an emptied backlog keeps a buffer up to this size for reuse
+)
+
+// len returns the number of offsets in the backlog.
+func (b *backlog) len() int { return b.n }
+
+// at returns the i-th offset from the front; i must be in [0, len).
+func (b *backlog) at(i int) int64 { return b.buf[(b.head+i)&(len(b.buf)-1)] }
+
+// front returns the offset at the front, and false if the backlog is empty.
+func (b *backlog) front() (int64, bool) {
+	if b.n == 0 {
+		return 0, false
+	}
+	return b.buf[b.head], true
+}
+
+// contains reports whether x is in the backlog.
+func (b *backlog) contains(x int64) bool {
+	if b.index != nil {
+		_, ok := b.index[x]
+		return ok
+	}
+	for i := range b.n {
+		if b.at(i) == x {
+			return true
+		}
+	}
+	return false
+}
+
+// pushBack appends x at the back unless it is already present, and reports
+// whether it was added.
+func (b *backlog) pushBack(x int64) bool {
+	if b.contains(x) {
+		return false
+	}
+	b.grow()
+	b.buf[(b.head+b.n)&(len(b.buf)-1)] = x
+	b.n++
+	b.indexAdd(x)
+	return true
+}
+
+// pushFront inserts x at the front unless it is already present, and reports
+// whether it was added.
+func (b *backlog) pushFront(x int64) bool {
+	if b.contains(x) {
+		return false
+	}
+	b.grow()
+	b.head = (b.head - 1) & (len(b.buf) - 1)
+	b.buf[b.head] = x
+	b.n++
+	b.indexAdd(x)
+	return true
+}
+
+// popFront removes and returns the front offset, and false if the backlog is
+// empty.
+func (b *backlog) popFront() (int64, bool) {
+	if b.n == 0 {
+		return 0, false
+	}
+	x := b.buf[b.head]
+	b.head = (b.head + 1) & (len(b.buf) - 1)
+	b.n--
+	b.removed(x)
+	return x, true
+}
+
+// remove deletes x wherever it is, keeping the order of the rest, and reports
+// whether it was present. It is O(n); the hot path never calls it.
+func (b *backlog) remove(x int64) bool {
+	if !b.contains(x) {
+		return false
+	}
+	mask := len(b.buf) - 1
+	i := 0
+	for b.at(i) != x {
+		i++
+	}
+	for ; i < b.n-1; i++ { // shift the tail forward over x
+		b.buf[(b.head+i)&mask] = b.buf[(b.head+i+1)&mask]
+	}
+	b.n--
+	b.removed(x)
+	return true
+}
+
+// grow makes room for one more offset.
+func (b *backlog) grow() {
+	if b.n < len(b.buf) {
+		return
+	}
+	size := max(2*len(b.buf), 4)
+	buf := make([]int64, size)
+	for i := range b.n {
+		buf[i] = b.at(i)
+	}
+	b.buf, b.head = buf, 0
+}
+
+func (b *backlog) indexAdd(x int64) {
+	if b.index != nil {
+		b.index[x] = struct{}{}
+		return
+	}
+	if b.n > smallBacklog {
+		b.index = make(map[int64]struct{}, 2*b.n)
+		for i := range b.n {
+			b.index[b.at(i)] = struct{}{}
+		}
+	}
+}
+
+// removed updates the index after x left the backlog, and releases memory
+// once the backlog is empty so that idle domains stay small.
+func (b *backlog) removed(x int64) {
+	if b.index != nil {
+		delete(b.index, x)
+	}
+	if b.n == 0 {
+		b.index = nil
+		b.head = 0
+		if len(b.buf) > keepBacklogCap {
+			b.buf = nil
+		}
+	}
+}
+
+// appendTo appends the backlog's offsets, front first, to dst.
+func (b *backlog) appendTo(dst []int64) []int64 {
+	for i := range b.n {
+		dst = append(dst, b.at(i))
+	}
+	return dst
+}

@@ -1,0 +1,135 @@
+package worklease_test
+
+import (
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/worklease/worklease"
+)
+
+// mustNew returns a Manager or fails the benchmark.
+func mustNew(b *testing.B, opts ...worklease.Option) *worklease.Manager {
+	b.Helper()
+	m, err := worklease.New(opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// cycle runs one TryAcquire (granted) + Succeed. It panics on an unexpected
+// outcome: b.Fatal may not be called from RunParallel goroutines.
+func cycle(m *worklease.Manager, domain string, offset int64) {
+	res, err := m.TryAcquire(domain, offset)
+	if err != nil || res.Status != worklease.Acquired {
+		panic(fmt.Sprintf("TryAcquire(%q, %d) = %v, %v", domain, offset, res.Status, err))
+	}
+	if _, err := m.Succeed(domain, res.Token); err != nil {
+		panic(err)
+	}
+}
+
+func domainNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "domain-" + strconv.Itoa(i)
+	}
+	return names
+}
+
+// BenchmarkCycle measures one granted TryAcquire plus Succeed on an existing
+// domain, in order, as an orchestrator does for every unit of work.
+func BenchmarkCycle(b *testing.B) {
+	for _, n := range []int{1, 1_000, 100_000} {
+		b.Run(fmt.Sprintf("domains=%d", n), func(b *testing.B) {
+			m := mustNew(b)
+			names := domainNames(n)
+			next := make([]int64, n)
+			for i, d := range names { // create every record up front
+				cycle(m, d, 0)
+				next[i] = 1
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				d := i % n
+				cycle(m, names[d], next[d])
+				next[d]++
+			}
+		})
+	}
+}
+
+// BenchmarkCycleParallel runs cycles from GOMAXPROCS goroutines, each on
+// domains of its own.
+func BenchmarkCycleParallel(b *testing.B) {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("domains=%d", n), func(b *testing.B) {
+			m := mustNew(b)
+			names := domainNames(n)
+			var goroutine atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				// Goroutine g owns the domains with index ≡ g (mod 64), so no
+				// two goroutines ever share a domain.
+				g := int(goroutine.Add(1) - 1)
+				var mine []int
+				for i := g; i < n; i += 64 {
+					mine = append(mine, i)
+				}
+				if len(mine) == 0 {
+					panic("more goroutines than domain groups")
+				}
+				offsets := make([]int64, len(mine))
+				for i := 0; pb.Next(); i++ {
+					k := i % len(mine)
+					cycle(m, names[mine[k]], offsets[k])
+					offsets[k]++
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkFailRetry measures a Fail that schedules a retry.
+func BenchmarkFailRetry(b *testing.B) {
+	m := mustNew(b, worklease.WithMaxRetries(1<<62))
+	res, err := m.TryAcquire("A", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Fail("A", res.Token, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEnqueueHandOff measures a domain under load: every offset is
+// enqueued behind the one in flight, then handed off by following the hint.
+func BenchmarkEnqueueHandOff(b *testing.B) {
+	m := mustNew(b)
+	res, err := m.TryAcquire("A", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok := res.Token
+	b.ReportAllocs()
+	for i := int64(1); b.Loop(); i++ {
+		if r, err := m.TryAcquire("A", i); err != nil || r.Status != worklease.Enqueued {
+			b.Fatal(r.Status, err)
+		}
+		s, err := m.Succeed("A", tok)
+		if err != nil || s.Next != i {
+			b.Fatal(s, err)
+		}
+		r, err := m.TryAcquire("A", i)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tok = r.Token
+	}
+}

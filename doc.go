@@ -1,0 +1,77 @@
+// Package worklease gives exclusive, ordered processing per domain key, in
+// process: at most one unit of work in flight per domain (a tenant, an
+// account, a Kafka key, an aggregate id), a de-duplicated FIFO backlog behind
+// it, idempotence for finished work, and fencing tokens so that a stale worker
+// can never finish work it no longer owns.
+//
+// A [Manager] is called directly from orchestrator goroutines. It does not
+// schedule, sleep or back off: the orchestrator owns timing and gets hints
+// back.
+//
+// # The protocol
+//
+// A unit of work is an offset (a non-negative int64) in a domain (a string).
+// The orchestrator drives each one through four steps:
+//
+//  1. Acquire: [Manager.TryAcquire](domain, offset). [Acquired] means the
+//     caller now holds the domain's lease under the returned [Token];
+//     [Enqueued] means another offset is in flight and this one waits in the
+//     backlog; [AlreadyAcquired], [AlreadyProcessed] and [AlreadyFailed] mean
+//     there is nothing to do.
+//  2. Work on the offset.
+//  3. Finish: [Manager.Succeed](domain, token) or [Manager.Fail](domain,
+//     token, cause). Fail keeps the lease and returns [RetryScheduled] while
+//     retries remain; the orchestrator backs off, computing the delay from the
+//     retry count and acquired time, and tries again under the same token.
+//     Once retries run out it gives up: [GiveUpNoBacklog] or [GiveUpNextHint].
+//  4. Follow the hint: Succeed and Fail never hand the lease to the next
+//     offset themselves. They release it and return the backlog's head
+//     ([NextHint], [GiveUpNextHint]), which the orchestrator acquires with
+//     TryAcquire when it chooses to.
+//
+// # States
+//
+// A domain is either in flight (it holds a lease on one offset) or idle (it
+// holds none). There is no sleeping state: a lease whose attempt failed and
+// waits for a retry is still in flight.
+//
+// # Invariants
+//
+// For every domain, at all times:
+//
+//  1. Single in-flight unit: at most one lease, on exactly one offset.
+//  2. Disjointness: the current offset is neither terminal nor queued, and
+//     the backlog holds no terminal offset.
+//  3. FIFO discipline: the backlog is drained only by TryAcquire, and only
+//     from its head. While it is not empty, acquiring any other offset on an
+//     idle domain returns a [*BacklogOrderError].
+//  4. Idempotence: a terminal offset (processed or failed) is never queued or
+//     granted again.
+//  5. Token fencing: Succeed and Fail act only for the current lease's token;
+//     any other returns [ErrTokenMismatch], and every grant's
+//     [Token.Fence] is larger than the domain's previous one.
+//  6. Stable monitor: a domain's record, and the lock in it, is created once
+//     and never replaced.
+//
+// # Errors
+//
+// Errors report bugs in the caller, never normal outcomes, and a call that
+// returns one has changed nothing. Test them with errors.Is: [ErrBacklogOrder]
+// (as [*BacklogOrderError] with errors.As), [ErrTokenMismatch], [ErrNoLease],
+// [ErrInvalidOffset], [ErrClosed], and [ErrInvalidConfig] from [New]. No
+// input makes the package panic.
+//
+// # Concurrency
+//
+// A Manager is safe for concurrent use and starts no goroutines. Domains are
+// spread over shards, each with its own lock, and every domain has its own
+// mutex: calls on different domains rarely contend, and calls on one domain
+// are serialized. No lock is held while the Manager calls code outside the
+// package, such as a [Clock] passed to [WithClock].
+//
+// # Memory
+//
+// Terminal offsets are kept as sorted runs of consecutive offsets, so their
+// cost grows with the holes between them, not with how many there are: a
+// domain that processed a million offsets in order keeps one run.
+package worklease

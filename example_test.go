@@ -1,0 +1,142 @@
+package worklease_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/worklease/worklease"
+)
+
+// The orchestrator protocol: acquire, work, succeed or fail, follow the hint.
+func Example() {
+	m, err := worklease.New()
+	if err != nil {
+		panic(err)
+	}
+
+	// Three events for one domain arrive while the first is being worked on.
+	first, _ := m.TryAcquire("tenant-7", 100)
+	second, _ := m.TryAcquire("tenant-7", 101)
+	third, _ := m.TryAcquire("tenant-7", 102)
+	fmt.Println(first.Status, second.Status, third.Status)
+
+	// Finishing hands nothing off: it hints at the next offset, which the
+	// orchestrator acquires when it chooses to.
+	tok := first.Token
+	for {
+		res, err := m.Succeed("tenant-7", tok)
+		if err != nil {
+			panic(err)
+		}
+		if res.Status == worklease.NoBacklog {
+			fmt.Println("tenant-7 is idle")
+			break
+		}
+		next, _ := m.TryAcquire("tenant-7", res.Next)
+		fmt.Println(res.Status, res.Next, "->", next.Status)
+		tok = next.Token
+	}
+	// Output:
+	// Acquired Enqueued Enqueued
+	// NextHint 101 -> Acquired
+	// NextHint 102 -> Acquired
+	// tenant-7 is idle
+}
+
+func ExampleManager_TryAcquire() {
+	m, _ := worklease.New()
+
+	res, _ := m.TryAcquire("account-42", 1)
+	fmt.Println(res.Status, res.Token.Fence())
+
+	// The same offset again (a redelivery) reports the holder's lease.
+	again, _ := m.TryAcquire("account-42", 1)
+	fmt.Println(again.Status, again.Token == res.Token)
+
+	_, _ = m.Succeed("account-42", res.Token)
+
+	// Finished work is never done twice.
+	done, _ := m.TryAcquire("account-42", 1)
+	fmt.Println(done.Status)
+	// Output:
+	// Acquired 1
+	// AlreadyAcquired true
+	// AlreadyProcessed
+}
+
+// Only the head of an idle domain's backlog may be acquired: anything else
+// is a bug in the caller, reported as an error that changes nothing.
+func ExampleManager_TryAcquire_outOfOrder() {
+	m, _ := worklease.New()
+	res, _ := m.TryAcquire("A", 1)
+	_, _ = m.TryAcquire("A", 2)
+	_, _ = m.TryAcquire("A", 3)
+	_, _ = m.Succeed("A", res.Token)
+
+	_, err := m.TryAcquire("A", 3)
+	var orderErr *worklease.BacklogOrderError
+	if errors.As(err, &orderErr) {
+		fmt.Println("expected", orderErr.Expected, "got", orderErr.Got)
+	}
+	fmt.Println(errors.Is(err, worklease.ErrBacklogOrder))
+	// Output:
+	// expected 2 got 3
+	// true
+}
+
+// Fencing: every grant in a domain carries a larger fence, so a store that
+// remembers the highest fence it has accepted can refuse a stale writer.
+func ExampleToken_Fence() {
+	m, _ := worklease.New()
+	a, _ := m.TryAcquire("A", 1)
+	_, _ = m.Succeed("A", a.Token)
+	b, _ := m.TryAcquire("A", 2)
+
+	fmt.Println(a.Token.Fence() < b.Token.Fence())
+
+	// The stale holder of offset 1 can no longer finish anything.
+	_, err := m.Succeed("A", a.Token)
+	fmt.Println(errors.Is(err, worklease.ErrTokenMismatch))
+	// Output:
+	// true
+	// true
+}
+
+func ExampleManager_Fail() {
+	m, _ := worklease.New(worklease.WithMaxRetries(2))
+	res, _ := m.TryAcquire("A", 7)
+	_, _ = m.TryAcquire("A", 8)
+
+	for {
+		f, _ := m.Fail("A", res.Token, errors.New("downstream timeout"))
+		fmt.Println(f.Status, f.RetryCount)
+		if f.Status != worklease.RetryScheduled {
+			fmt.Println("next:", f.Next)
+			break
+		}
+		// The orchestrator backs off here, then retries under the same token.
+	}
+	again, _ := m.TryAcquire("A", 7)
+	fmt.Println(again.Status)
+	// Output:
+	// RetryScheduled 1
+	// RetryScheduled 2
+	// GiveUpNextHint 2
+	// next: 8
+	// AlreadyFailed
+}
+
+func ExampleParseToken() {
+	m, _ := worklease.New()
+	res, _ := m.TryAcquire("A", 1)
+
+	// A token crosses a process boundary as text.
+	parsed, err := worklease.ParseToken(res.Token.String())
+	fmt.Println(err, parsed == res.Token)
+
+	_, err = worklease.ParseToken("not-a-token")
+	fmt.Println(errors.Is(err, worklease.ErrInvalidToken))
+	// Output:
+	// <nil> true
+	// true
+}

@@ -1,0 +1,299 @@
+package worklease
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"hash/maphash"
+	"math/bits"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// A Manager grants exclusive, ordered work leases per domain. It holds a
+// sharded map of per-domain records; each record has its own mutex, its
+// current lease, its backlog and its terminal offsets.
+//
+// A Manager is safe for concurrent use by any number of goroutines. It starts
+// no goroutines, never sleeps, and holds no lock while it calls code outside
+// the package. Calls on different domains rarely contend; calls on one domain
+// are serialized.
+type Manager struct {
+	// Immutable after New.
+	shards     []shard
+	shardMask  uint64
+	seed       maphash.Seed
+	instance   uint64 // random, non-zero; makes this Manager's tokens unique
+	maxRetries int
+	clock      Clock // nil: time.Now
+
+	domainSerial atomic.Uint64 // last serial given to a new domain's record
+	closed       atomic.Bool
+}
+
+// New returns a Manager configured by opts. With no options it behaves
+// exactly as the seed 000 contract, with DefaultMaxRetries retries per
+// offset. New returns an error wrapping ErrInvalidConfig if an option has an
+// invalid value; it never panics.
+func New(opts ...Option) (*Manager, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := 1 << bits.Len(uint(cfg.shards-1)) // round up to a power of two
+	m := &Manager{
+		shards:     make([]shard, n),
+		shardMask:  uint64(n - 1),
+		seed:       maphash.MakeSeed(),
+		instance:   newInstanceID(),
+		maxRetries: cfg.maxRetries,
+		clock:      cfg.clock,
+	}
+	for i := range m.shards {
+		m.shards[i].records = make(map[string]*record)
+	}
+	return m, nil
+}
+
+// newInstanceID returns a random non-zero number that tells this Manager's
+// tokens from every other Manager's.
+func newInstanceID() uint64 {
+	var b [8]byte
+	for {
+		rand.Read(b[:]) // never fails; see crypto/rand.Read
+		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
+}
+
+func (m *Manager) now() time.Time {
+	if m.clock == nil {
+		return time.Now()
+	}
+	return m.clock.Now()
+}
+
+// Close marks the Manager closed: every later call returns ErrClosed. Calls
+// already under way finish normally. Close returns ErrClosed if the Manager
+// was already closed.
+func (m *Manager) Close() error {
+	if m.closed.Swap(true) {
+		return ErrClosed
+	}
+	return nil
+}
+
+// AcquireStatus says what TryAcquire did.
+type AcquireStatus uint8
+
+// The outcomes of TryAcquire.
+const (
+	_ AcquireStatus = iota // the zero value is not a status
+
+	// Acquired: the caller now holds the domain's lease on the offset, under
+	// AcquireResult.Token. Work on it, then call Succeed or Fail.
+	Acquired
+	// AlreadyAcquired: the offset is the one the domain is working on now.
+	// AcquireResult.Token is the holder's token, with its AcquiredAt and
+	// RetryCount; nothing changed.
+	AlreadyAcquired
+	// Enqueued: another offset is in flight, so this one waits in the
+	// domain's backlog (once, however many times it is enqueued). Acquire it
+	// later, when a Succeed or Fail hint names it.
+	Enqueued
+	// AlreadyProcessed: the offset succeeded before; nothing changed.
+	AlreadyProcessed
+	// AlreadyFailed: the offset was given up on before; nothing changed.
+	AlreadyFailed
+)
+
+// String returns the status's name, e.g. "Acquired".
+func (s AcquireStatus) String() string {
+	switch s {
+	case Acquired:
+		return "Acquired"
+	case AlreadyAcquired:
+		return "AlreadyAcquired"
+	case Enqueued:
+		return "Enqueued"
+	case AlreadyProcessed:
+		return "AlreadyProcessed"
+	case AlreadyFailed:
+		return "AlreadyFailed"
+	}
+	return invalidStatus("AcquireStatus", uint8(s))
+}
+
+// AcquireResult is the outcome of TryAcquire.
+type AcquireResult struct {
+	Status AcquireStatus
+	// Token, AcquiredAt and RetryCount describe the lease when Status is
+	// Acquired or AlreadyAcquired, and are zero otherwise. AcquiredAt is when
+	// the offset was first granted; retries do not change it. RetryCount is
+	// how many retries Fail has scheduled for the offset. Together they let
+	// the caller compute its backoff.
+	Token      Token
+	AcquiredAt time.Time
+	RetryCount int
+}
+
+// SucceedStatus says what Succeed did.
+type SucceedStatus uint8
+
+// The outcomes of Succeed. Either way the offset is processed and the domain
+// is idle: Succeed hands nothing off.
+const (
+	_ SucceedStatus = iota // the zero value is not a status
+
+	// NoBacklog: the domain's backlog is empty.
+	NoBacklog
+	// NextHint: SucceedResult.Next is the head of the backlog, the only
+	// offset the domain will grant next. It is still queued: acquire it with
+	// TryAcquire.
+	NextHint
+)
+
+// String returns the status's name, e.g. "NextHint".
+func (s SucceedStatus) String() string {
+	switch s {
+	case NoBacklog:
+		return "NoBacklog"
+	case NextHint:
+		return "NextHint"
+	}
+	return invalidStatus("SucceedStatus", uint8(s))
+}
+
+// SucceedResult is the outcome of Succeed.
+type SucceedResult struct {
+	Status SucceedStatus
+	Next   int64 // the backlog's head when Status is NextHint; zero otherwise
+}
+
+// FailStatus says what Fail did.
+type FailStatus uint8
+
+// The outcomes of Fail.
+const (
+	_ FailStatus = iota // the zero value is not a status
+
+	// RetryScheduled: the caller keeps the lease, under the same token, and
+	// should try the offset again after a backoff of its choosing.
+	// FailResult.RetryCount is the number of retries scheduled so far.
+	RetryScheduled
+	// GiveUpNoBacklog: the offset ran out of retries and is now failed
+	// (terminal); the lease is released and the backlog is empty.
+	GiveUpNoBacklog
+	// GiveUpNextHint: as GiveUpNoBacklog, but the backlog is not empty:
+	// FailResult.Next is its head, still queued.
+	GiveUpNextHint
+)
+
+// String returns the status's name, e.g. "RetryScheduled".
+func (s FailStatus) String() string {
+	switch s {
+	case RetryScheduled:
+		return "RetryScheduled"
+	case GiveUpNoBacklog:
+		return "GiveUpNoBacklog"
+	case GiveUpNextHint:
+		return "GiveUpNextHint"
+	}
+	return invalidStatus("FailStatus", uint8(s))
+}
+
+// FailResult is the outcome of Fail.
+type FailResult struct {
+	Status FailStatus
+	// RetryCount is the number of retries scheduled for the offset: after a
+	// RetryScheduled it includes this one; after a give-up it is the count
+	// the offset reached.
+	RetryCount int
+	Next       int64 // the backlog's head when Status is GiveUpNextHint; zero otherwise
+}
+
+// TryAcquire asks for the lease on offset in domain. It never blocks on
+// other leases: if the domain is busy with another offset, the offset is
+// queued and TryAcquire returns Enqueued.
+//
+// When the domain is idle and its backlog is not empty, only the backlog's
+// head may be acquired; any other offset is a caller bug and returns a
+// *BacklogOrderError (matching ErrBacklogOrder) without changing anything.
+// A negative offset returns ErrInvalidOffset.
+func (m *Manager) TryAcquire(domain string, offset int64) (AcquireResult, error) {
+	if m.closed.Load() {
+		return AcquireResult{}, ErrClosed
+	}
+	if offset < 0 {
+		return AcquireResult{}, domainError("TryAcquire", domain, ErrInvalidOffset)
+	}
+	now := m.now() // read outside the lock: a caller's clock may take locks of its own
+	r := m.lookupOrCreate(domain)
+	r.mu.Lock()
+	res, err := r.state.acquire(domain, offset, now)
+	r.mu.Unlock()
+	return res, err
+}
+
+// Succeed records that the lease under tok finished its offset: the offset
+// becomes processed (terminal) and the lease is released. Succeed does not
+// hand off: if the backlog is not empty it returns NextHint with the head,
+// which the caller acquires with TryAcquire.
+//
+// Succeed returns an error wrapping ErrNoLease if the domain holds no lease,
+// or ErrTokenMismatch if tok is not the current lease's token; either way
+// nothing changes.
+func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
+	if m.closed.Load() {
+		return SucceedResult{}, ErrClosed
+	}
+	r := m.lookup(domain)
+	if r == nil {
+		return SucceedResult{}, domainError("Succeed", domain, ErrNoLease)
+	}
+	r.mu.Lock()
+	res, err := r.state.succeed(tok)
+	r.mu.Unlock()
+	if err != nil {
+		return SucceedResult{}, domainError("Succeed", domain, err)
+	}
+	return res, nil
+}
+
+// Fail records that an attempt under tok failed. cause is the attempt's error;
+// it may be nil, and the Manager does not interpret it. While the offset has retries left, Fail keeps the
+// lease and returns RetryScheduled: the caller backs off and tries again
+// under the same token. Once it has none, the offset becomes failed
+// (terminal), the lease is released, and Fail returns GiveUpNoBacklog or
+// GiveUpNextHint.
+//
+// Fail returns an error wrapping ErrNoLease if the domain holds no lease, or
+// ErrTokenMismatch if tok is not the current lease's token; either way
+// nothing changes.
+func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
+	if m.closed.Load() {
+		return FailResult{}, ErrClosed
+	}
+	r := m.lookup(domain)
+	if r == nil {
+		return FailResult{}, domainError("Fail", domain, ErrNoLease)
+	}
+	r.mu.Lock()
+	res, err := r.state.fail(tok, m.maxRetries)
+	r.mu.Unlock()
+	if err != nil {
+		return FailResult{}, domainError("Fail", domain, err)
+	}
+	return res, nil
+}
+
+// invalidStatus names a status value that is not one of its type's constants.
+func invalidStatus(typ string, v uint8) string {
+	return typ + "(" + strconv.Itoa(int(v)) + ")"
+}
