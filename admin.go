@@ -1,12 +1,24 @@
 package worklease
 
-import "time"
+import (
+	"errors"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The admin calls repair and inspect domains: seed 002's dead-letter redrive,
+// seed 001's TaskDead, seed 004's "list in-flight, extend lease, requeue,
+// inspect DLQ". Redrive, Kill and Forget are deliberate exceptions to
+// idempotence; each says how.
 
 // DomainInfo is a copy of one domain's state, as Inspect reports it.
 type DomainInfo struct {
 	// Leased reports whether an offset is in flight; Lease describes it then.
 	Leased bool
 	Lease  LeaseInfo
+	// Paused reports that the domain grants nothing until Resume.
+	Paused bool
 	// Backlog lists the queued offsets, the next one to be granted first.
 	Backlog []int64
 	// Processed and Failed count the domain's terminal offsets.
@@ -16,37 +28,287 @@ type DomainInfo struct {
 
 // LeaseInfo describes a lease in flight.
 type LeaseInfo struct {
+	Domain     string
 	Offset     int64
 	Token      Token
 	AcquiredAt time.Time // when the offset was first granted
-	RetryCount int       // retries Fail has scheduled for the offset
+	ExpiresAt  time.Time // zero: never
+	RetryCount int       // failed attempts of the offset so far
 }
 
 // Inspect returns a copy of domain's state. A domain the Manager has never
-// seen is reported idle and empty. Inspect takes the domain's lock only long
-// enough to copy it.
+// seen is reported idle and empty. Like every call, it first revokes the
+// domain's lease if it has expired.
 func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	if m.closed.Load() {
 		return DomainInfo{}, ErrClosed
 	}
-	r := m.lookup(domain)
+	now := m.nowIfNeeded()
+	sh, r := m.lockRecord(domain, false)
 	if r == nil {
 		return DomainInfo{}, nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	e := m.emitter(sh, r, now)
 	s := &r.state
+	s.expireIfDue(&m.policy, &e)
 	info := DomainInfo{
 		Leased:    s.leased,
+		Paused:    s.paused,
 		Processed: s.processed.len(),
 		Failed:    s.failed.len(),
 	}
 	if s.leased {
-		l := s.lease
-		info.Lease = LeaseInfo{Offset: l.offset, Token: l.token, AcquiredAt: l.acquiredAt, RetryCount: l.retries}
+		info.Lease = s.lease.info(domain)
 	}
 	if n := s.backlog.len(); n > 0 {
 		info.Backlog = s.backlog.appendTo(make([]int64, 0, n))
 	}
+	m.unlock(sh, r)
 	return info, nil
+}
+
+func (l *lease) info(domain string) LeaseInfo {
+	return LeaseInfo{
+		Domain:     domain,
+		Offset:     l.offset,
+		Token:      l.token,
+		AcquiredAt: l.acquiredAt,
+		ExpiresAt:  l.expiresAt,
+		RetryCount: l.retries,
+	}
+}
+
+// Leases returns every lease in flight, ordered by domain. It locks one
+// domain at a time, so under load it is not a snapshot of one instant.
+// Leases that have expired but not yet been revoked are included, with
+// their ExpiresAt in the past; Reap revokes them.
+func (m *Manager) Leases() ([]LeaseInfo, error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	var out []LeaseInfo
+	m.forEachRecord(func(_ *shard, domain string, r *record) {
+		r.mu.Lock()
+		if r.state.leased && !r.dropped {
+			out = append(out, r.state.lease.info(domain))
+		}
+		r.mu.Unlock()
+	})
+	slices.SortFunc(out, func(a, b LeaseInfo) int { return strings.Compare(a.Domain, b.Domain) })
+	return out, nil
+}
+
+// DeadLetters returns domain's failed offsets in ascending order, with why
+// and when each failed. With domain "" it returns those of every domain,
+// ordered by domain then offset.
+func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	var out []DeadLetter
+	collect := func(domain string, r *record) {
+		r.mu.Lock()
+		if !r.dropped {
+			out = r.state.failed.appendTo(out, domain)
+		}
+		r.mu.Unlock()
+	}
+	if domain != "" {
+		if _, r := m.lockRecord(domain, false); r != nil {
+			out = r.state.failed.appendTo(out, domain)
+			r.mu.Unlock()
+		}
+		return out, nil
+	}
+	m.forEachRecord(func(_ *shard, domain string, r *record) { collect(domain, r) })
+	slices.SortFunc(out, func(a, b DeadLetter) int {
+		if c := strings.Compare(a.Domain, b.Domain); c != 0 {
+			return c
+		}
+		return int(min(max(a.Offset-b.Offset, -1), 1))
+	})
+	return out, nil
+}
+
+// adminCall runs op on domain's record, locked, and reports the offset the
+// domain will grant next if it is idle and running afterwards: the caller
+// should acquire it, since no Succeed or Fail will hint at it. For a domain
+// the Manager has never seen, adminCall creates a record if create is set,
+// and otherwise returns unknown (which may be nil: nothing to do).
+func (m *Manager) adminCall(name, domain string, create bool, unknown error, op func(s *domainState, e *emitter) error) (next int64, ok bool, err error) {
+	if m.closed.Load() {
+		return 0, false, ErrClosed
+	}
+	now := m.now()
+	sh, r := m.lockRecord(domain, create)
+	if r == nil {
+		if unknown == nil {
+			return 0, false, nil
+		}
+		return 0, false, domainError(name, domain, unknown)
+	}
+	e := m.emitter(sh, r, now)
+	r.state.expireIfDue(&m.policy, &e)
+	if err = op(&r.state, &e); err == nil {
+		next, ok = r.state.next()
+	}
+	m.unlock(sh, r)
+	if err != nil {
+		return 0, false, domainError(name, domain, err)
+	}
+	return next, ok, nil
+}
+
+// Kill makes offset failed whatever its state, with reason as its cause
+// (seed 001's TaskDead): a queued offset leaves the backlog; an offset in
+// flight loses its lease, whose holder is then refused with ErrLeaseRevoked;
+// an offset never seen is failed before it arrives. Killing a failed offset
+// changes nothing; killing a processed one returns ErrAlreadyProcessed.
+//
+// If the domain is then idle and running with a backlog, Kill returns its
+// head as next with ok true: acquire it to keep the domain moving.
+func (m *Manager) Kill(domain string, offset int64, reason string) (next int64, ok bool, err error) {
+	if m.closed.Load() {
+		return 0, false, ErrClosed
+	}
+	if offset < 0 {
+		return 0, false, domainError("Kill", domain, ErrInvalidOffset)
+	}
+	cause := errors.New(reason)
+	return m.adminCall("Kill", domain, true, nil, func(s *domainState, e *emitter) error {
+		return s.kill(e, offset, cause)
+	})
+}
+
+func (s *domainState) kill(e *emitter, offset int64, cause error) error {
+	switch {
+	case s.processed.contains(offset):
+		return ErrAlreadyProcessed
+	case s.failed.contains(offset):
+		return nil
+	}
+	attempts, tok := 0, Token{}
+	switch {
+	case s.leased && s.lease.offset == offset:
+		attempts, tok = s.lease.retries+1, s.lease.token
+		s.revoke(tok, ErrLeaseRevoked)
+	case s.backlog.remove(offset):
+		attempts = s.carried[offset].retries
+		s.dropCarried(offset)
+	}
+	e.emit(EventKilled, offset, attempts, tok, cause)
+	s.deadLetter(e, offset, attempts, tok, cause, false) // a deliberate kill does not park
+	return nil
+}
+
+// Redrive takes offset out of the failed set and puts it at the front of
+// its domain's backlog with a fresh attempt count, so that it runs next and
+// order is kept. It is a deliberate exception to idempotence. It returns
+// ErrNotDeadLettered if the offset is not failed.
+//
+// If the domain is idle and running, Redrive returns the offset as next
+// with ok true: acquire it.
+func (m *Manager) Redrive(domain string, offset int64) (next int64, ok bool, err error) {
+	return m.adminCall("Redrive", domain, false, ErrNotDeadLettered, func(s *domainState, e *emitter) error {
+		if _, found := s.failed.remove(offset); !found {
+			return ErrNotDeadLettered
+		}
+		s.backlog.pushFront(offset)
+		e.emit(EventRedriven, offset, 0, Token{}, nil)
+		return nil
+	})
+}
+
+// ForceRelease takes the domain's lease back from a holder that is stuck:
+// the holder is then refused with ErrLeaseRevoked, and the offset goes back
+// to the front of the backlog, keeping its attempt count and first-acquired
+// time, to be granted again under a new token. It returns ErrNoLease if the
+// domain holds none.
+//
+// If the domain is running, ForceRelease returns the offset as next with ok
+// true: acquire it.
+func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
+	return m.adminCall("ForceRelease", domain, false, ErrNoLease, func(s *domainState, e *emitter) error {
+		if !s.leased {
+			return ErrNoLease
+		}
+		l := s.lease
+		e.emit(EventReleased, l.offset, l.retries+1, l.token, nil)
+		s.revoke(l.token, ErrLeaseRevoked)
+		s.requeue(l.offset, attempt{retries: l.retries, acquiredAt: l.acquiredAt})
+		return nil
+	})
+}
+
+// Pause stops domain from granting leases: its lease in flight, if any,
+// carries on, but every TryAcquire answers Enqueued and queues its offset,
+// until Resume. Pausing a paused domain changes nothing.
+func (m *Manager) Pause(domain string) error {
+	_, _, err := m.adminCall("Pause", domain, true, nil, func(s *domainState, e *emitter) error {
+		if !s.paused {
+			s.paused = true
+			e.emit(EventPaused, -1, 0, Token{}, nil)
+		}
+		return nil
+	})
+	return err
+}
+
+// Resume lets a paused or parked domain grant leases again. If it is idle
+// with a backlog, Resume returns the head as next with ok true: acquire it.
+// Resuming a running or unknown domain changes nothing.
+func (m *Manager) Resume(domain string) (next int64, ok bool, err error) {
+	next, ok, err = m.adminCall("Resume", domain, false, nil, func(s *domainState, e *emitter) error {
+		if s.paused {
+			s.paused = false
+			e.emit(EventResumed, -1, 0, Token{}, nil)
+		}
+		return nil
+	})
+	return next, ok, err
+}
+
+// Forget drops domain and all its history, processed and failed offsets
+// included, to free its memory: a deliberate exception to idempotence, since
+// its old offsets can then be acquired again. The domain must be idle with
+// an empty backlog, or Forget returns ErrDomainBusy. If the domain comes
+// back, its fences carry on above every fence it had before. Forgetting an
+// unknown domain changes nothing.
+func (m *Manager) Forget(domain string) error {
+	if m.closed.Load() {
+		return ErrClosed
+	}
+	now := m.nowIfNeeded()
+	sh, r := m.lockRecord(domain, false)
+	if r == nil {
+		return nil
+	}
+	e := m.emitter(sh, r, now)
+	s := &r.state
+	s.expireIfDue(&m.policy, &e)
+	if s.leased || s.backlog.len() > 0 {
+		m.unlock(sh, r)
+		return domainError("Forget", domain, ErrDomainBusy)
+	}
+	m.raiseFenceFloor(s.issued.fence)
+	r.dropped = true
+	e.emit(EventForgotten, -1, 0, Token{}, nil)
+	m.unlock(sh, r)
+
+	sh.mu.Lock()
+	if sh.records[domain] == r {
+		delete(sh.records, domain)
+	}
+	sh.mu.Unlock()
+	return nil
+}
+
+// raiseFenceFloor makes new domains' fences start above fence.
+func (m *Manager) raiseFenceFloor(fence uint64) {
+	for {
+		cur := m.fenceFloor.Load()
+		if fence <= cur || m.fenceFloor.CompareAndSwap(cur, fence) {
+			return
+		}
+	}
 }

@@ -48,8 +48,9 @@
 //  4. Idempotence: a terminal offset (processed or failed) is never queued or
 //     granted again.
 //  5. Token fencing: Succeed and Fail act only for the current lease's token;
-//     any other returns [ErrTokenMismatch], and every grant's
-//     [Token.Fence] is larger than the domain's previous one.
+//     any other returns an error ([ErrTokenMismatch], or [ErrLeaseExpired]
+//     for a lease that ran out of time), and every grant's [Token.Fence] is
+//     larger than the domain's previous one.
 //  6. Stable monitor: a domain's record, and the lock in it, is created once
 //     and never replaced.
 //
@@ -58,8 +59,43 @@
 // Errors report bugs in the caller, never normal outcomes, and a call that
 // returns one has changed nothing. Test them with errors.Is: [ErrBacklogOrder]
 // (as [*BacklogOrderError] with errors.As), [ErrTokenMismatch], [ErrNoLease],
-// [ErrInvalidOffset], [ErrClosed], and [ErrInvalidConfig] from [New]. No
-// input makes the package panic.
+// [ErrLeaseExpired], [ErrLeaseRevoked], [ErrInvalidOffset],
+// [ErrInvalidDuration], [ErrClosed], the admin calls' [ErrNotDeadLettered],
+// [ErrAlreadyProcessed] and [ErrDomainBusy], and [ErrInvalidConfig] from
+// [New]. No input makes the package panic.
+//
+// # Options
+//
+// With no options a Manager is exactly seed 000's contract. Options add
+// behaviour from the other seeds, each off by default:
+//
+//   - [WithMaxRetries] sets how many retries an offset gets before it is
+//     given up on ([DefaultMaxRetries]). Seed 003's failure strategies map
+//     onto it: "dead-letter" is WithMaxRetries(0), "retry" and "hybrid" are
+//     WithMaxRetries(n); a given-up offset is always kept as a [DeadLetter].
+//   - [WithLeaseTTL] makes leases expire unless renewed with
+//     [Manager.Extend]. An expired lease is revoked when its domain is next
+//     touched, or by [Manager.Reap]; its holder gets [ErrLeaseExpired], and
+//     the expiry counts as a failed attempt: the offset goes back to the
+//     front of the line under a new token, or is dead-lettered once out of
+//     retries. Time is read from the [Clock] given to [WithClock].
+//   - [WithOrdering] chooses [FIFO] (the default) or [LIFO];
+//     [WithBestEffortOrdering] lets an idle domain grant an offset out of
+//     turn, reporting it as [EventOutOfOrder].
+//   - [WithParkOnDeadLetter] pauses a domain when one of its offsets is
+//     dead-lettered, until [Manager.Resume].
+//   - [WithObserver] reports every transition as an [Event].
+//
+// # Operators
+//
+// [Manager.Inspect], [Manager.Leases], [Manager.DeadLetters] and
+// [Manager.Stats] look; [Manager.Kill], [Manager.Redrive],
+// [Manager.ForceRelease], [Manager.Pause], [Manager.Resume] and
+// [Manager.Forget] repair. Redrive (a failed offset runs again, first in its
+// domain's line), Kill (an offset fails without running) and Forget (a
+// domain's history is dropped) are deliberate exceptions to idempotence.
+// Admin calls that leave a domain idle with a backlog return its head, since
+// no Succeed or Fail will hint at it: acquire it to keep the domain moving.
 //
 // # Concurrency
 //
@@ -67,7 +103,7 @@
 // spread over shards, each with its own lock, and every domain has its own
 // mutex: calls on different domains rarely contend, and calls on one domain
 // are serialized. No lock is held while the Manager calls code outside the
-// package, such as a [Clock] passed to [WithClock].
+// package, such as a [Clock] passed to [WithClock] or an [Observer].
 //
 // # Memory
 //

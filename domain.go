@@ -2,37 +2,64 @@ package worklease
 
 import "time"
 
-// domainState is one domain's state machine: the seed 000 contract, step by
-// step. It does no locking and calls nothing outside the package; the record
-// that owns it holds its mutex around every method, and tests drive it
-// directly.
+// domainState is one domain's state machine: seed 000's contract step by
+// step, plus the optional behaviour of time-limited leases, ordering modes,
+// parking and the admin calls. It does no locking and calls nothing outside
+// the package; the record that owns it holds its mutex around every method,
+// and tests drive it directly.
 type domainState struct {
 	leased  bool  // whether lease is valid: the domain is in flight
+	paused  bool  // grants nothing until resumed (Pause, or parked on a dead letter)
 	lease   lease // the current lease when leased; zero otherwise
 	backlog backlog
 	// processed and failed are the terminal offsets (seed 000 "processed"
-	// and "failed"): offsets that succeeded, and offsets that were given up.
+	// and "failed"): offsets that succeeded, and offsets that were given up
+	// or killed, which keep why.
 	processed offsetSet
-	failed    offsetSet
+	failed    deadLetters
+	// carried holds the history of offsets that went back into the backlog
+	// after an attempt that did not end in Succeed or Fail (an expiry, a
+	// forced release), so that their next grant keeps counting attempts.
+	// nil unless there is one.
+	carried map[int64]attempt
 	// issued is the token of the latest grant, with the fence of that grant
 	// (0 before the first) and this domain's fixed serial and instance.
 	// Fences only grow, so a token is never issued twice.
 	issued Token
+	// revoked is the token of the latest lease that ended without its
+	// holder (expired, killed or force-released), so that the holder learns
+	// why: Succeed, Fail and Extend with it return revokedErr.
+	revoked    Token
+	revokedErr error
 }
 
-// lease is the seed's LeaseRecord.
+// lease is the seed's LeaseRecord, plus an expiry.
 type lease struct {
 	offset     int64
 	token      Token
 	acquiredAt time.Time // first grant of this offset; retries keep it
-	retries    int       // Fail calls that scheduled a retry of this offset
+	expiresAt  time.Time // zero: never expires
+	retries    int       // failed attempts of this offset so far
 }
 
-// AcquireResult, SucceedResult and FailResult are built here, so that the
-// Manager only looks up, locks and unlocks.
+// attempt is what carries over from one grant of an offset to the next.
+type attempt struct {
+	retries    int
+	acquiredAt time.Time
+}
+
+// policy is the configuration the state machine reads. Immutable.
+type policy struct {
+	maxRetries int
+	ttl        time.Duration // 0: leases never expire
+	lifo       bool          // grant the newest queued offset first
+	bestEffort bool          // allow acquiring a queued offset out of turn
+	park       bool          // pause a domain when one of its offsets is dead-lettered
+}
 
 // acquire is TryAcquire under the domain lock.
-func (s *domainState) acquire(domain string, offset int64, now time.Time) (AcquireResult, error) {
+func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireResult, error) {
+	s.expireIfDue(p, e)
 	// 1) Terminal checks.
 	if s.processed.contains(offset) {
 		return AcquireResult{Status: AlreadyProcessed}, nil
@@ -40,44 +67,88 @@ func (s *domainState) acquire(domain string, offset int64, now time.Time) (Acqui
 	if s.failed.contains(offset) {
 		return AcquireResult{Status: AlreadyFailed}, nil
 	}
-	// 2) Active lease exists.
-	if s.leased {
-		if offset == s.lease.offset {
-			return s.lease.result(AlreadyAcquired), nil
+	// 2) Active lease exists (or the domain is paused, which queues
+	// everything as if one did).
+	if s.leased && offset == s.lease.offset {
+		return s.lease.result(AlreadyAcquired), nil
+	}
+	if s.leased || s.paused {
+		if s.enqueue(p, offset) {
+			e.emit(EventEnqueued, offset, 0, Token{}, nil)
 		}
-		s.backlog.pushBack(offset) // de-duplicates; terminal offsets were excluded above
 		return AcquireResult{Status: Enqueued}, nil
 	}
 	// 3) No active lease: only the backlog's head may be granted.
 	if head, ok := s.backlog.front(); ok {
-		if head != offset {
-			return AcquireResult{}, &BacklogOrderError{Domain: domain, Expected: head, Got: offset}
+		switch {
+		case head == offset:
+			s.backlog.popFront()
+		case !p.bestEffort:
+			return AcquireResult{}, &BacklogOrderError{Domain: e.domain, Expected: head, Got: offset}
+		default:
+			s.backlog.remove(offset) // if queued at all
+			e.emit(EventOutOfOrder, offset, 0, Token{}, nil)
 		}
-		s.backlog.popFront()
 	}
-	s.issued.fence++
-	s.leased = true
-	s.lease = lease{offset: offset, token: s.issued, acquiredAt: now}
+	s.grant(p, e, offset)
 	return s.lease.result(Acquired), nil
 }
 
-// checkToken reports the error Succeed or Fail returns for tok, if any.
-func (s *domainState) checkToken(tok Token) error {
-	if !s.leased {
-		return ErrNoLease
+// enqueue queues offset behind the lease, once, and reports whether it was
+// added. Terminal offsets must have been ruled out.
+func (s *domainState) enqueue(p *policy, offset int64) bool {
+	if p.lifo {
+		return s.backlog.pushFront(offset)
 	}
-	if tok != s.lease.token {
-		return ErrTokenMismatch
+	return s.backlog.pushBack(offset)
+}
+
+// grant leases offset under a new token.
+func (s *domainState) grant(p *policy, e *emitter, offset int64) {
+	s.issued.fence++
+	s.leased = true
+	s.lease = lease{offset: offset, token: s.issued, acquiredAt: e.now}
+	if a, ok := s.carried[offset]; ok {
+		s.lease.retries, s.lease.acquiredAt = a.retries, a.acquiredAt
+		s.dropCarried(offset)
 	}
-	return nil
+	if p.ttl > 0 {
+		s.lease.expiresAt = e.now.Add(p.ttl)
+	}
+	e.emit(EventAcquired, offset, s.lease.retries+1, s.lease.token, nil)
+}
+
+// checkToken reports the error Succeed, Fail or Extend returns for tok, if
+// any, and reports a rejection.
+func (s *domainState) checkToken(e *emitter, tok Token) error {
+	if s.leased && tok == s.lease.token {
+		return nil
+	}
+	var err error
+	switch {
+	case !tok.IsZero() && tok == s.revoked:
+		err = s.revokedErr
+	case !s.leased:
+		err = ErrNoLease
+	default:
+		err = ErrTokenMismatch
+	}
+	offset := int64(-1)
+	if s.leased {
+		offset = s.lease.offset
+	}
+	e.emit(EventRejected, offset, 0, tok, err)
+	return err
 }
 
 // succeed is Succeed under the domain lock.
-func (s *domainState) succeed(tok Token) (SucceedResult, error) {
-	if err := s.checkToken(tok); err != nil {
+func (s *domainState) succeed(p *policy, e *emitter, tok Token) (SucceedResult, error) {
+	s.expireIfDue(p, e)
+	if err := s.checkToken(e, tok); err != nil {
 		return SucceedResult{}, err
 	}
 	s.processed.add(s.lease.offset)
+	e.emit(EventProcessed, s.lease.offset, s.lease.retries+1, tok, nil)
 	s.release()
 	if next, ok := s.backlog.front(); ok {
 		return SucceedResult{Status: NextHint, Next: next}, nil
@@ -86,21 +157,92 @@ func (s *domainState) succeed(tok Token) (SucceedResult, error) {
 }
 
 // fail is Fail under the domain lock.
-func (s *domainState) fail(tok Token, maxRetries int) (FailResult, error) {
-	if err := s.checkToken(tok); err != nil {
+func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error) (FailResult, error) {
+	s.expireIfDue(p, e)
+	if err := s.checkToken(e, tok); err != nil {
 		return FailResult{}, err
 	}
-	if s.lease.retries < maxRetries {
+	if s.lease.retries < p.maxRetries {
 		s.lease.retries++ // acquiredAt stays: it marks the offset's first grant
+		if at := e.now.Add(p.ttl); p.ttl > 0 && at.After(s.lease.expiresAt) {
+			s.lease.expiresAt = at // the next attempt gets at least a full TTL
+		}
+		e.emit(EventRetrying, s.lease.offset, s.lease.retries, tok, cause)
 		return FailResult{Status: RetryScheduled, RetryCount: s.lease.retries}, nil
 	}
 	retries := s.lease.retries
-	s.failed.add(s.lease.offset)
+	s.deadLetter(e, s.lease.offset, retries+1, tok, cause, p.park)
 	s.release()
+	if s.paused {
+		return FailResult{Status: GiveUpParked, RetryCount: retries}, nil
+	}
 	if next, ok := s.backlog.front(); ok {
 		return FailResult{Status: GiveUpNextHint, RetryCount: retries, Next: next}, nil
 	}
 	return FailResult{Status: GiveUpNoBacklog, RetryCount: retries}, nil
+}
+
+// extend is Extend under the domain lock: the lease now expires no sooner
+// than now+d. It returns the lease's expiry, zero if it never expires.
+func (s *domainState) extend(p *policy, e *emitter, tok Token, d time.Duration) (time.Time, error) {
+	s.expireIfDue(p, e)
+	if err := s.checkToken(e, tok); err != nil {
+		return time.Time{}, err
+	}
+	if p.ttl == 0 {
+		return time.Time{}, nil // leases never expire; nothing to extend
+	}
+	if at := e.now.Add(d); at.After(s.lease.expiresAt) {
+		s.lease.expiresAt = at
+		e.emit(EventExtended, s.lease.offset, s.lease.retries+1, tok, nil)
+	}
+	return s.lease.expiresAt, nil
+}
+
+// expireIfDue revokes the lease if it has expired, and reports whether it
+// did. An expiry counts as a failed attempt: with retries left, the offset
+// goes back to the front of the line to be granted again under a new token;
+// without, it is dead-lettered.
+func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
+	if !s.leased || s.lease.expiresAt.IsZero() || e.now.Before(s.lease.expiresAt) {
+		return false
+	}
+	l := s.lease
+	e.emit(EventExpired, l.offset, l.retries+1, l.token, nil)
+	s.revoke(l.token, ErrLeaseExpired)
+	if l.retries < p.maxRetries {
+		s.requeue(l.offset, attempt{retries: l.retries + 1, acquiredAt: l.acquiredAt})
+	} else {
+		s.deadLetter(e, l.offset, l.retries+1, l.token, ErrLeaseExpired, p.park)
+	}
+	return true
+}
+
+// requeue puts offset back at the front of the line, keeping its attempts.
+func (s *domainState) requeue(offset int64, a attempt) {
+	s.backlog.pushFront(offset)
+	if s.carried == nil {
+		s.carried = make(map[int64]attempt)
+	}
+	s.carried[offset] = a
+}
+
+func (s *domainState) dropCarried(offset int64) {
+	delete(s.carried, offset)
+	if len(s.carried) == 0 {
+		s.carried = nil
+	}
+}
+
+// deadLetter makes offset failed after attempts attempts, and parks the
+// domain if park is set.
+func (s *domainState) deadLetter(e *emitter, offset int64, attempts int, tok Token, cause error, park bool) {
+	s.failed.add(offset, deadLetter{cause: cause, attempts: attempts, at: e.now})
+	e.emit(EventDeadLettered, offset, attempts, tok, cause)
+	if park && !s.paused {
+		s.paused = true
+		e.emit(EventPaused, offset, 0, Token{}, cause)
+	}
 }
 
 // release clears the lease.
@@ -109,7 +251,28 @@ func (s *domainState) release() {
 	s.lease = lease{}
 }
 
+// revoke ends the lease without its holder.
+func (s *domainState) revoke(tok Token, why error) {
+	s.revoked, s.revokedErr = tok, why
+	s.release()
+}
+
+// next reports the offset an idle, running domain will grant next: the one
+// an orchestrator must acquire to keep the domain moving.
+func (s *domainState) next() (int64, bool) {
+	if s.leased || s.paused {
+		return 0, false
+	}
+	return s.backlog.front()
+}
+
 // result reports the lease as an AcquireResult with status st.
 func (l *lease) result(st AcquireStatus) AcquireResult {
-	return AcquireResult{Status: st, Token: l.token, AcquiredAt: l.acquiredAt, RetryCount: l.retries}
+	return AcquireResult{
+		Status:     st,
+		Token:      l.token,
+		AcquiredAt: l.acquiredAt,
+		ExpiresAt:  l.expiresAt,
+		RetryCount: l.retries,
+	}
 }

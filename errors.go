@@ -7,7 +7,8 @@ import (
 
 // Errors returned by the Manager. They report bugs in the caller (seed 000's
 // "hard bugs") or misuse, never a normal outcome, and a call that returns one
-// has changed nothing. Returned errors may wrap these with the domain and
+// has changed nothing, except that, like every call, it first revokes its
+// domain's lease if that has expired (see WithLeaseTTL). Returned errors may wrap these with the domain and
 // other context; test for them with errors.Is.
 var (
 	// ErrBacklogOrder is returned by TryAcquire when the domain is idle, its
@@ -20,8 +21,35 @@ var (
 	// stale holder, or passed a token from another domain or manager.
 	ErrTokenMismatch = errors.New("worklease: token does not match the current lease")
 
-	// ErrNoLease is returned by Succeed and Fail when the domain holds no lease.
+	// ErrNoLease is returned by Succeed, Fail and Extend when the domain
+	// holds no lease, and by ForceRelease when it has none to release.
 	ErrNoLease = errors.New("worklease: domain holds no lease")
+
+	// ErrLeaseExpired is returned by Succeed, Fail and Extend for the token
+	// of a lease that ran out of time and was revoked (see WithLeaseTTL).
+	// Its offset is back at the front of the backlog, or dead-lettered if
+	// that was its last attempt. A domain remembers only its latest revoked
+	// token; an older one gets ErrTokenMismatch or ErrNoLease.
+	ErrLeaseExpired = errors.New("worklease: lease expired")
+
+	// ErrLeaseRevoked is returned by Succeed, Fail and Extend for the token
+	// of a lease an operator took back with Kill or ForceRelease.
+	ErrLeaseRevoked = errors.New("worklease: lease revoked by an operator")
+
+	// ErrInvalidDuration is returned by Extend for a duration that is not
+	// positive.
+	ErrInvalidDuration = errors.New("worklease: duration must be positive")
+
+	// ErrNotDeadLettered is returned by Redrive for an offset that is not
+	// failed.
+	ErrNotDeadLettered = errors.New("worklease: offset is not dead-lettered")
+
+	// ErrAlreadyProcessed is returned by Kill for an offset that succeeded.
+	ErrAlreadyProcessed = errors.New("worklease: offset already processed")
+
+	// ErrDomainBusy is returned by Forget for a domain that holds a lease or
+	// has a backlog.
+	ErrDomainBusy = errors.New("worklease: domain has a lease or a backlog")
 
 	// ErrClosed is returned by every call on a Manager after Close.
 	ErrClosed = errors.New("worklease: manager is closed")

@@ -11,9 +11,12 @@ import (
 // goroutines use the Manager.
 func (m *Manager) checkInvariants() error {
 	var errs []error
-	m.forEachRecord(func(domain string, r *record) {
+	m.forEachRecord(func(sh *shard, domain string, r *record) {
 		r.mu.Lock()
 		err := r.state.checkInvariants(m.instance)
+		if err == nil && !r.dropped && m.policy.ttl > 0 {
+			err = sh.expiry.check(r)
+		}
 		r.mu.Unlock()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("domain %q: %w", domain, err))
@@ -69,17 +72,28 @@ func (s *domainState) checkInvariants(instance uint64) error {
 	if s.backlog.index != nil && len(s.backlog.index) != s.backlog.len() {
 		bad("backlog index has %d entries for %d offsets", len(s.backlog.index), s.backlog.len())
 	}
-	s.processed.all(func(x int64) bool {
-		if s.failed.contains(x) {
-			bad("offset %d is both processed and failed", x)
+	for off := range s.failed.m {
+		if s.processed.contains(off) {
+			bad("offset %d is both processed and failed", off)
 		}
-		return true
-	})
+	}
+	if s.failed.m != nil && len(s.failed.m) == 0 {
+		bad("empty dead-letter map kept")
+	}
 	if err := s.processed.check(); err != nil {
 		bad("processed: %w", err)
 	}
-	if err := s.failed.check(); err != nil {
-		bad("failed: %w", err)
+	// Attempts carried over belong to queued offsets only.
+	for off := range s.carried {
+		if !s.backlog.contains(off) {
+			bad("carried attempts for %d, which is not queued", off)
+		}
+	}
+	if s.carried != nil && len(s.carried) == 0 {
+		bad("empty carried map kept")
+	}
+	if !s.revoked.IsZero() && (s.revoked.fence > s.issued.fence || s.revokedErr == nil) {
+		bad("revoked token %v was never issued or has no reason", s.revoked)
 	}
 	return errors.Join(errs...)
 }
@@ -99,6 +113,36 @@ func (s *offsetSet) check() error {
 	}
 	if n != s.n {
 		return fmt.Errorf("holds %d offsets but counts %d", n, s.n)
+	}
+	return nil
+}
+
+// check verifies that the index holds r's lease expiry exactly when r has
+// one. r.mu must be held.
+func (x *expiryIndex) check(r *record) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i, e := range x.heap {
+		if e.r.heapIdx != i+1 {
+			return fmt.Errorf("expiry index entry %d has heapIdx %d", i, e.r.heapIdx)
+		}
+		if i > 0 && x.heap[(i-1)/2].at > e.at {
+			return fmt.Errorf("expiry index is not a heap at %d", i)
+		}
+	}
+	s := &r.state
+	want := s.leased && !s.lease.expiresAt.IsZero()
+	if !want {
+		if r.heapIdx != 0 {
+			return fmt.Errorf("idle or never-expiring lease is in the expiry index")
+		}
+		return nil
+	}
+	if r.heapIdx == 0 {
+		return fmt.Errorf("lease expiring at %v is missing from the expiry index", s.lease.expiresAt)
+	}
+	if got, want := x.heap[r.heapIdx-1].at, expiryKey(s.lease.expiresAt); got != want {
+		return fmt.Errorf("expiry index has %d for a lease expiring at %d", got, want)
 	}
 	return nil
 }

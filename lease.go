@@ -20,14 +20,19 @@ import (
 // are serialized.
 type Manager struct {
 	// Immutable after New.
-	shards     []shard
-	shardMask  uint64
-	seed       maphash.Seed
-	instance   uint64 // random, non-zero; makes this Manager's tokens unique
-	maxRetries int
-	clock      Clock // nil: time.Now
+	shards    []shard
+	shardMask uint64
+	seed      maphash.Seed
+	instance  uint64 // random, non-zero; makes this Manager's tokens unique
+	policy    policy
+	clock     Clock // nil: time.Now
+	observer  Observer
+	// alwaysNow: every call reads the clock, because leases expire or
+	// events carry a time. Otherwise only TryAcquire and Fail need it.
+	alwaysNow bool
 
 	domainSerial atomic.Uint64 // last serial given to a new domain's record
+	fenceFloor   atomic.Uint64 // highest fence of any forgotten domain
 	closed       atomic.Bool
 }
 
@@ -47,12 +52,20 @@ func New(opts ...Option) (*Manager, error) {
 	}
 	n := 1 << bits.Len(uint(cfg.shards-1)) // round up to a power of two
 	m := &Manager{
-		shards:     make([]shard, n),
-		shardMask:  uint64(n - 1),
-		seed:       maphash.MakeSeed(),
-		instance:   newInstanceID(),
-		maxRetries: cfg.maxRetries,
-		clock:      cfg.clock,
+		shards:    make([]shard, n),
+		shardMask: uint64(n - 1),
+		seed:      maphash.MakeSeed(),
+		instance:  newInstanceID(),
+		policy: policy{
+			maxRetries: cfg.maxRetries,
+			ttl:        cfg.ttl,
+			lifo:       cfg.ordering == LIFO,
+			bestEffort: cfg.bestEffort,
+			park:       cfg.park,
+		},
+		clock:     cfg.clock,
+		observer:  cfg.observer,
+		alwaysNow: cfg.ttl > 0 || cfg.observer != nil,
 	}
 	for i := range m.shards {
 		m.shards[i].records = make(map[string]*record)
@@ -77,6 +90,14 @@ func (m *Manager) now() time.Time {
 		return time.Now()
 	}
 	return m.clock.Now()
+}
+
+// nowIfNeeded reads the clock only if leases expire or events carry a time.
+func (m *Manager) nowIfNeeded() time.Time {
+	if !m.alwaysNow {
+		return time.Time{}
+	}
+	return m.now()
 }
 
 // Close marks the Manager closed: every later call returns ErrClosed. Calls
@@ -133,13 +154,17 @@ func (s AcquireStatus) String() string {
 // AcquireResult is the outcome of TryAcquire.
 type AcquireResult struct {
 	Status AcquireStatus
-	// Token, AcquiredAt and RetryCount describe the lease when Status is
-	// Acquired or AlreadyAcquired, and are zero otherwise. AcquiredAt is when
-	// the offset was first granted; retries do not change it. RetryCount is
-	// how many retries Fail has scheduled for the offset. Together they let
-	// the caller compute its backoff.
+	// Token, AcquiredAt, ExpiresAt and RetryCount describe the lease when
+	// Status is Acquired or AlreadyAcquired, and are zero otherwise.
+	// AcquiredAt is when the offset was first granted; retries and re-grants
+	// after an expiry do not change it. ExpiresAt is when the lease runs out
+	// unless extended (zero: never; see WithLeaseTTL). RetryCount is the
+	// number of failed attempts of the offset so far (Fail calls that
+	// scheduled a retry, and expiries). Together they let the caller compute
+	// its backoff.
 	Token      Token
 	AcquiredAt time.Time
+	ExpiresAt  time.Time
 	RetryCount int
 }
 
@@ -193,6 +218,10 @@ const (
 	// GiveUpNextHint: as GiveUpNoBacklog, but the backlog is not empty:
 	// FailResult.Next is its head, still queued.
 	GiveUpNextHint
+	// GiveUpParked: as GiveUpNoBacklog, but the domain is paused, by Pause
+	// or parked by WithParkOnDeadLetter: it grants nothing, its backlog
+	// waiting, until Resume.
+	GiveUpParked
 )
 
 // String returns the status's name, e.g. "RetryScheduled".
@@ -204,6 +233,8 @@ func (s FailStatus) String() string {
 		return "GiveUpNoBacklog"
 	case GiveUpNextHint:
 		return "GiveUpNextHint"
+	case GiveUpParked:
+		return "GiveUpParked"
 	}
 	return invalidStatus("FailStatus", uint8(s))
 }
@@ -219,13 +250,14 @@ type FailResult struct {
 }
 
 // TryAcquire asks for the lease on offset in domain. It never blocks on
-// other leases: if the domain is busy with another offset, the offset is
-// queued and TryAcquire returns Enqueued.
+// other leases: if the domain is busy with another offset, or paused, the
+// offset is queued and TryAcquire returns Enqueued.
 //
 // When the domain is idle and its backlog is not empty, only the backlog's
 // head may be acquired; any other offset is a caller bug and returns a
-// *BacklogOrderError (matching ErrBacklogOrder) without changing anything.
-// A negative offset returns ErrInvalidOffset.
+// *BacklogOrderError (matching ErrBacklogOrder) without changing anything,
+// unless WithBestEffortOrdering allows it. A negative offset returns
+// ErrInvalidOffset.
 func (m *Manager) TryAcquire(domain string, offset int64) (AcquireResult, error) {
 	if m.closed.Load() {
 		return AcquireResult{}, ErrClosed
@@ -234,63 +266,95 @@ func (m *Manager) TryAcquire(domain string, offset int64) (AcquireResult, error)
 		return AcquireResult{}, domainError("TryAcquire", domain, ErrInvalidOffset)
 	}
 	now := m.now() // read outside the lock: a caller's clock may take locks of its own
-	r := m.lookupOrCreate(domain)
-	r.mu.Lock()
-	res, err := r.state.acquire(domain, offset, now)
-	r.mu.Unlock()
+	sh, r := m.lockRecord(domain, true)
+	e := m.emitter(sh, r, now)
+	res, err := r.state.acquire(&m.policy, &e, offset)
+	m.unlock(sh, r)
 	return res, err
 }
 
 // Succeed records that the lease under tok finished its offset: the offset
 // becomes processed (terminal) and the lease is released. Succeed does not
 // hand off: if the backlog is not empty it returns NextHint with the head,
-// which the caller acquires with TryAcquire.
+// which the caller acquires with TryAcquire (while the domain is paused,
+// that answers Enqueued until Resume).
 //
 // Succeed returns an error wrapping ErrNoLease if the domain holds no lease,
-// or ErrTokenMismatch if tok is not the current lease's token; either way
-// nothing changes.
+// ErrTokenMismatch if tok is not the current lease's token, ErrLeaseExpired
+// if tok's lease ran out of time, or ErrLeaseRevoked if an operator took it
+// back; in every case nothing changes.
 func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 	if m.closed.Load() {
 		return SucceedResult{}, ErrClosed
 	}
-	r := m.lookup(domain)
+	now := m.nowIfNeeded()
+	sh, r := m.lockRecord(domain, false)
 	if r == nil {
 		return SucceedResult{}, domainError("Succeed", domain, ErrNoLease)
 	}
-	r.mu.Lock()
-	res, err := r.state.succeed(tok)
-	r.mu.Unlock()
+	e := m.emitter(sh, r, now)
+	res, err := r.state.succeed(&m.policy, &e, tok)
+	m.unlock(sh, r)
 	if err != nil {
 		return SucceedResult{}, domainError("Succeed", domain, err)
 	}
 	return res, nil
 }
 
-// Fail records that an attempt under tok failed. cause is the attempt's error;
-// it may be nil, and the Manager does not interpret it. While the offset has retries left, Fail keeps the
+// Fail records that an attempt under tok failed. cause is the attempt's
+// error; it may be nil. While the offset has retries left, Fail keeps the
 // lease and returns RetryScheduled: the caller backs off and tries again
 // under the same token. Once it has none, the offset becomes failed
-// (terminal), the lease is released, and Fail returns GiveUpNoBacklog or
-// GiveUpNextHint.
+// (terminal) and a dead letter that keeps cause, the lease is released, and
+// Fail returns GiveUpNoBacklog or GiveUpNextHint (or GiveUpParked).
 //
-// Fail returns an error wrapping ErrNoLease if the domain holds no lease, or
-// ErrTokenMismatch if tok is not the current lease's token; either way
-// nothing changes.
+// Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
 	if m.closed.Load() {
 		return FailResult{}, ErrClosed
 	}
-	r := m.lookup(domain)
+	now := m.now() // a give-up records when
+	sh, r := m.lockRecord(domain, false)
 	if r == nil {
 		return FailResult{}, domainError("Fail", domain, ErrNoLease)
 	}
-	r.mu.Lock()
-	res, err := r.state.fail(tok, m.maxRetries)
-	r.mu.Unlock()
+	e := m.emitter(sh, r, now)
+	res, err := r.state.fail(&m.policy, &e, tok, cause)
+	m.unlock(sh, r)
 	if err != nil {
 		return FailResult{}, domainError("Fail", domain, err)
 	}
 	return res, nil
+}
+
+// Extend renews the lease under tok so that it expires no sooner than d from
+// now, and returns its expiry. It never shortens a lease. Without
+// WithLeaseTTL leases never expire, and Extend only checks tok and returns
+// the zero time.
+//
+// Extend returns an error wrapping ErrInvalidDuration if d is not positive,
+// and otherwise the same errors as Succeed (ErrNoLease after the lease was
+// released, ErrLeaseExpired once it has run out); either way nothing
+// changes.
+func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, error) {
+	if m.closed.Load() {
+		return time.Time{}, ErrClosed
+	}
+	if d <= 0 {
+		return time.Time{}, domainError("Extend", domain, ErrInvalidDuration)
+	}
+	now := m.nowIfNeeded()
+	sh, r := m.lockRecord(domain, false)
+	if r == nil {
+		return time.Time{}, domainError("Extend", domain, ErrNoLease)
+	}
+	e := m.emitter(sh, r, now)
+	at, err := r.state.extend(&m.policy, &e, tok, d)
+	m.unlock(sh, r)
+	if err != nil {
+		return time.Time{}, domainError("Extend", domain, err)
+	}
+	return at, nil
 }
 
 // invalidStatus names a status value that is not one of its type's constants.

@@ -480,7 +480,7 @@ func TestInspectLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, worklease.DomainInfo{
 		Leased:  true,
-		Lease:   worklease.LeaseInfo{Offset: 4, Token: res.Token, AcquiredAt: epoch, RetryCount: 1},
+		Lease:   worklease.LeaseInfo{Domain: "A", Offset: 4, Token: res.Token, AcquiredAt: epoch, RetryCount: 1},
 		Backlog: []int64{6, 5},
 	}, info)
 

@@ -1,0 +1,738 @@
+package worklease_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/internal/clock"
+)
+
+// Tests of the admin calls (Kill, Redrive, Forget, Pause, Resume,
+// ForceRelease, Inspect, Leases, DeadLetters), parking, and Stats.
+
+// nextHint is what the admin calls return besides an error.
+type nextHint struct {
+	Next int64
+	OK   bool
+}
+
+func hint(next int64, ok bool, err error) (nextHint, error) { return nextHint{next, ok}, err }
+
+func TestKill(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		run  func(t *testing.T, m *worklease.Manager, clk *clock.Fake)
+	}{
+		{"queued behind a lease", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
+			holder := acquire(t, m, "A", 1, worklease.Acquired)
+			acquire(t, m, "A", 2, worklease.Enqueued)
+			acquire(t, m, "A", 3, worklease.Enqueued)
+			got, err := hint(m.Kill("A", 2, "spam"))
+			require.NoError(t, err)
+			require.Equal(t, nextHint{}, got, "the domain is busy: no hint")
+			require.Equal(t, []int64{3}, inspect(t, m, "A").Backlog)
+			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 2, Attempts: 0, At: clk.Now()}, "spam")
+			acquire(t, m, "A", 2, worklease.AlreadyFailed)
+			sres, err := m.Succeed("A", holder.Token)
+			require.NoError(t, err, "the holder of another offset is not disturbed")
+			require.Equal(t, worklease.SucceedResult{Status: worklease.NextHint, Next: 3}, sres)
+		}},
+		{"queued at the head of an idle domain", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
+			holder := acquire(t, m, "A", 1, worklease.Acquired)
+			acquire(t, m, "A", 2, worklease.Enqueued)
+			acquire(t, m, "A", 3, worklease.Enqueued)
+			_, err := m.Succeed("A", holder.Token)
+			require.NoError(t, err)
+			got, err := hint(m.Kill("A", 2, "spam"))
+			require.NoError(t, err)
+			require.Equal(t, nextHint{3, true}, got, "acquire the new head to keep the domain moving")
+			acquire(t, m, "A", 3, worklease.Acquired)
+		}},
+		{"queued after its lease expired", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
+			acquire(t, m, "A", 1, worklease.Acquired)
+			clk.Advance(time.Minute)
+			_, err := m.Reap()
+			require.NoError(t, err)
+			got, err := hint(m.Kill("A", 1, "poison"))
+			require.NoError(t, err)
+			require.Equal(t, nextHint{}, got)
+			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 1, Attempts: 1, At: clk.Now()}, "poison")
+		}},
+		{"in flight", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
+			holder := acquire(t, m, "A", 1, worklease.Acquired)
+			_, err := m.Fail("A", holder.Token, nil)
+			require.NoError(t, err)
+			acquire(t, m, "A", 2, worklease.Enqueued)
+			got, err := hint(m.Kill("A", 1, "stuck"))
+			require.NoError(t, err)
+			require.Equal(t, nextHint{2, true}, got)
+			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 1, Attempts: 2, At: clk.Now()}, "stuck")
+			info := inspect(t, m, "A")
+			require.False(t, info.Leased)
+			require.Equal(t, []int64{2}, info.Backlog)
+			for _, call := range staleCalls {
+				require.ErrorIs(t, call.call(m, "A", holder.Token), worklease.ErrLeaseRevoked, call.name)
+			}
+			next := acquire(t, m, "A", 2, worklease.Acquired)
+			require.Greater(t, next.Token.Fence(), holder.Token.Fence())
+			for _, call := range staleCalls {
+				require.ErrorIs(t, call.call(m, "A", holder.Token), worklease.ErrLeaseRevoked, "%s, after the next grant", call.name)
+			}
+		}},
+		{"in flight, no backlog", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
+			acquire(t, m, "A", 1, worklease.Acquired)
+			got, err := hint(m.Kill("A", 1, "stuck"))
+			require.NoError(t, err)
+			require.Equal(t, nextHint{}, got)
+			require.Equal(t, worklease.DomainInfo{Failed: 1}, inspect(t, m, "A"))
+		}},
+		{"never seen, in a known domain", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
+			acquire(t, m, "A", 1, worklease.Acquired)
+			got, err := hint(m.Kill("A", 9, "cancelled"))
+			require.NoError(t, err)
+			require.Equal(t, nextHint{}, got)
+			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 9, Attempts: 0, At: clk.Now()}, "cancelled")
+			acquire(t, m, "A", 9, worklease.AlreadyFailed) // failed before it arrives
+			require.Empty(t, inspect(t, m, "A").Backlog)
+		}},
+		{"never seen, in an unknown domain", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
+			got, err := hint(m.Kill("A", 9, "cancelled"))
+			require.NoError(t, err)
+			require.Equal(t, nextHint{}, got)
+			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 9, Attempts: 0, At: clk.Now()}, "cancelled")
+			acquire(t, m, "A", 9, worklease.AlreadyFailed)
+		}},
+		{"processed", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
+			res := acquire(t, m, "A", 1, worklease.Acquired)
+			_, err := m.Succeed("A", res.Token)
+			require.NoError(t, err)
+			before := snapshot(t, m, "A")
+			got, err := hint(m.Kill("A", 1, "too late"))
+			require.ErrorIs(t, err, worklease.ErrAlreadyProcessed)
+			require.Equal(t, nextHint{}, got)
+			require.Equal(t, before, snapshot(t, m, "A"))
+			require.Zero(t, m.Stats().Killed)
+		}},
+		{"already failed: a no-op", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
+			_, _, err := m.Kill("A", 1, "first")
+			require.NoError(t, err)
+			at := clk.Now()
+			clk.Advance(time.Minute)
+			got, err := hint(m.Kill("A", 1, "second"))
+			require.NoError(t, err)
+			require.Equal(t, nextHint{}, got)
+			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 1, Attempts: 0, At: at}, "first")
+			require.Equal(t, uint64(1), m.Stats().Killed)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, clk := newManager(t, worklease.WithLeaseTTL(time.Minute))
+			tt.run(t, m, clk)
+		})
+	}
+}
+
+// requireDeadLetter checks that want (with a cause whose text is cause) is
+// the domain's only dead letter.
+func requireDeadLetter(t *testing.T, m *worklease.Manager, want worklease.DeadLetter, cause string) {
+	t.Helper()
+	got := deadLetters(t, m, want.Domain)
+	require.Len(t, got, 1)
+	require.EqualError(t, got[0].Cause, cause)
+	want.Cause = got[0].Cause
+	require.Equal(t, want, got[0])
+}
+
+func TestKillRejectsNegativeOffset(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t)
+	_, _, err := m.Kill("A", -1, "x")
+	require.ErrorIs(t, err, worklease.ErrInvalidOffset)
+	require.Nil(t, worklease.RecordOf(m, "A"), "nothing created")
+}
+
+// Redrive puts a dead letter back at the front of its own domain's line,
+// before offsets queued earlier, with a fresh attempt count.
+func TestRedrive(t *testing.T) {
+	t.Parallel()
+	m, clk := newManager(t, worklease.WithMaxRetries(1))
+	res := acquire(t, m, "A", 1, worklease.Acquired)
+	acquire(t, m, "A", 2, worklease.Enqueued)
+	acquire(t, m, "A", 3, worklease.Enqueued)
+	for range 2 {
+		_, err := m.Fail("A", res.Token, errors.New("bad"))
+		require.NoError(t, err)
+	}
+	require.Len(t, deadLetters(t, m, "A"), 1)
+	acquire(t, m, "B", 1, worklease.Acquired) // another domain is not involved
+
+	now := clk.Advance(time.Hour)
+	got, err := hint(m.Redrive("A", 1))
+	require.NoError(t, err)
+	require.Equal(t, nextHint{1, true}, got, "the domain is idle: acquire it")
+	require.Equal(t, []int64{1, 2, 3}, inspect(t, m, "A").Backlog, "at the front, before older queued offsets")
+	require.Empty(t, deadLetters(t, m, "A"))
+	require.Equal(t, []int64(nil), inspect(t, m, "B").Backlog)
+
+	again := acquire(t, m, "A", 1, worklease.Acquired)
+	require.Equal(t, 0, again.RetryCount, "a fresh attempt count")
+	require.Equal(t, now, again.AcquiredAt)
+	require.Greater(t, again.Token.Fence(), res.Token.Fence())
+	fres, err := m.Fail("A", again.Token, nil)
+	require.NoError(t, err)
+	require.Equal(t, worklease.FailResult{Status: worklease.RetryScheduled, RetryCount: 1}, fres)
+	require.Equal(t, []int64{2, 3}, drain(t, m, "A", again.Token))
+}
+
+// Redriving while the domain is busy queues the offset next in line and
+// hints at nothing.
+func TestRedriveWhileBusy(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t, worklease.WithOrdering(worklease.LIFO))
+	_, _, err := m.Kill("A", 1, "x")
+	require.NoError(t, err)
+	holder := acquire(t, m, "A", 5, worklease.Acquired)
+	acquire(t, m, "A", 6, worklease.Enqueued)
+	acquire(t, m, "A", 7, worklease.Enqueued)
+	got, err := hint(m.Redrive("A", 1))
+	require.NoError(t, err)
+	require.Equal(t, nextHint{}, got)
+	require.Equal(t, []int64{1, 7, 6}, inspect(t, m, "A").Backlog)
+	require.Equal(t, []int64{1, 7, 6}, drain(t, m, "A", holder.Token))
+}
+
+func TestRedriveNotDeadLettered(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		domain string
+		offset int64
+	}{
+		{"processed", "A", 1},
+		{"in flight", "A", 2},
+		{"queued", "A", 3},
+		{"never seen", "A", 9},
+		{"unknown domain", "nobody", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, _ := newManager(t)
+			res := acquire(t, m, "A", 1, worklease.Acquired)
+			_, err := m.Succeed("A", res.Token)
+			require.NoError(t, err)
+			acquire(t, m, "A", 2, worklease.Acquired)
+			acquire(t, m, "A", 3, worklease.Enqueued)
+			before := snapshot(t, m, "A", "nobody")
+
+			got, err := hint(m.Redrive(tt.domain, tt.offset))
+			require.ErrorIs(t, err, worklease.ErrNotDeadLettered)
+			require.Equal(t, nextHint{}, got)
+			require.Equal(t, before, snapshot(t, m, "A", "nobody"))
+		})
+	}
+}
+
+func TestForget(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Minute
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, m *worklease.Manager, clk *clock.Fake)
+		wantErr error
+	}{
+		{"unknown domain", func(*testing.T, *worklease.Manager, *clock.Fake) {}, nil},
+		{"idle and empty", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) {
+			res := acquire(t, m, "A", 1, worklease.Acquired)
+			_, err := m.Succeed("A", res.Token)
+			require.NoError(t, err)
+		}, nil},
+		{"paused, idle and empty", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) {
+			require.NoError(t, m.Pause("A"))
+		}, nil},
+		{"with dead letters", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) {
+			_, _, err := m.Kill("A", 4, "x")
+			require.NoError(t, err)
+		}, nil},
+		{"last attempt expired", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
+			acquire(t, m, "A", 1, worklease.Acquired)
+			clk.Advance(ttl) // revoked lazily, and dead-lettered: no retries
+		}, nil},
+		{"leased", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) {
+			acquire(t, m, "A", 1, worklease.Acquired)
+		}, worklease.ErrDomainBusy},
+		{"idle with a backlog", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) {
+			res := acquire(t, m, "A", 1, worklease.Acquired)
+			acquire(t, m, "A", 2, worklease.Enqueued)
+			_, err := m.Succeed("A", res.Token)
+			require.NoError(t, err)
+		}, worklease.ErrDomainBusy},
+		{"paused with a backlog", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) {
+			require.NoError(t, m.Pause("A"))
+			acquire(t, m, "A", 1, worklease.Enqueued)
+		}, worklease.ErrDomainBusy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, clk := newManager(t, worklease.WithMaxRetries(0), worklease.WithLeaseTTL(ttl))
+			tt.setup(t, m, clk)
+			before := snapshot(t, m, "A")
+
+			err := m.Forget("A")
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+				require.Equal(t, before, snapshot(t, m, "A"))
+				return
+			}
+			require.NoError(t, err)
+			require.Nil(t, worklease.RecordOf(m, "A"), "the domain is gone")
+			require.Equal(t, worklease.DomainInfo{}, inspect(t, m, "A"))
+			require.Empty(t, deadLetters(t, m, "A"))
+			require.NoError(t, m.Forget("A"), "forgetting it again changes nothing")
+		})
+	}
+}
+
+// Once forgotten, a domain's old offsets can be acquired again, and its
+// fences carry on above every fence it had before, so a downstream store
+// still rejects its old holders.
+func TestForgetThenRecreate(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t, worklease.WithMaxRetries(0))
+	var lastFence uint64
+	var oldTokens []worklease.Token
+	for round := range 3 {
+		done := acquire(t, m, "A", 1, worklease.Acquired)
+		require.Greater(t, done.Token.Fence(), lastFence, "round %d", round)
+		_, err := m.Succeed("A", done.Token)
+		require.NoError(t, err)
+		failed := acquire(t, m, "A", 2, worklease.Acquired)
+		_, err = m.Fail("A", failed.Token, nil)
+		require.NoError(t, err)
+		acquire(t, m, "A", 1, worklease.AlreadyProcessed)
+		acquire(t, m, "A", 2, worklease.AlreadyFailed)
+		lastFence = failed.Token.Fence()
+		oldTokens = append(oldTokens, done.Token, failed.Token)
+
+		require.NoError(t, m.Forget("A"))
+		require.Equal(t, worklease.DomainInfo{}, inspect(t, m, "A"))
+	}
+	// Another domain created after a Forget also starts above its fences.
+	other := acquire(t, m, "B", 1, worklease.Acquired)
+	require.Greater(t, other.Token.Fence(), lastFence)
+
+	cur := acquire(t, m, "A", 1, worklease.Acquired)
+	require.Greater(t, cur.Token.Fence(), lastFence)
+	for _, tok := range oldTokens {
+		_, err := m.Succeed("A", tok)
+		require.ErrorIs(t, err, worklease.ErrTokenMismatch)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t)
+	require.NoError(t, m.Pause("A")) // a domain never seen
+	acquire(t, m, "A", 1, worklease.Enqueued)
+	acquire(t, m, "A", 2, worklease.Enqueued)
+	acquire(t, m, "A", 1, worklease.Enqueued)
+	require.Equal(t, worklease.DomainInfo{Paused: true, Backlog: []int64{1, 2}}, inspect(t, m, "A"))
+	require.NoError(t, m.Pause("A"), "pausing a paused domain changes nothing")
+	require.Equal(t, uint64(1), m.Stats().Paused)
+
+	got, err := hint(m.Resume("A"))
+	require.NoError(t, err)
+	require.Equal(t, nextHint{1, true}, got, "acquire the head")
+	got, err = hint(m.Resume("A"))
+	require.NoError(t, err)
+	require.Equal(t, nextHint{1, true}, got, "resuming a running domain changes nothing")
+	require.Equal(t, uint64(1), m.Stats().Resumed)
+
+	first := acquire(t, m, "A", 1, worklease.Acquired)
+	got, err = hint(m.Resume("A"))
+	require.NoError(t, err)
+	require.Equal(t, nextHint{}, got, "busy: no hint")
+	require.Equal(t, []int64{2}, drain(t, m, "A", first.Token))
+}
+
+// Pausing a domain with a lease in flight lets the lease carry on; nothing
+// more is granted until Resume.
+func TestPauseWhileLeased(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t)
+	holder := acquire(t, m, "A", 1, worklease.Acquired)
+	acquire(t, m, "A", 2, worklease.Enqueued)
+	require.NoError(t, m.Pause("A"))
+	info := inspect(t, m, "A")
+	require.True(t, info.Paused)
+	require.True(t, info.Leased)
+	acquire(t, m, "A", 1, worklease.AlreadyAcquired)
+
+	_, err := m.Succeed("A", holder.Token)
+	require.NoError(t, err)
+	acquire(t, m, "A", 2, worklease.Enqueued) // paused: not granted
+	acquire(t, m, "A", 3, worklease.Enqueued)
+	require.Equal(t, worklease.DomainInfo{Paused: true, Backlog: []int64{2, 3}, Processed: 1}, inspect(t, m, "A"))
+
+	got, err := hint(m.Resume("A"))
+	require.NoError(t, err)
+	require.Equal(t, nextHint{2, true}, got)
+	acquire(t, m, "A", 2, worklease.Acquired)
+}
+
+// With WithParkOnDeadLetter, a dead letter pauses its domain: later offsets
+// wait until an operator resumes it.
+func TestParkOnDeadLetter(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Minute
+	tests := []struct {
+		name       string
+		deadLetter func(t *testing.T, m *worklease.Manager, clk *clock.Fake, tok worklease.Token)
+	}{
+		{"by Fail", func(t *testing.T, m *worklease.Manager, _ *clock.Fake, tok worklease.Token) {
+			fres, err := m.Fail("A", tok, errors.New("bad"))
+			require.NoError(t, err)
+			require.Equal(t, worklease.FailResult{Status: worklease.GiveUpParked}, fres)
+		}},
+		{"by expiry", func(t *testing.T, m *worklease.Manager, clk *clock.Fake, tok worklease.Token) {
+			clk.Advance(ttl)
+			exp, err := m.Reap()
+			require.NoError(t, err)
+			require.Equal(t, []worklease.Expiry{{Domain: "A", Offset: 1, Token: tok, Attempts: 1, DeadLettered: true}}, exp,
+				"parked: no next offset to acquire")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, clk := newManager(t, worklease.WithParkOnDeadLetter(), worklease.WithMaxRetries(0), worklease.WithLeaseTTL(ttl))
+			res := acquire(t, m, "A", 1, worklease.Acquired)
+			acquire(t, m, "A", 2, worklease.Enqueued)
+			b := acquire(t, m, "B", 1, worklease.Acquired)
+			_, err := m.Succeed("B", b.Token)
+			require.NoError(t, err)
+
+			tt.deadLetter(t, m, clk, res.Token)
+			require.Len(t, deadLetters(t, m, "A"), 1)
+			info := inspect(t, m, "A")
+			require.True(t, info.Paused, "parked")
+			require.False(t, info.Leased)
+			acquire(t, m, "A", 2, worklease.Enqueued)
+			acquire(t, m, "A", 3, worklease.Enqueued)
+			require.Equal(t, []int64{2, 3}, inspect(t, m, "A").Backlog)
+			require.False(t, inspect(t, m, "B").Paused, "other domains are not parked")
+			acquire(t, m, "B", 2, worklease.Acquired)
+
+			got, err := hint(m.Resume("A"))
+			require.NoError(t, err)
+			require.Equal(t, nextHint{2, true}, got)
+			two := acquire(t, m, "A", 2, worklease.Acquired)
+			require.Equal(t, []int64{3}, drain(t, m, "A", two.Token))
+		})
+	}
+}
+
+func TestParkWithoutBacklog(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t, worklease.WithParkOnDeadLetter(), worklease.WithMaxRetries(1))
+	res := acquire(t, m, "A", 1, worklease.Acquired)
+	fres, err := m.Fail("A", res.Token, nil)
+	require.NoError(t, err)
+	require.Equal(t, worklease.RetryScheduled, fres.Status, "a retry does not park")
+	require.False(t, inspect(t, m, "A").Paused)
+	fres, err = m.Fail("A", res.Token, nil)
+	require.NoError(t, err)
+	require.Equal(t, worklease.FailResult{Status: worklease.GiveUpParked, RetryCount: 1}, fres)
+	got, err := hint(m.Resume("A"))
+	require.NoError(t, err)
+	require.Equal(t, nextHint{}, got)
+	require.False(t, inspect(t, m, "A").Paused)
+}
+
+// ForceRelease takes a stuck lease back: the holder is refused with
+// ErrLeaseRevoked, and the offset is granted again under a new token,
+// keeping its attempt count and first-acquired time.
+func TestForceRelease(t *testing.T) {
+	t.Parallel()
+	const ttl = 30 * time.Second
+	m, clk := newManager(t, worklease.WithLeaseTTL(ttl))
+	holder := acquire(t, m, "A", 1, worklease.Acquired)
+	_, err := m.Fail("A", holder.Token, nil)
+	require.NoError(t, err)
+	acquire(t, m, "A", 2, worklease.Enqueued)
+	now := clk.Advance(5 * time.Second)
+
+	got, err := hint(m.ForceRelease("A"))
+	require.NoError(t, err)
+	require.Equal(t, nextHint{1, true}, got)
+	require.Equal(t, worklease.DomainInfo{Backlog: []int64{1, 2}}, inspect(t, m, "A"))
+	for _, call := range staleCalls {
+		require.ErrorIs(t, call.call(m, "A", holder.Token), worklease.ErrLeaseRevoked, call.name)
+	}
+	_, err = m.TryAcquire("A", 2)
+	require.ErrorIs(t, err, worklease.ErrBacklogOrder, "the released offset is next in line")
+
+	again := acquire(t, m, "A", 1, worklease.Acquired)
+	require.Equal(t, 1, again.RetryCount, "the attempt count is kept: a release is not a failure")
+	require.Equal(t, epoch, again.AcquiredAt)
+	require.Equal(t, now.Add(ttl), again.ExpiresAt)
+	require.Greater(t, again.Token.Fence(), holder.Token.Fence())
+	require.ErrorIs(t, staleCalls[0].call(m, "A", holder.Token), worklease.ErrLeaseRevoked)
+	require.Equal(t, []int64{2}, drain(t, m, "A", again.Token))
+
+	_, _, err = m.ForceRelease("A")
+	require.ErrorIs(t, err, worklease.ErrNoLease, "idle")
+	_, _, err = m.ForceRelease("nobody")
+	require.ErrorIs(t, err, worklease.ErrNoLease, "unknown")
+}
+
+func TestForceReleasePausedDomain(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t)
+	acquire(t, m, "A", 1, worklease.Acquired)
+	require.NoError(t, m.Pause("A"))
+	got, err := hint(m.ForceRelease("A"))
+	require.NoError(t, err)
+	require.Equal(t, nextHint{}, got, "paused: nothing to acquire yet")
+	acquire(t, m, "A", 1, worklease.Enqueued)
+	got, err = hint(m.Resume("A"))
+	require.NoError(t, err)
+	require.Equal(t, nextHint{1, true}, got)
+}
+
+// Leases lists every lease in flight, sorted by domain, including one that
+// has expired but not yet been revoked.
+func TestLeases(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Minute
+	m, clk := newManager(t, worklease.WithLeaseTTL(ttl))
+	leases, err := m.Leases()
+	require.NoError(t, err)
+	require.Empty(t, leases)
+
+	stale := acquire(t, m, "d-expired", 3, worklease.Acquired)
+	clk.Advance(ttl)
+	c := acquire(t, m, "c", 7, worklease.Acquired)
+	_, err = m.Fail("c", c.Token, nil)
+	require.NoError(t, err)
+	a := acquire(t, m, "a", 1, worklease.Acquired)
+	acquire(t, m, "a", 2, worklease.Enqueued)
+	idle := acquire(t, m, "b-idle", 1, worklease.Acquired)
+	_, err = m.Succeed("b-idle", idle.Token)
+	require.NoError(t, err)
+
+	leases, err = m.Leases()
+	require.NoError(t, err)
+	require.Equal(t, []worklease.LeaseInfo{
+		{Domain: "a", Offset: 1, Token: a.Token, AcquiredAt: epoch.Add(ttl), ExpiresAt: epoch.Add(2 * ttl)},
+		{Domain: "c", Offset: 7, Token: c.Token, AcquiredAt: epoch.Add(ttl), ExpiresAt: epoch.Add(2 * ttl), RetryCount: 1},
+		{Domain: "d-expired", Offset: 3, Token: stale.Token, AcquiredAt: epoch, ExpiresAt: epoch.Add(ttl)},
+	}, leases)
+
+	_, err = m.Reap()
+	require.NoError(t, err)
+	leases, err = m.Leases()
+	require.NoError(t, err)
+	require.Len(t, leases, 2, "reaped")
+}
+
+// DeadLetters("") lists every domain's dead letters, by domain then offset.
+func TestDeadLettersAcrossDomains(t *testing.T) {
+	t.Parallel()
+	m, clk := newManager(t, worklease.WithMaxRetries(0))
+	t0 := clk.Now()
+	for _, kill := range []struct {
+		domain string
+		offset int64
+	}{{"b", 9}, {"a", 5}, {"b", 1}, {"a", 20}} {
+		_, _, err := m.Kill(kill.domain, kill.offset, "killed")
+		require.NoError(t, err)
+	}
+	t1 := clk.Advance(time.Second)
+	res := acquire(t, m, "a", 2, worklease.Acquired)
+	boom := errors.New("boom")
+	_, err := m.Fail("a", res.Token, boom)
+	require.NoError(t, err)
+	done := acquire(t, m, "c", 1, worklease.Acquired) // a domain without dead letters
+	_, err = m.Succeed("c", done.Token)
+	require.NoError(t, err)
+
+	all := deadLetters(t, m, "")
+	require.Len(t, all, 5)
+	killed := all[1].Cause
+	require.EqualError(t, killed, "killed")
+	// Kill makes a new error for each reason; compare causes by text.
+	for i := range all {
+		if all[i].Cause != boom {
+			require.EqualError(t, all[i].Cause, "killed")
+			all[i].Cause = killed
+		}
+	}
+	require.Equal(t, []worklease.DeadLetter{
+		{Domain: "a", Offset: 2, Cause: boom, Attempts: 1, At: t1},
+		{Domain: "a", Offset: 5, Cause: killed, At: t0},
+		{Domain: "a", Offset: 20, Cause: killed, At: t0},
+		{Domain: "b", Offset: 1, Cause: killed, At: t0},
+		{Domain: "b", Offset: 9, Cause: killed, At: t0},
+	}, all)
+
+	b := deadLetters(t, m, "b")
+	require.Len(t, b, 2)
+	require.Equal(t, []int64{1, 9}, []int64{b[0].Offset, b[1].Offset})
+	require.Empty(t, deadLetters(t, m, "c"))
+	require.Empty(t, deadLetters(t, m, "nobody"))
+}
+
+// Inspect shows whether a domain is paused and when its lease expires.
+func TestInspectShowsPausedAndExpiry(t *testing.T) {
+	t.Parallel()
+	m, clk := newManager(t, worklease.WithLeaseTTL(30*time.Second))
+	res := acquire(t, m, "A", 1, worklease.Acquired)
+	acquire(t, m, "A", 2, worklease.Enqueued)
+	require.NoError(t, m.Pause("A"))
+	clk.Advance(10 * time.Second)
+	_, err := m.Extend("A", res.Token, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, worklease.DomainInfo{
+		Leased: true,
+		Lease: worklease.LeaseInfo{
+			Domain: "A", Offset: 1, Token: res.Token, AcquiredAt: epoch, ExpiresAt: epoch.Add(70 * time.Second),
+		},
+		Paused:  true,
+		Backlog: []int64{2},
+	}, inspect(t, m, "A"))
+
+	clk.Advance(time.Minute) // Inspect revokes the expired lease first
+	require.Equal(t, worklease.DomainInfo{Paused: true, Backlog: []int64{1, 2}}, inspect(t, m, "A"))
+}
+
+// Every call on a closed Manager returns ErrClosed.
+func TestAdminCallsOnClosedManager(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t, worklease.WithLeaseTTL(time.Minute))
+	res := acquire(t, m, "A", 1, worklease.Acquired)
+	_, _, err := m.Kill("A", 7, "x")
+	require.NoError(t, err)
+	statsBefore := m.Stats()
+	require.NoError(t, m.Close())
+
+	calls := map[string]func() error{
+		"Kill":         func() error { _, _, err := m.Kill("A", 2, "x"); return err },
+		"Redrive":      func() error { _, _, err := m.Redrive("A", 7); return err },
+		"ForceRelease": func() error { _, _, err := m.ForceRelease("A"); return err },
+		"Pause":        func() error { return m.Pause("A") },
+		"Resume":       func() error { _, _, err := m.Resume("A"); return err },
+		"Forget":       func() error { return m.Forget("B") },
+		"Inspect":      func() error { _, err := m.Inspect("A"); return err },
+		"Leases":       func() error { _, err := m.Leases(); return err },
+		"DeadLetters":  func() error { _, err := m.DeadLetters("A"); return err },
+		"DeadLetters all": func() error {
+			_, err := m.DeadLetters("")
+			return err
+		},
+		"Reap":       func() error { _, err := m.Reap(); return err },
+		"Extend":     func() error { _, err := m.Extend("A", res.Token, time.Minute); return err },
+		"TryAcquire": func() error { _, err := m.TryAcquire("A", 2); return err },
+		"Succeed":    func() error { _, err := m.Succeed("A", res.Token); return err },
+		"Fail":       func() error { _, err := m.Fail("A", res.Token, nil); return err },
+	}
+	for name, call := range calls {
+		require.ErrorIs(t, call(), worklease.ErrClosed, name)
+	}
+	require.Equal(t, statsBefore, m.Stats(), "Stats still answers, and nothing changed")
+}
+
+// Stats counts every transition of a scripted sequence exactly.
+func TestStats(t *testing.T) {
+	t.Parallel()
+	m, clk := newManager(t, worklease.WithLeaseTTL(10*time.Second), worklease.WithMaxRetries(1), worklease.WithBestEffortOrdering())
+	require.Equal(t, worklease.Stats{}, m.Stats())
+	must := func(err error) {
+		t.Helper()
+		require.NoError(t, err)
+	}
+
+	// Domain A: retry, extend, reject, expire into a dead letter, admin calls.
+	tok1 := acquire(t, m, "A", 1, worklease.Acquired).Token // Acquired 1
+	acquire(t, m, "A", 2, worklease.Enqueued)               // Enqueued 1
+	acquire(t, m, "A", 2, worklease.Enqueued)               // duplicate: not counted
+	acquire(t, m, "A", 1, worklease.AlreadyAcquired)        // not counted
+	_, err := m.Fail("A", tok1, nil)                        // Retried 1
+	must(err)
+	_, err = m.Extend("A", tok1, 20*time.Second) // Extended 1
+	must(err)
+	_, err = m.Extend("A", tok1, time.Second) // no change: not counted
+	must(err)
+	_, err = m.Succeed("A", worklease.Token{}) // Rejected 1
+	require.ErrorIs(t, err, worklease.ErrTokenMismatch)
+	clk.Advance(30 * time.Second)
+	exp, err := m.Reap() // Expired 1, DeadLettered 1
+	must(err)
+	require.Len(t, exp, 1)
+	_, err = m.Succeed("A", tok1) // Rejected 2
+	require.ErrorIs(t, err, worklease.ErrLeaseExpired)
+	_, err = m.Succeed("nobody", tok1) // an unknown domain: not counted
+	require.ErrorIs(t, err, worklease.ErrNoLease)
+	tok2 := acquire(t, m, "A", 2, worklease.Acquired).Token // Acquired 2
+	_, err = m.Succeed("A", tok2)                           // Processed 1
+	must(err)
+	_, _, err = m.Kill("A", 3, "x") // Killed 1, DeadLettered 2
+	must(err)
+	_, _, err = m.Kill("A", 3, "x") // already failed: not counted
+	must(err)
+	_, _, err = m.Redrive("A", 1) // Redriven 1
+	must(err)
+	acquire(t, m, "A", 1, worklease.Acquired) // Acquired 3
+	_, _, err = m.ForceRelease("A")           // Released 1
+	must(err)
+	must(m.Pause("A"))        // Paused 1
+	must(m.Pause("A"))        // not counted
+	_, _, err = m.Resume("A") // Resumed 1
+	must(err)
+	_, _, err = m.Resume("A") // not counted
+	must(err)
+	tok3 := acquire(t, m, "A", 1, worklease.Acquired).Token // Acquired 4
+	_, err = m.Succeed("A", tok3)                           // Processed 2
+	must(err)
+
+	// Domain B: an out-of-order grant, then Forget.
+	b1 := acquire(t, m, "B", 1, worklease.Acquired).Token // Acquired 5
+	acquire(t, m, "B", 2, worklease.Enqueued)             // Enqueued 2
+	acquire(t, m, "B", 3, worklease.Enqueued)             // Enqueued 3
+	_, err = m.Succeed("B", b1)                           // Processed 3
+	must(err)
+	b3 := acquire(t, m, "B", 3, worklease.Acquired).Token // OutOfOrder 1, Acquired 6
+	sres, err := m.Succeed("B", b3)                       // Processed 4
+	must(err)
+	b2 := acquire(t, m, "B", sres.Next, worklease.Acquired).Token // Acquired 7
+	_, err = m.Succeed("B", b2)                                   // Processed 5
+	must(err)
+	must(m.Forget("B")) // Forgotten 1
+	must(m.Forget("B")) // unknown now: not counted
+
+	require.Equal(t, worklease.Stats{
+		Acquired:     7,
+		Enqueued:     3,
+		Processed:    5,
+		Retried:      1,
+		DeadLettered: 2,
+		Expired:      1,
+		Extended:     1,
+		Rejected:     2,
+		OutOfOrder:   1,
+		Killed:       1,
+		Redriven:     1,
+		Released:     1,
+		Paused:       1,
+		Resumed:      1,
+		Forgotten:    1,
+	}, m.Stats())
+}

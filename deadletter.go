@@ -1,0 +1,73 @@
+package worklease
+
+import (
+	"slices"
+	"time"
+)
+
+// deadLetters is a domain's failed offsets with why and when each failed.
+// Failures are the exception, so a map costs little; the zero value is empty
+// and allocates nothing.
+type deadLetters struct {
+	m map[int64]deadLetter
+}
+
+type deadLetter struct {
+	cause    error // as passed to Fail, ErrLeaseExpired, or the reason given to Kill; may be nil
+	attempts int   // attempts made, the failing one included; 0 if killed before any
+	at       time.Time
+}
+
+func (d *deadLetters) len() int64 { return int64(len(d.m)) }
+
+func (d *deadLetters) contains(offset int64) bool {
+	_, ok := d.m[offset]
+	return ok
+}
+
+func (d *deadLetters) add(offset int64, dl deadLetter) {
+	if d.m == nil {
+		d.m = make(map[int64]deadLetter)
+	}
+	d.m[offset] = dl
+}
+
+func (d *deadLetters) remove(offset int64) (deadLetter, bool) {
+	dl, ok := d.m[offset]
+	if ok {
+		delete(d.m, offset)
+		if len(d.m) == 0 {
+			d.m = nil
+		}
+	}
+	return dl, ok
+}
+
+// offsets returns the failed offsets in ascending order.
+func (d *deadLetters) offsets() []int64 {
+	out := make([]int64, 0, len(d.m))
+	for off := range d.m {
+		out = append(out, off)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DeadLetter describes a failed offset: one that ran out of retries, whose
+// lease expired too often, or that an operator killed. It stays failed, and
+// TryAcquire answers AlreadyFailed for it, until Redrive.
+type DeadLetter struct {
+	Domain   string
+	Offset   int64
+	Cause    error     // the last failure: Fail's cause, ErrLeaseExpired, or Kill's reason; may be nil
+	Attempts int       // attempts made, the last one included; 0 if killed before any
+	At       time.Time // when it failed
+}
+
+func (d *deadLetters) appendTo(dst []DeadLetter, domain string) []DeadLetter {
+	for _, off := range d.offsets() {
+		dl := d.m[off]
+		dst = append(dst, DeadLetter{Domain: domain, Offset: off, Cause: dl.cause, Attempts: dl.attempts, At: dl.at})
+	}
+	return dst
+}

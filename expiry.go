@@ -1,0 +1,222 @@
+package worklease
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// expiryIndex is a min-heap of a shard's leases that have an expiry, keyed by
+// it, so that Reap finds the expired leases without scanning every domain.
+// A record is in it at most once, at the position its heapIdx names.
+type expiryIndex struct {
+	mu   sync.Mutex // guards heap and the heapIdx of every record in it
+	heap []expiryEntry
+}
+
+type expiryEntry struct {
+	at int64 // the lease's expiry, in Unix nanoseconds
+	r  *record
+}
+
+// sync makes the index hold r's current lease expiry, or nothing for r if
+// its lease has none. r.mu must be held.
+func (x *expiryIndex) sync(r *record) {
+	var want time.Time
+	if r.state.leased {
+		want = r.state.lease.expiresAt
+	}
+	if want.Equal(r.expiresAt) && want.IsZero() == r.expiresAt.IsZero() {
+		return
+	}
+	x.mu.Lock()
+	switch {
+	case want.IsZero():
+		if r.heapIdx != 0 {
+			x.remove(r.heapIdx - 1)
+		}
+	case r.heapIdx == 0:
+		x.push(expiryEntry{at: expiryKey(want), r: r})
+	default:
+		i := r.heapIdx - 1
+		x.heap[i].at = expiryKey(want)
+		x.fix(i)
+	}
+	x.mu.Unlock()
+	r.expiresAt = want
+}
+
+// maxExpiryKey is the latest time a Unix nanosecond count can hold, in 2262.
+var maxExpiryKey = time.Unix(0, math.MaxInt64)
+
+// expiryKey orders expiries; the rare expiry past 2262 sorts last.
+func expiryKey(t time.Time) int64 {
+	if t.After(maxExpiryKey) {
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// popDue removes and returns the entries due at or before now.
+func (x *expiryIndex) popDue(now time.Time, dst []expiryEntry) []expiryEntry {
+	t := expiryKey(now)
+	x.mu.Lock()
+	for len(x.heap) > 0 && x.heap[0].at <= t {
+		dst = append(dst, x.heap[0])
+		x.remove(0)
+	}
+	x.mu.Unlock()
+	return dst
+}
+
+func (x *expiryIndex) push(e expiryEntry) {
+	x.heap = append(x.heap, e)
+	i := len(x.heap) - 1
+	e.r.heapIdx = i + 1
+	x.up(i)
+}
+
+func (x *expiryIndex) remove(i int) {
+	last := len(x.heap) - 1
+	if i != last {
+		x.swap(i, last)
+	}
+	x.heap[last].r.heapIdx = 0 // after the swap, which renumbers the removed entry
+	x.heap[last] = expiryEntry{}
+	x.heap = x.heap[:last]
+	if i != last {
+		x.fix(i)
+	}
+	if len(x.heap) == 0 {
+		x.heap = nil
+	}
+}
+
+func (x *expiryIndex) fix(i int) {
+	if !x.down(i) {
+		x.up(i)
+	}
+}
+
+func (x *expiryIndex) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if x.heap[parent].at <= x.heap[i].at {
+			return
+		}
+		x.swap(i, parent)
+		i = parent
+	}
+}
+
+// down sifts i toward the leaves and reports whether it moved.
+func (x *expiryIndex) down(i int) bool {
+	start := i
+	for {
+		child := 2*i + 1
+		if child >= len(x.heap) {
+			break
+		}
+		if right := child + 1; right < len(x.heap) && x.heap[right].at < x.heap[child].at {
+			child = right
+		}
+		if x.heap[i].at <= x.heap[child].at {
+			break
+		}
+		x.swap(i, child)
+		i = child
+	}
+	return i > start
+}
+
+func (x *expiryIndex) swap(i, j int) {
+	x.heap[i], x.heap[j] = x.heap[j], x.heap[i]
+	x.heap[i].r.heapIdx = i + 1
+	x.heap[j].r.heapIdx = j + 1
+}
+
+// Expiry describes a lease that Reap revoked because its time ran out.
+type Expiry struct {
+	Domain string
+	Offset int64
+	Token  Token // the revoked lease's token, now refused with ErrLeaseExpired
+	// Attempts is the number of attempts of the offset so far, the expired
+	// one included.
+	Attempts int
+	// DeadLettered reports that this was the offset's last attempt: it is
+	// now failed. Otherwise it is back at the front of its domain's backlog,
+	// to be granted again under a new token.
+	DeadLettered bool
+	// Next and HasNext report the offset the domain will grant next when
+	// the domain is idle and running: acquire it to keep the domain moving.
+	// That is Offset itself unless it was dead-lettered.
+	Next    int64
+	HasNext bool
+}
+
+// Reap revokes every lease whose time has run out and returns them, ordered
+// by domain, so that the orchestrator can re-drive their domains. Expired
+// leases are also revoked lazily whenever their domain is next touched, so
+// Reap is needed only to notice workers that died: seed 002's reaper, or
+// seed 004's "unacked items reappear after lease expiry". Reap looks only at
+// leases that are due, never at every domain. Without WithLeaseTTL it
+// returns nothing.
+func (m *Manager) Reap() ([]Expiry, error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	if m.policy.ttl == 0 {
+		return nil, nil
+	}
+	now := m.now()
+	var out []Expiry
+	var reaped []*record // whose events to deliver
+	var due []expiryEntry
+	for i := range m.shards {
+		sh := &m.shards[i]
+		due = sh.expiry.popDue(now, due[:0])
+		for _, d := range due {
+			if exp, ok := m.reapOne(sh, d.r, now); ok {
+				out = append(out, exp)
+				reaped = append(reaped, d.r)
+			}
+		}
+	}
+	// Deliver only once every due lease is handled: an observer that panics
+	// must not leave leases out of the index.
+	for _, r := range reaped {
+		m.deliver(r)
+	}
+	slices.SortFunc(out, func(a, b Expiry) int { return strings.Compare(a.Domain, b.Domain) })
+	return out, nil
+}
+
+// reapOne expires r's lease if it is due, leaving its events to deliver.
+// r was just taken out of the expiry index.
+func (m *Manager) reapOne(sh *shard, r *record, now time.Time) (Expiry, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expiresAt = time.Time{} // no longer in the index; sync puts it back if still leased
+	if r.dropped {
+		return Expiry{}, false
+	}
+	s := &r.state
+	l := s.lease
+	e := m.emitter(sh, r, now)
+	expired := s.expireIfDue(&m.policy, &e)
+	sh.expiry.sync(r)
+	if !expired {
+		return Expiry{}, false
+	}
+	exp := Expiry{
+		Domain:       r.domain,
+		Offset:       l.offset,
+		Token:        l.token,
+		Attempts:     l.retries + 1,
+		DeadLettered: s.failed.contains(l.offset),
+	}
+	exp.Next, exp.HasNext = s.next()
+	return exp, true
+}

@@ -1,0 +1,177 @@
+package worklease
+
+import (
+	"strconv"
+	"time"
+)
+
+// EventKind names a transition of a domain's state.
+type EventKind uint8
+
+// The transitions an Observer is told about. Every one is also counted in
+// Stats.
+const (
+	_ EventKind = iota // the zero value is not a kind
+
+	// EventAcquired: an offset was granted; Attempt is its attempt number.
+	EventAcquired
+	// EventEnqueued: an offset joined the backlog (not reported again for a
+	// duplicate).
+	EventEnqueued
+	// EventProcessed: an offset succeeded and is terminal.
+	EventProcessed
+	// EventRetrying: Fail scheduled a retry; Attempt is the retry count.
+	EventRetrying
+	// EventDeadLettered: an offset ran out of retries, or was killed, and is
+	// failed (terminal); Cause says why.
+	EventDeadLettered
+	// EventExpired: a lease's time ran out and it was revoked; Token is the
+	// revoked token. An EventDeadLettered follows if that was the last
+	// attempt; otherwise the offset is back at the front of the backlog.
+	EventExpired
+	// EventExtended: a lease's expiry moved later.
+	EventExtended
+	// EventRejected: Succeed, Fail or Extend was refused for Token; Cause is
+	// the error returned (ErrTokenMismatch, ErrNoLease, ErrLeaseExpired or
+	// ErrLeaseRevoked). Offset is the lease in flight, or -1.
+	EventRejected
+	// EventOutOfOrder: with WithBestEffortOrdering, an offset other than the
+	// backlog's head was granted; an EventAcquired follows.
+	EventOutOfOrder
+	// EventKilled: an operator made an offset failed with Kill; an
+	// EventDeadLettered follows.
+	EventKilled
+	// EventRedriven: an operator put a failed offset back at the front of
+	// the backlog with Redrive.
+	EventRedriven
+	// EventReleased: an operator took a lease back with ForceRelease; its
+	// offset is at the front of the backlog.
+	EventReleased
+	// EventPaused and EventResumed: the domain stopped or started granting
+	// leases (Pause, Resume, or parking on a dead letter).
+	EventPaused
+	EventResumed
+	// EventForgotten: the domain and its history were dropped by Forget.
+	EventForgotten
+
+	numEventKinds = iota
+)
+
+var eventKindNames = [numEventKinds]string{
+	EventAcquired:     "Acquired",
+	EventEnqueued:     "Enqueued",
+	EventProcessed:    "Processed",
+	EventRetrying:     "Retrying",
+	EventDeadLettered: "DeadLettered",
+	EventExpired:      "Expired",
+	EventExtended:     "Extended",
+	EventRejected:     "Rejected",
+	EventOutOfOrder:   "OutOfOrder",
+	EventKilled:       "Killed",
+	EventRedriven:     "Redriven",
+	EventReleased:     "Released",
+	EventPaused:       "Paused",
+	EventResumed:      "Resumed",
+	EventForgotten:    "Forgotten",
+}
+
+// String returns the kind's name without the Event prefix, e.g. "Processed".
+func (k EventKind) String() string {
+	if k > 0 && int(k) < numEventKinds {
+		return eventKindNames[k]
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// An Event reports one transition of one domain. The message it concerns is
+// identified by Domain and Offset.
+type Event struct {
+	Kind    EventKind
+	Domain  string
+	Offset  int64     // -1 when the event concerns no offset
+	Attempt int       // the attempt number of the offset, when it has one
+	Token   Token     // the lease's token, when there is one
+	Cause   error     // why, for failures, dead letters, rejections and parking
+	At      time.Time // the Manager's clock when the transition happened
+}
+
+// An Observer is told about every transition. See WithObserver.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to an Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// emitter is how the state machine reports transitions while its lock is
+// held: it counts each one and, with an observer, queues it on the record to
+// be delivered after the lock is released.
+type emitter struct {
+	domain string
+	now    time.Time
+	stats  *counters
+	queue  *eventQueue // nil without an observer
+}
+
+func (e *emitter) emit(kind EventKind, offset int64, attempt int, tok Token, cause error) {
+	e.stats.add(kind)
+	if e.queue != nil {
+		e.queue.pending = append(e.queue.pending, Event{
+			Kind: kind, Domain: e.domain, Offset: offset, Attempt: attempt, Token: tok, Cause: cause, At: e.now,
+		})
+	}
+}
+
+// eventQueue holds a record's events until they are delivered. Its fields
+// are guarded by the record's mu.
+type eventQueue struct {
+	pending    []Event // emitted, not yet handed to a deliverer
+	spare      []Event // a delivered batch's buffer, kept for reuse
+	delivering bool    // a goroutine is calling the observer for this record
+}
+
+// deliver hands r's queued events to the observer in order. r.mu must not
+// be held. At most one goroutine delivers a record's events at a time, which
+// keeps them in order; a goroutine that finds another delivering leaves its
+// events to it. That includes an observer that calls back into the same
+// domain: its events are delivered after it returns, never deadlocking.
+func (m *Manager) deliver(r *record) {
+	if m.observer == nil {
+		return
+	}
+	q := r.events
+	r.mu.Lock()
+	for !q.delivering && len(q.pending) > 0 {
+		batch := q.pending
+		q.pending, q.spare = q.spare[:0], nil
+		q.delivering = true
+		r.mu.Unlock()
+		m.observeAll(r, batch)
+		r.mu.Lock()
+		q.delivering = false
+		clear(batch) // drop references to causes
+		if q.spare == nil {
+			q.spare = batch[:0]
+		}
+	}
+	r.mu.Unlock()
+}
+
+// observeAll calls the observer with each event. If it panics, the record is
+// marked as no longer delivering so that later events still go out.
+func (m *Manager) observeAll(r *record, batch []Event) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.mu.Lock()
+			r.events.delivering = false
+			r.mu.Unlock()
+			panic(p)
+		}
+	}()
+	for _, ev := range batch {
+		m.observer.Observe(ev)
+	}
+}
