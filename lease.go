@@ -135,7 +135,10 @@ type AcquireResult struct {
 	Status AcquireStatus
 	// Token, AcquiredAt and RetryCount describe the lease when Status is
 	// Acquired or AlreadyAcquired, and are zero otherwise. AcquiredAt is when
-	// the offset was first granted; retries do not change it. RetryCount is
+	// the offset was first granted; retries do not change it. It is the
+	// clock's reading as the granting call began, taken before the domain's
+	// lock so that the clock is never called under it: a grant that waited
+	// for the lock may report a time a little before the previous grant's. RetryCount is
 	// how many retries Fail has scheduled for the offset. Together they let
 	// the caller compute its backoff.
 	Token      Token
