@@ -157,11 +157,14 @@ type AcquireResult struct {
 	// Token, AcquiredAt, ExpiresAt and RetryCount describe the lease when
 	// Status is Acquired or AlreadyAcquired, and are zero otherwise.
 	// AcquiredAt is when the offset was first granted; retries and re-grants
-	// after an expiry do not change it. ExpiresAt is when the lease runs out
-	// unless extended (zero: never; see WithLeaseTTL). RetryCount is the
-	// number of failed attempts of the offset so far (Fail calls that
-	// scheduled a retry, and expiries). Together they let the caller compute
-	// its backoff.
+	// after an expiry do not change it. It is the clock's reading as the
+	// granting call began, taken before the domain's lock so that the clock
+	// is never called under it: a grant that waited for the lock may report
+	// a time a little before the previous grant's. ExpiresAt is when the
+	// lease runs out unless extended (zero: never; see WithLeaseTTL).
+	// RetryCount is the number of failed attempts of the offset so far (Fail
+	// calls that scheduled a retry, and expiries). Together they let the
+	// caller compute its backoff.
 	Token      Token
 	AcquiredAt time.Time
 	ExpiresAt  time.Time

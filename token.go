@@ -50,11 +50,23 @@ func (t Token) appendText(b []byte) []byte {
 	return b
 }
 
-// MarshalText implements encoding.TextMarshaler with the String form.
-func (t Token) MarshalText() ([]byte, error) { return t.appendText(nil), nil }
+// MarshalText implements encoding.TextMarshaler with the String form, except
+// that the zero Token marshals to empty text, so that a struct holding "no
+// token" survives a round trip through JSON.
+func (t Token) MarshalText() ([]byte, error) {
+	if t.IsZero() {
+		return []byte{}, nil
+	}
+	return t.appendText(nil), nil
+}
 
-// UnmarshalText implements encoding.TextUnmarshaler with ParseToken.
+// UnmarshalText implements encoding.TextUnmarshaler with ParseToken, except
+// that empty text is the zero Token.
 func (t *Token) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*t = Token{}
+		return nil
+	}
 	p, err := ParseToken(string(text))
 	if err != nil {
 		return err
@@ -67,8 +79,9 @@ func (t *Token) UnmarshalText(text []byte) error {
 var ErrInvalidToken = errors.New("worklease: invalid token")
 
 // ParseToken parses the text form made by Token.String. It rejects anything
-// else, including the zero Token's text, with an error wrapping
-// ErrInvalidToken.
+// else, including the zero Token's text and other spellings of a valid token
+// (leading zeros, upper-case hex), with an error wrapping ErrInvalidToken, so
+// that a token has exactly one text form.
 func ParseToken(s string) (Token, error) {
 	fence, rest, ok1 := strings.Cut(s, "-")
 	domain, instance, ok2 := strings.Cut(rest, "-")
@@ -80,7 +93,8 @@ func ParseToken(s string) (Token, error) {
 	t.fence, err1 = strconv.ParseUint(fence, 10, 64)
 	t.domain, err2 = strconv.ParseUint(domain, 16, 64)
 	t.instance, err3 = strconv.ParseUint(instance, 16, 64)
-	if err := errors.Join(err1, err2, err3); err != nil || t.fence == 0 || t.domain == 0 || t.instance == 0 {
+	if err := errors.Join(err1, err2, err3); err != nil || t.fence == 0 || t.domain == 0 || t.instance == 0 ||
+		t.String() != s { // canonical spelling only
 		return Token{}, fmt.Errorf("%w: %q", ErrInvalidToken, s)
 	}
 	return t, nil
