@@ -3,6 +3,7 @@ package worklease_test
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/worklease/worklease"
 )
@@ -139,4 +140,99 @@ func ExampleParseToken() {
 	// Output:
 	// <nil> true
 	// true
+}
+
+// fixedClock is a clock that tests and examples move by hand.
+type fixedClock struct{ now time.Time }
+
+func (c *fixedClock) Now() time.Time { return c.now }
+
+// Time-limited leases: a worker that dies loses its lease when the TTL runs
+// out, and Reap tells the orchestrator which domain to re-drive.
+func ExampleManager_Reap() {
+	clk := &fixedClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m, _ := worklease.New(worklease.WithLeaseTTL(30*time.Second), worklease.WithClock(clk))
+
+	dead, _ := m.TryAcquire("tenant-7", 1) // this worker will never finish
+	clk.now = clk.now.Add(time.Minute)
+
+	expired, _ := m.Reap()
+	for _, e := range expired {
+		fmt.Println(e.Domain, "offset", e.Offset, "expired after", e.Attempts, "attempt; next:", e.Next, e.HasNext)
+		again, _ := m.TryAcquire(e.Domain, e.Next)
+		fmt.Println(again.Status, "with fence", again.Token.Fence(), "and retry count", again.RetryCount)
+	}
+
+	_, err := m.Succeed("tenant-7", dead.Token)
+	fmt.Println(errors.Is(err, worklease.ErrLeaseExpired))
+	// Output:
+	// tenant-7 offset 1 expired after 1 attempt; next: 1 true
+	// Acquired with fence 2 and retry count 1
+	// true
+}
+
+// Long work renews its lease before it runs out.
+func ExampleManager_Extend() {
+	clk := &fixedClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m, _ := worklease.New(worklease.WithLeaseTTL(30*time.Second), worklease.WithClock(clk))
+	res, _ := m.TryAcquire("A", 1)
+	fmt.Println("expires", res.ExpiresAt.Format(time.TimeOnly))
+
+	clk.now = clk.now.Add(20 * time.Second)
+	expires, _ := m.Extend("A", res.Token, 30*time.Second)
+	fmt.Println("renewed to", expires.Format(time.TimeOnly))
+
+	_, _ = m.Succeed("A", res.Token)
+	_, err := m.Extend("A", res.Token, 30*time.Second)
+	fmt.Println(errors.Is(err, worklease.ErrNoLease))
+	// Output:
+	// expires 00:00:30
+	// renewed to 00:00:50
+	// true
+}
+
+// A dead letter keeps why it failed, and Redrive runs it again first in
+// its domain's line.
+func ExampleManager_Redrive() {
+	m, _ := worklease.New(worklease.WithMaxRetries(0))
+	res, _ := m.TryAcquire("A", 1)
+	_, _ = m.TryAcquire("A", 2)
+	_, _ = m.Fail("A", res.Token, errors.New("schema mismatch"))
+
+	letters, _ := m.DeadLetters("A")
+	fmt.Println(letters[0].Offset, letters[0].Cause, letters[0].Attempts)
+
+	// Fix the cause, then put the offset back ahead of offset 2.
+	next, ok, _ := m.Redrive("A", 1)
+	info, _ := m.Inspect("A")
+	fmt.Println(next, ok, info.Backlog)
+	// Output:
+	// 1 schema mismatch 1
+	// 1 true [1 2]
+}
+
+func ExampleWithObserver() {
+	m, _ := worklease.New(worklease.WithObserver(worklease.ObserverFunc(func(e worklease.Event) {
+		fmt.Println(e.Kind, e.Domain, e.Offset, "attempt", e.Attempt)
+	})))
+	res, _ := m.TryAcquire("A", 7)
+	_, _ = m.Fail("A", res.Token, errors.New("timeout"))
+	_, _ = m.Succeed("A", res.Token)
+	// Output:
+	// Acquired A 7 attempt 1
+	// Retrying A 7 attempt 1
+	// Processed A 7 attempt 2
+}
+
+func ExampleBackoff() {
+	b := worklease.Backoff{Base: 100 * time.Millisecond, Max: time.Second, Jitter: -1} // no jitter, for the example
+	for retry := 1; retry <= 5; retry++ {
+		fmt.Println(retry, b.Delay(retry))
+	}
+	// Output:
+	// 1 200ms
+	// 2 400ms
+	// 3 800ms
+	// 4 1s
+	// 5 1s
 }

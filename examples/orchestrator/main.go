@@ -18,7 +18,7 @@
 // Succeed and Fail hand nothing off themselves: the worker follows their hint
 // by acquiring the backlog's head and working on it. When Fail schedules a
 // retry, the lease is kept and the orchestrator (not the library) waits
-// base*2^retries plus up to 10% jitter on a timer-driven retry queue, then
+// worklease.Backoff (base*2^retries plus up to 10% jitter) on a timer-driven retry queue, then
 // retries under the same token. When the retries run out the offset is
 // dead-lettered and the worker follows that hint too.
 //
@@ -313,6 +313,7 @@ var errFinished = errors.New("run finished")
 type orchestrator struct {
 	cfg     config
 	m       *worklease.Manager
+	policy  worklease.Backoff // the orchestrator's, not the library's: it never waits
 	domains []domain
 	inboxes []chan delivery // one per worker; a domain always goes to the same one
 	ready   chan job        // retries whose backoff is over
@@ -353,6 +354,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	o := &orchestrator{
 		cfg:     cfg,
 		m:       m,
+		policy:  worklease.Backoff{Base: cfg.BaseDelay, Max: cfg.MaxDelay},
 		domains: make([]domain, cfg.Domains),
 		inboxes: make([]chan delivery, cfg.Workers),
 		ready:   make(chan job, cfg.Workers),
@@ -633,7 +635,7 @@ func (o *orchestrator) complete(j job, workErr error) (next job, ok bool) {
 		// We keep the lease; the domain's later offsets queue behind it.
 		o.retries.Add(1)
 		j.retries = res.RetryCount
-		o.backoff.schedule(j, backoff(o.cfg.BaseDelay, o.cfg.MaxDelay, res.RetryCount))
+		o.backoff.schedule(j, o.policy.Delay(res.RetryCount))
 		return job{}, false
 	case worklease.GiveUpNextHint:
 		o.terminal(d, j.offset, true)
@@ -673,17 +675,6 @@ func (o *orchestrator) terminal(d *domain, offset int64, dead bool) {
 		o.processed.Add(1)
 	}
 	o.finish()
-}
-
-// backoff is seed 002's retry policy: base*2^retries, capped at maxDelay,
-// plus a random jitter of up to a tenth of that.
-func backoff(base, maxDelay time.Duration, retries int) time.Duration {
-	d := base
-	for i := 0; i < retries && d < maxDelay; i++ {
-		d *= 2
-	}
-	d = min(d, maxDelay)
-	return d + rand.N(d/10+1)
 }
 
 // retryQueue holds the jobs that are backing off, earliest first, and hands

@@ -117,21 +117,6 @@ func TestRunWatchdog(t *testing.T) {
 	assert.Less(t, time.Since(start), time.Second)
 }
 
-func TestBackoff(t *testing.T) {
-	const base, maxDelay = time.Millisecond, 10 * time.Millisecond
-	for retries, want := range []time.Duration{1, 2, 4, 8, 10, 10, 10} {
-		want *= time.Millisecond
-		for range 100 {
-			got := backoff(base, maxDelay, retries)
-			require.GreaterOrEqual(t, got, want, "retries=%d", retries)
-			require.LessOrEqual(t, got, want+want/10, "retries=%d: jitter is at most 10%%", retries)
-		}
-	}
-	got := backoff(base, time.Second, 1000) // must neither overflow nor pass the cap
-	assert.GreaterOrEqual(t, got, time.Second)
-	assert.LessOrEqual(t, got, time.Second+time.Second/10)
-}
-
 func TestMakePlan(t *testing.T) {
 	cfg := smallConfig()
 	p := makePlan(cfg)
