@@ -40,8 +40,8 @@ type LeaseInfo struct {
 // seen is reported idle and empty. Like every call, it first revokes the
 // domain's lease if it has expired.
 func (m *Manager) Inspect(domain string) (DomainInfo, error) {
-	if m.closed.Load() {
-		return DomainInfo{}, ErrClosed
+	if err := m.usable(); err != nil {
+		return DomainInfo{}, err
 	}
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
@@ -63,7 +63,9 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	if n := s.backlog.len(); n > 0 {
 		info.Backlog = s.backlog.appendTo(make([]int64, 0, n))
 	}
-	m.unlock(sh, r)
+	if err := m.finish(sh, r, &e); err != nil {
+		return DomainInfo{}, err
+	}
 	return info, nil
 }
 
@@ -83,17 +85,22 @@ func (l *lease) info(domain string) LeaseInfo {
 // Leases that have expired but not yet been revoked are included, with
 // their ExpiresAt in the past; Reap revokes them.
 func (m *Manager) Leases() ([]LeaseInfo, error) {
-	if m.closed.Load() {
-		return nil, ErrClosed
+	if err := m.usable(); err != nil {
+		return nil, err
 	}
 	var out []LeaseInfo
+	var seq uint64 // the latest record what we report depends on
 	m.forEachRecord(func(_ *shard, domain string, r *record) {
 		r.mu.Lock()
 		if r.state.leased && !r.dropped {
 			out = append(out, r.state.lease.info(domain))
+			seq = max(seq, r.lastSeq)
 		}
 		r.mu.Unlock()
 	})
+	if err := m.waitDurable(seq); err != nil {
+		return nil, err
+	}
 	slices.SortFunc(out, func(a, b LeaseInfo) int { return strings.Compare(a.Domain, b.Domain) })
 	return out, nil
 }
@@ -102,25 +109,30 @@ func (m *Manager) Leases() ([]LeaseInfo, error) {
 // and when each failed. With domain "" it returns those of every domain,
 // ordered by domain then offset.
 func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
-	if m.closed.Load() {
-		return nil, ErrClosed
+	if err := m.usable(); err != nil {
+		return nil, err
 	}
 	var out []DeadLetter
-	collect := func(domain string, r *record) {
-		r.mu.Lock()
-		if !r.dropped {
-			out = r.state.failed.appendTo(out, domain)
-		}
-		r.mu.Unlock()
-	}
+	var seq uint64 // the latest record what we report depends on
 	if domain != "" {
 		if _, r := m.lockRecord(domain, false); r != nil {
 			out = r.state.failed.appendTo(out, domain)
+			seq = r.lastSeq
 			r.mu.Unlock()
 		}
-		return out, nil
+		return out, m.waitDurable(seq)
 	}
-	m.forEachRecord(func(_ *shard, domain string, r *record) { collect(domain, r) })
+	m.forEachRecord(func(_ *shard, domain string, r *record) {
+		r.mu.Lock()
+		if !r.dropped && r.state.failed.len() > 0 {
+			out = r.state.failed.appendTo(out, domain)
+			seq = max(seq, r.lastSeq)
+		}
+		r.mu.Unlock()
+	})
+	if err := m.waitDurable(seq); err != nil {
+		return nil, err
+	}
 	slices.SortFunc(out, func(a, b DeadLetter) int {
 		if c := strings.Compare(a.Domain, b.Domain); c != 0 {
 			return c
@@ -136,8 +148,8 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 // the Manager has never seen, adminCall creates a record if create is set,
 // and otherwise returns unknown (which may be nil: nothing to do).
 func (m *Manager) adminCall(name, domain string, create bool, unknown error, op func(s *domainState, e *emitter) error) (next int64, ok bool, err error) {
-	if m.closed.Load() {
-		return 0, false, ErrClosed
+	if err := m.usable(); err != nil {
+		return 0, false, err
 	}
 	now := m.now()
 	sh, r := m.lockRecord(domain, create)
@@ -152,7 +164,9 @@ func (m *Manager) adminCall(name, domain string, create bool, unknown error, op 
 	if err = op(&r.state, &e); err == nil {
 		next, ok = r.state.next()
 	}
-	m.unlock(sh, r)
+	if ferr := m.finish(sh, r, &e); ferr != nil {
+		return 0, false, ferr
+	}
 	if err != nil {
 		return 0, false, domainError(name, domain, err)
 	}
@@ -168,8 +182,8 @@ func (m *Manager) adminCall(name, domain string, create bool, unknown error, op 
 // If the domain is then idle and running with a backlog, Kill returns its
 // head as next with ok true: acquire it to keep the domain moving.
 func (m *Manager) Kill(domain string, offset int64, reason string) (next int64, ok bool, err error) {
-	if m.closed.Load() {
-		return 0, false, ErrClosed
+	if err := m.usable(); err != nil {
+		return 0, false, err
 	}
 	if offset < 0 {
 		return 0, false, domainError("Kill", domain, ErrInvalidOffset)
@@ -235,7 +249,7 @@ func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
 		l := s.lease
 		e.emit(EventReleased, l.offset, l.retries+1, l.token, nil)
 		s.revoke(l.token, ErrLeaseRevoked)
-		s.requeue(l.offset, attempt{retries: l.retries, acquiredAt: l.acquiredAt})
+		s.requeue(e, l.offset, attempt{retries: l.retries, acquiredAt: l.acquiredAt})
 		return nil
 	})
 }
@@ -275,8 +289,8 @@ func (m *Manager) Resume(domain string) (next int64, ok bool, err error) {
 // back, its fences carry on above every fence it had before. Forgetting an
 // unknown domain changes nothing.
 func (m *Manager) Forget(domain string) error {
-	if m.closed.Load() {
-		return ErrClosed
+	if err := m.usable(); err != nil {
+		return err
 	}
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
@@ -287,13 +301,19 @@ func (m *Manager) Forget(domain string) error {
 	s := &r.state
 	s.expireIfDue(&m.policy, &e)
 	if s.leased || s.backlog.len() > 0 {
-		m.unlock(sh, r)
+		if err := m.finish(sh, r, &e); err != nil {
+			return err
+		}
 		return domainError("Forget", domain, ErrDomainBusy)
 	}
 	m.raiseFenceFloor(s.issued.fence)
 	r.dropped = true
-	e.emit(EventForgotten, -1, 0, Token{}, nil)
-	m.unlock(sh, r)
+	// The record carries the domain's fence so that replay raises the floor too.
+	e.emit(EventForgotten, -1, 0, Token{fence: s.issued.fence}, nil)
+	m.snapshots.forgotten(domain, r.lastSeq)
+	if err := m.finish(sh, r, &e); err != nil {
+		return err
+	}
 
 	sh.mu.Lock()
 	if sh.records[domain] == r {
@@ -301,6 +321,15 @@ func (m *Manager) Forget(domain string) error {
 	}
 	sh.mu.Unlock()
 	return nil
+}
+
+// waitDurable waits until the journal holds every record up to seq, for
+// calls that read several domains.
+func (m *Manager) waitDurable(seq uint64) error {
+	if m.journal == nil || seq == 0 {
+		return nil
+	}
+	return m.durable(seq, nil)
 }
 
 // raiseFenceFloor makes new domains' fences start above fence.

@@ -725,6 +725,7 @@ func TestStats(t *testing.T) {
 		Retried:      1,
 		DeadLettered: 2,
 		Expired:      1,
+		Requeued:     1, // the forced release
 		Extended:     1,
 		Rejected:     2,
 		OutOfOrder:   1,

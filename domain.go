@@ -74,7 +74,7 @@ func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireResul
 	}
 	if s.leased || s.paused {
 		if s.enqueue(p, offset) {
-			e.emit(EventEnqueued, offset, 0, Token{}, nil)
+			e.record(Record{Kind: EventEnqueued, Offset: offset, Front: p.lifo}, nil)
 		}
 		return AcquireResult{Status: Enqueued}, nil
 	}
@@ -211,7 +211,7 @@ func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
 	e.emit(EventExpired, l.offset, l.retries+1, l.token, nil)
 	s.revoke(l.token, ErrLeaseExpired)
 	if l.retries < p.maxRetries {
-		s.requeue(l.offset, attempt{retries: l.retries + 1, acquiredAt: l.acquiredAt})
+		s.requeue(e, l.offset, attempt{retries: l.retries + 1, acquiredAt: l.acquiredAt})
 	} else {
 		s.deadLetter(e, l.offset, l.retries+1, l.token, ErrLeaseExpired, p.park)
 	}
@@ -219,12 +219,13 @@ func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
 }
 
 // requeue puts offset back at the front of the line, keeping its attempts.
-func (s *domainState) requeue(offset int64, a attempt) {
+func (s *domainState) requeue(e *emitter, offset int64, a attempt) {
 	s.backlog.pushFront(offset)
 	if s.carried == nil {
 		s.carried = make(map[int64]attempt)
 	}
 	s.carried[offset] = a
+	e.record(Record{Kind: EventRequeued, Offset: offset, Attempt: a.retries, Retries: a.retries, AcquiredAt: a.acquiredAt}, nil)
 }
 
 func (s *domainState) dropCarried(offset int64) {

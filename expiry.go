@@ -1,6 +1,7 @@
 package worklease
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -164,8 +165,8 @@ type Expiry struct {
 // leases that are due, never at every domain. Without WithLeaseTTL it
 // returns nothing.
 func (m *Manager) Reap() ([]Expiry, error) {
-	if m.closed.Load() {
-		return nil, ErrClosed
+	if err := m.usable(); err != nil {
+		return nil, err
 	}
 	if m.policy.ttl == 0 {
 		return nil, nil
@@ -174,14 +175,24 @@ func (m *Manager) Reap() ([]Expiry, error) {
 	var out []Expiry
 	var reaped []*record // whose events to deliver
 	var due []expiryEntry
+	var seq uint64 // the latest record written
+	var appendErr error
 	for i := range m.shards {
 		sh := &m.shards[i]
 		due = sh.expiry.popDue(now, due[:0])
 		for _, d := range due {
-			if exp, ok := m.reapOne(sh, d.r, now); ok {
+			exp, ok, s, err := m.reapOne(sh, d.r, now)
+			seq = max(seq, s)
+			appendErr = cmp.Or(appendErr, err)
+			if ok {
 				out = append(out, exp)
 				reaped = append(reaped, d.r)
 			}
+		}
+	}
+	if m.journal != nil && (seq > 0 || appendErr != nil) {
+		if err := m.durable(seq, appendErr); err != nil {
+			return nil, err
 		}
 	}
 	// Deliver only once every due lease is handled: an observer that panics
@@ -193,14 +204,15 @@ func (m *Manager) Reap() ([]Expiry, error) {
 	return out, nil
 }
 
-// reapOne expires r's lease if it is due, leaving its events to deliver.
-// r was just taken out of the expiry index.
-func (m *Manager) reapOne(sh *shard, r *record, now time.Time) (Expiry, bool) {
+// reapOne expires r's lease if it is due, leaving its events to deliver
+// and its records to wait for: it returns the record's latest sequence
+// number and any journal error. r was just taken out of the expiry index.
+func (m *Manager) reapOne(sh *shard, r *record, now time.Time) (exp Expiry, ok bool, seq uint64, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expiresAt = time.Time{} // no longer in the index; sync puts it back if still leased
 	if r.dropped {
-		return Expiry{}, false
+		return Expiry{}, false, 0, nil
 	}
 	s := &r.state
 	l := s.lease
@@ -208,9 +220,9 @@ func (m *Manager) reapOne(sh *shard, r *record, now time.Time) (Expiry, bool) {
 	expired := s.expireIfDue(&m.policy, &e)
 	sh.expiry.sync(r)
 	if !expired {
-		return Expiry{}, false
+		return Expiry{}, false, 0, nil
 	}
-	exp := Expiry{
+	exp = Expiry{
 		Domain:       r.domain,
 		Offset:       l.offset,
 		Token:        l.token,
@@ -218,5 +230,5 @@ func (m *Manager) reapOne(sh *shard, r *record, now time.Time) (Expiry, bool) {
 		DeadLettered: s.failed.contains(l.offset),
 	}
 	exp.Next, exp.HasNext = s.next()
-	return exp, true
+	return exp, true, r.lastSeq, e.err
 }

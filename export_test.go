@@ -1,5 +1,7 @@
 package worklease
 
+import "io"
+
 // Hooks for the black-box tests in package worklease_test.
 
 // CheckInvariants checks every domain of m against seed 000's invariants and
@@ -35,3 +37,6 @@ func Terminal(m *Manager, domain string) (processed, failed []int64) {
 func NewToken(fence, domain, instance uint64) Token {
 	return Token{fence: fence, domain: domain, instance: instance}
 }
+
+// EncodeSnapshot writes m's snapshot to w.
+func EncodeSnapshot(m *Manager, w io.Writer) error { return m.encodeSnapshot(w) }

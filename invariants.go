@@ -38,7 +38,9 @@ func (s *domainState) checkInvariants(instance uint64) error {
 	// 1. Single in-flight unit, and 5. token fencing: the lease, if any, is
 	// the latest grant.
 	if s.leased {
-		if s.lease.token != s.issued || s.lease.token.fence == 0 {
+		// After a restart the lease may have been granted by the Manager
+		// before, under another instance: its fence is what must match.
+		if s.lease.token.fence != s.issued.fence || s.lease.token.fence == 0 {
 			bad("lease token %v is not the latest grant %v", s.lease.token, s.issued)
 		}
 		if s.lease.retries < 0 {

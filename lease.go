@@ -3,6 +3,7 @@ package worklease
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"strconv"
@@ -27,13 +28,17 @@ type Manager struct {
 	policy    policy
 	clock     Clock // nil: time.Now
 	observer  Observer
+	journal   Journal // nil: state lives in memory only
 	// alwaysNow: every call reads the clock, because leases expire or
-	// events carry a time. Otherwise only TryAcquire and Fail need it.
+	// events and records carry a time. Otherwise only TryAcquire and Fail
+	// need it.
 	alwaysNow bool
 
 	domainSerial atomic.Uint64 // last serial given to a new domain's record
 	fenceFloor   atomic.Uint64 // highest fence of any forgotten domain
 	closed       atomic.Bool
+	failure      atomic.Pointer[error] // the journal's failure; set once, then every call returns it
+	snapshots    snapshotter
 }
 
 // New returns a Manager configured by opts. With no options it behaves
@@ -65,10 +70,16 @@ func New(opts ...Option) (*Manager, error) {
 		},
 		clock:     cfg.clock,
 		observer:  cfg.observer,
-		alwaysNow: cfg.ttl > 0 || cfg.observer != nil,
+		journal:   cfg.journal,
+		alwaysNow: cfg.ttl > 0 || cfg.observer != nil || cfg.journal != nil,
 	}
 	for i := range m.shards {
 		m.shards[i].records = make(map[string]*record)
+	}
+	if m.journal != nil {
+		if err := m.replay(); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -101,13 +112,47 @@ func (m *Manager) nowIfNeeded() time.Time {
 }
 
 // Close marks the Manager closed: every later call returns ErrClosed. Calls
-// already under way finish normally. Close returns ErrClosed if the Manager
-// was already closed.
+// already under way finish normally. With a journal, Close waits for a
+// snapshot under way, then closes the journal, which makes everything
+// appended durable, and returns its error. Close returns ErrClosed if the
+// Manager was already closed.
 func (m *Manager) Close() error {
 	if m.closed.Swap(true) {
 		return ErrClosed
 	}
+	if m.journal == nil {
+		return nil
+	}
+	m.snapshots.wait()
+	return m.journal.Close()
+}
+
+// usable returns the error every call returns once the Manager is closed or
+// its journal has failed, and nil before.
+func (m *Manager) usable() error {
+	if f := m.failure.Load(); f != nil {
+		return *f
+	}
+	if m.closed.Load() {
+		return ErrClosed
+	}
 	return nil
+}
+
+// durable waits until the journal holds every record up to seq. appendErr is
+// an error a call met appending its records; it, or a failed wait, closes
+// the Manager for good.
+func (m *Manager) durable(seq uint64, appendErr error) error {
+	err := appendErr
+	if err == nil {
+		if err = m.journal.Wait(seq); err == nil {
+			m.snapshots.maybeStart(m)
+			return nil
+		}
+	}
+	failed := fmt.Errorf("%w: %w", ErrJournalFailed, err)
+	m.failure.CompareAndSwap(nil, &failed)
+	return *m.failure.Load()
 }
 
 // AcquireStatus says what TryAcquire did.
@@ -262,8 +307,8 @@ type FailResult struct {
 // unless WithBestEffortOrdering allows it. A negative offset returns
 // ErrInvalidOffset.
 func (m *Manager) TryAcquire(domain string, offset int64) (AcquireResult, error) {
-	if m.closed.Load() {
-		return AcquireResult{}, ErrClosed
+	if err := m.usable(); err != nil {
+		return AcquireResult{}, err
 	}
 	if offset < 0 {
 		return AcquireResult{}, domainError("TryAcquire", domain, ErrInvalidOffset)
@@ -272,7 +317,9 @@ func (m *Manager) TryAcquire(domain string, offset int64) (AcquireResult, error)
 	sh, r := m.lockRecord(domain, true)
 	e := m.emitter(sh, r, now)
 	res, err := r.state.acquire(&m.policy, &e, offset)
-	m.unlock(sh, r)
+	if ferr := m.finish(sh, r, &e); ferr != nil {
+		return AcquireResult{}, ferr
+	}
 	return res, err
 }
 
@@ -287,8 +334,8 @@ func (m *Manager) TryAcquire(domain string, offset int64) (AcquireResult, error)
 // if tok's lease ran out of time, or ErrLeaseRevoked if an operator took it
 // back; in every case nothing changes.
 func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
-	if m.closed.Load() {
-		return SucceedResult{}, ErrClosed
+	if err := m.usable(); err != nil {
+		return SucceedResult{}, err
 	}
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
@@ -297,7 +344,9 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 	}
 	e := m.emitter(sh, r, now)
 	res, err := r.state.succeed(&m.policy, &e, tok)
-	m.unlock(sh, r)
+	if ferr := m.finish(sh, r, &e); ferr != nil {
+		return SucceedResult{}, ferr
+	}
 	if err != nil {
 		return SucceedResult{}, domainError("Succeed", domain, err)
 	}
@@ -313,17 +362,23 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 //
 // Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
-	if m.closed.Load() {
-		return FailResult{}, ErrClosed
+	if err := m.usable(); err != nil {
+		return FailResult{}, err
 	}
 	now := m.now() // a give-up records when
+	if m.journal != nil && cause != nil {
+		// The journal keeps the cause's text; take it now, outside the lock.
+		cause = &causeText{err: cause, text: cause.Error()}
+	}
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
 		return FailResult{}, domainError("Fail", domain, ErrNoLease)
 	}
 	e := m.emitter(sh, r, now)
 	res, err := r.state.fail(&m.policy, &e, tok, cause)
-	m.unlock(sh, r)
+	if ferr := m.finish(sh, r, &e); ferr != nil {
+		return FailResult{}, ferr
+	}
 	if err != nil {
 		return FailResult{}, domainError("Fail", domain, err)
 	}
@@ -340,8 +395,8 @@ func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error
 // released, ErrLeaseExpired once it has run out); either way nothing
 // changes.
 func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, error) {
-	if m.closed.Load() {
-		return time.Time{}, ErrClosed
+	if err := m.usable(); err != nil {
+		return time.Time{}, err
 	}
 	if d <= 0 {
 		return time.Time{}, domainError("Extend", domain, ErrInvalidDuration)
@@ -353,7 +408,9 @@ func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, 
 	}
 	e := m.emitter(sh, r, now)
 	at, err := r.state.extend(&m.policy, &e, tok, d)
-	m.unlock(sh, r)
+	if ferr := m.finish(sh, r, &e); ferr != nil {
+		return time.Time{}, ferr
+	}
 	if err != nil {
 		return time.Time{}, domainError("Extend", domain, err)
 	}

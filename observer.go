@@ -27,8 +27,12 @@ const (
 	EventDeadLettered
 	// EventExpired: a lease's time ran out and it was revoked; Token is the
 	// revoked token. An EventDeadLettered follows if that was the last
-	// attempt; otherwise the offset is back at the front of the backlog.
+	// attempt; otherwise an EventRequeued.
 	EventExpired
+	// EventRequeued: an offset whose lease expired or was force-released went
+	// back to the front of the backlog; Attempt is its failed attempts so
+	// far, which its next grant carries on from.
+	EventRequeued
 	// EventExtended: a lease's expiry moved later.
 	EventExtended
 	// EventRejected: Succeed, Fail or Extend was refused for Token; Cause is
@@ -44,8 +48,8 @@ const (
 	// EventRedriven: an operator put a failed offset back at the front of
 	// the backlog with Redrive.
 	EventRedriven
-	// EventReleased: an operator took a lease back with ForceRelease; its
-	// offset is at the front of the backlog.
+	// EventReleased: an operator took a lease back with ForceRelease; an
+	// EventRequeued follows.
 	EventReleased
 	// EventPaused and EventResumed: the domain stopped or started granting
 	// leases (Pause, Resume, or parking on a dead letter).
@@ -64,6 +68,7 @@ var eventKindNames = [numEventKinds]string{
 	EventRetrying:     "Retrying",
 	EventDeadLettered: "DeadLettered",
 	EventExpired:      "Expired",
+	EventRequeued:     "Requeued",
 	EventExtended:     "Extended",
 	EventRejected:     "Rejected",
 	EventOutOfOrder:   "OutOfOrder",
@@ -107,22 +112,49 @@ type ObserverFunc func(Event)
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
 // emitter is how the state machine reports transitions while its lock is
-// held: it counts each one and, with an observer, queues it on the record to
-// be delivered after the lock is released.
+// held: it counts each one, journals it, and, with an observer, queues it on
+// the record to be delivered after the lock is released.
 type emitter struct {
 	domain string
 	now    time.Time
 	stats  *counters
 	queue  *eventQueue // nil without an observer
+
+	journal Journal      // nil without one
+	state   *domainState // the domain, for the facts a record carries
+	lastSeq *uint64      // the record's last journaled sequence number
+	err     error        // the first journal error; nothing is journaled after it
 }
 
 func (e *emitter) emit(kind EventKind, offset int64, attempt int, tok Token, cause error) {
-	e.stats.add(kind)
+	e.record(Record{Kind: kind, Offset: offset, Attempt: attempt, Token: tok}, cause)
+}
+
+// record reports the transition rec, with cause as its Event's cause.
+func (e *emitter) record(rec Record, cause error) {
+	e.stats.add(rec.Kind)
 	if e.queue != nil {
-		e.queue.pending = append(e.queue.pending, Event{
-			Kind: kind, Domain: e.domain, Offset: offset, Attempt: attempt, Token: tok, Cause: cause, At: e.now,
-		})
+		ev := Event{Kind: rec.Kind, Domain: e.domain, Offset: rec.Offset, Attempt: rec.Attempt, Token: rec.Token, Cause: cause, At: e.now}
+		if rec.Kind == EventForgotten {
+			ev.Token = Token{} // the record's token only carries the domain's last fence
+		}
+		e.queue.pending = append(e.queue.pending, ev)
 	}
+	if e.journal == nil || e.err != nil || rec.Kind == EventRejected || rec.Kind == EventOutOfOrder {
+		return // rejections and diagnostics change no state
+	}
+	rec.Domain, rec.At, rec.Cause = e.domain, e.now, textOf(cause)
+	switch rec.Kind {
+	case EventAcquired, EventRetrying, EventExtended:
+		l := &e.state.lease
+		rec.AcquiredAt, rec.Retries, rec.ExpiresAt = l.acquiredAt, l.retries, l.expiresAt
+	}
+	seq, err := e.journal.Append(rec)
+	if err != nil {
+		e.err = err
+		return
+	}
+	*e.lastSeq = seq
 }
 
 // eventQueue holds a record's events until they are delivered. Its fields

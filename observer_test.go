@@ -134,6 +134,7 @@ func TestObserverEventSequence(t *testing.T) {
 		{worklease.EventRedriven, "A", 1, 0, none, "", t71},
 		{worklease.EventAcquired, "A", 1, 1, tok3, "", t71},
 		{worklease.EventReleased, "A", 1, 1, tok3, "", t71},
+		{worklease.EventRequeued, "A", 1, 0, none, "", t71},
 		{worklease.EventAcquired, "A", 1, 1, tok4, "", t71},
 		{worklease.EventKilled, "A", 1, 1, tok4, "operator", t71},
 		{worklease.EventDeadLettered, "A", 1, 1, tok4, "operator", t71},
@@ -151,7 +152,7 @@ func TestObserverEventSequence(t *testing.T) {
 
 	// Every event is counted in Stats too.
 	require.Equal(t, worklease.Stats{
-		Acquired: 4, Enqueued: 1, Processed: 1, Retried: 1, DeadLettered: 2, Expired: 1, Extended: 1,
+		Acquired: 4, Enqueued: 1, Processed: 1, Retried: 1, DeadLettered: 2, Expired: 1, Requeued: 1, Extended: 1,
 		Rejected: 1, Killed: 1, Redriven: 1, Released: 1, Paused: 1, Resumed: 1, Forgotten: 1,
 	}, m.Stats())
 }
@@ -165,6 +166,7 @@ func TestEventKindStrings(t *testing.T) {
 		worklease.EventRetrying:     "Retrying",
 		worklease.EventDeadLettered: "DeadLettered",
 		worklease.EventExpired:      "Expired",
+		worklease.EventRequeued:     "Requeued",
 		worklease.EventExtended:     "Extended",
 		worklease.EventRejected:     "Rejected",
 		worklease.EventOutOfOrder:   "OutOfOrder",

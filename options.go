@@ -41,6 +41,7 @@ type config struct {
 	bestEffort bool
 	park       bool
 	observer   Observer
+	journal    Journal
 }
 
 func defaultConfig() config {

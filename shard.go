@@ -30,6 +30,7 @@ type record struct {
 	state   domainState // see domainState; never locks
 	dropped bool        // Forget removed the domain: look it up again
 	events  *eventQueue // nil without an observer
+	lastSeq uint64      // the journal sequence number of the domain's latest record
 	// expiresAt is the lease expiry the shard's expiry index holds for this
 	// record (zero: none). heapIdx is its position there plus one (zero:
 	// absent); unlike the rest, it is guarded by the shard's expiry.mu.
@@ -92,17 +93,30 @@ func (m *Manager) createRecord(sh *shard, domain string) *record {
 
 // emitter returns the emitter for a call on r at now. r.mu must be held.
 func (m *Manager) emitter(sh *shard, r *record, now time.Time) emitter {
-	return emitter{domain: r.domain, now: now, stats: &sh.stats, queue: r.events}
+	return emitter{
+		domain: r.domain, now: now, stats: &sh.stats, queue: r.events,
+		journal: m.journal, state: &r.state, lastSeq: &r.lastSeq,
+	}
 }
 
-// unlock finishes a call on r: it brings the shard's expiry index up to
-// date with r's lease, releases r's lock, and delivers r's events.
-func (m *Manager) unlock(sh *shard, r *record) {
+// finish ends a call on r: it brings the shard's expiry index up to date
+// with r's lease, releases r's lock, waits until the journal holds every
+// record of the domain so far (the call's own, and those its answer depends
+// on), and delivers r's events. An error means the journal failed and the
+// Manager is now closed; the call must return it instead of its answer.
+func (m *Manager) finish(sh *shard, r *record, e *emitter) error {
 	if m.policy.ttl > 0 {
 		sh.expiry.sync(r)
 	}
+	seq := r.lastSeq
 	r.mu.Unlock()
+	if m.journal != nil {
+		if err := m.durable(seq, e.err); err != nil {
+			return err
+		}
+	}
 	m.deliver(r)
+	return nil
 }
 
 // forEachRecord calls f with each domain and its record, one shard at a time.

@@ -11,6 +11,7 @@ type Stats struct {
 	Retried      uint64 // retries scheduled by Fail
 	DeadLettered uint64 // offsets given up on or killed
 	Expired      uint64 // leases revoked because their time ran out
+	Requeued     uint64 // offsets put back at the front after an expiry or a forced release
 	Extended     uint64 // lease expiries moved later
 	Rejected     uint64 // Succeed, Fail or Extend refused for a stale or wrong token
 	OutOfOrder   uint64 // best-effort grants of an offset other than the backlog's head
@@ -46,6 +47,7 @@ func (m *Manager) Stats() Stats {
 		Retried:      sum[EventRetrying],
 		DeadLettered: sum[EventDeadLettered],
 		Expired:      sum[EventExpired],
+		Requeued:     sum[EventRequeued],
 		Extended:     sum[EventExtended],
 		Rejected:     sum[EventRejected],
 		OutOfOrder:   sum[EventOutOfOrder],

@@ -1,0 +1,164 @@
+// Package memjournal is an in-memory worklease.Journal for tests: records are
+// durable as soon as they are appended, snapshots replace the records they
+// cover, and failures can be injected.
+package memjournal
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/worklease/worklease"
+)
+
+// ErrInjected is the error an injected failure returns.
+var ErrInjected = errors.New("memjournal: injected failure")
+
+// Journal is an in-memory worklease.Journal. The zero Journal is empty and
+// ready to use. It is safe for concurrent use.
+type Journal struct {
+	mu       sync.Mutex
+	snap     []byte // the latest snapshot; nil if none
+	snapSeq  uint64 // the last record the snapshot covers
+	seqs     []uint64
+	records  []worklease.Record // after the snapshot, with seqs
+	last     uint64             // the last sequence number appended
+	closed   bool
+	failAt   uint64 // Append of this sequence number fails; 0: never
+	waitFail bool   // every Wait fails
+	// SnapshotEvery makes SnapshotDue report true once this many records
+	// were appended since the last snapshot; 0: never.
+	SnapshotEvery int
+	snapshots     int
+}
+
+var _ worklease.Journal = (*Journal)(nil)
+
+// FailAppendAt makes the Append that would get sequence number seq fail.
+func (j *Journal) FailAppendAt(seq uint64) {
+	j.mu.Lock()
+	j.failAt = seq
+	j.mu.Unlock()
+}
+
+// FailWaits makes every later Wait fail.
+func (j *Journal) FailWaits() {
+	j.mu.Lock()
+	j.waitFail = true
+	j.mu.Unlock()
+}
+
+// Append implements worklease.Journal.
+func (j *Journal) Append(rec worklease.Record) (uint64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return 0, errors.New("memjournal: closed")
+	}
+	if j.failAt != 0 && j.last+1 == j.failAt {
+		return 0, ErrInjected
+	}
+	// Round-trip through the binary form, as a real journal would.
+	data, _ := rec.MarshalBinary()
+	var back worklease.Record
+	if err := back.UnmarshalBinary(data); err != nil {
+		return 0, err
+	}
+	j.last++
+	j.seqs = append(j.seqs, j.last)
+	j.records = append(j.records, back)
+	return j.last, nil
+}
+
+// Wait implements worklease.Journal.
+func (j *Journal) Wait(seq uint64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.waitFail && seq > 0 {
+		return ErrInjected
+	}
+	if seq > j.last {
+		return errors.New("memjournal: wait for a record never appended")
+	}
+	return nil
+}
+
+// Replay implements worklease.Journal.
+func (j *Journal) Replay(restore func([]byte) error, apply func(uint64, worklease.Record) error) error {
+	j.mu.Lock()
+	snap := j.snap
+	seqs, records := append([]uint64(nil), j.seqs...), append([]worklease.Record(nil), j.records...)
+	j.mu.Unlock()
+	if snap != nil {
+		if err := restore(snap); err != nil {
+			return err
+		}
+	}
+	for i, rec := range records {
+		if err := apply(seqs[i], rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Snapshot implements worklease.Journal.
+func (j *Journal) Snapshot(write func(io.Writer) error) error {
+	j.mu.Lock()
+	upTo := j.last
+	j.mu.Unlock()
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.snap, j.snapSeq = buf.Bytes(), upTo
+	i := 0
+	for i < len(j.seqs) && j.seqs[i] <= upTo {
+		i++
+	}
+	j.seqs, j.records = j.seqs[i:], j.records[i:]
+	j.snapshots++
+	return nil
+}
+
+// SnapshotDue implements worklease.Journal.
+func (j *Journal) SnapshotDue() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.SnapshotEvery > 0 && len(j.records) >= j.SnapshotEvery
+}
+
+// Close implements worklease.Journal. A closed Journal can be reopened with
+// Reopen, as a process restart reopens its directory.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed = true
+	return nil
+}
+
+// Reopen makes a closed (or crashed) Journal usable again, keeping what it
+// holds and clearing injected failures.
+func (j *Journal) Reopen() *Journal {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed, j.failAt, j.waitFail = false, 0, false
+	return j
+}
+
+// Records returns the records after the snapshot and their sequence numbers.
+func (j *Journal) Records() ([]uint64, []worklease.Record) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]uint64(nil), j.seqs...), append([]worklease.Record(nil), j.records...)
+}
+
+// Snapshots returns how many snapshots were written.
+func (j *Journal) Snapshots() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.snapshots
+}

@@ -1,0 +1,146 @@
+package worklease
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// A Journal makes a Manager's transitions durable, so that a Manager built on
+// it after a crash has everything the one before acknowledged. The wal
+// package implements it; tests may implement it in memory.
+//
+// The Manager calls Append with the domain's lock held, once for every
+// transition, in the order the domain's transitions happen, and Wait after
+// releasing the lock; a call returns only when Wait says its records, and
+// every record its answer depends on, are durable. The Manager never retries
+// a failed Append or Wait: it fails closed (see ErrJournalFailed).
+type Journal interface {
+	// Append adds rec to the journal and returns its sequence number, which
+	// is larger than every number returned before. It must not wait for I/O
+	// (buffering is the point) and must not call the Manager.
+	Append(rec Record) (seq uint64, err error)
+	// Wait returns once every record up to seq is durable. Wait(0) returns
+	// at once.
+	Wait(seq uint64) error
+	// Replay calls restore with the latest snapshot, if there is one, then
+	// apply with every record after it, in sequence order. New calls it once,
+	// before the Manager is used.
+	// The snapshot's bytes are valid only until restore returns.
+	Replay(restore func(snapshot []byte) error, apply func(seq uint64, rec Record) error) error
+	// Snapshot replaces the journal's snapshot with the one write produces,
+	// which reflects every record appended before Snapshot was called (and
+	// maybe some after), and may then drop the records it covers.
+	Snapshot(write func(w io.Writer) error) error
+	// SnapshotDue reports that the journal has grown enough since its last
+	// snapshot that the Manager should write one. It must be cheap.
+	SnapshotDue() bool
+	// Close makes everything appended durable and releases the journal.
+	Close() error
+}
+
+// WithJournal makes the Manager journal every transition to j. New first
+// rebuilds the Manager's state by replaying j, and Close closes j. With a
+// journal, a call returns only once the records it wrote, and those of the
+// domain before them, are durable, as j's Wait defines it; many concurrent
+// calls share the journal's flushes. See the wal package.
+func WithJournal(j Journal) Option {
+	return optionFunc(func(c *config) { c.journal = j })
+}
+
+// ErrJournalFailed is returned, wrapping the journal's error, by the call
+// whose record could not be made durable and by every call after it: the
+// Manager fails closed rather than acknowledge what a crash could undo.
+// Recover by closing the Manager, reopening the journal and building a new
+// Manager on it.
+var ErrJournalFailed = errors.New("worklease: journal failed")
+
+// ErrReplay is returned by New when a journal's records cannot be applied:
+// a record breaks an invariant of the state before it (seed 001's
+// "invariants checked on apply"), or a snapshot or record does not decode.
+// The error is a *ReplayError.
+var ErrReplay = errors.New("worklease: journal replay failed")
+
+// ReplayError reports the record that replay could not apply.
+type ReplayError struct {
+	Seq    uint64 // the record's sequence number; 0 for the snapshot
+	Record Record // the record, when it decoded
+	Err    error  // what was wrong
+}
+
+// Error implements error.
+func (e *ReplayError) Error() string {
+	if e.Seq == 0 {
+		return fmt.Sprintf("worklease: journal replay: snapshot: %v", e.Err)
+	}
+	return fmt.Sprintf("worklease: journal replay: record %d (%v on domain %q, offset %d): %v",
+		e.Seq, e.Record.Kind, e.Record.Domain, e.Record.Offset, e.Err)
+}
+
+// Is reports whether target is ErrReplay.
+func (e *ReplayError) Is(target error) bool { return target == ErrReplay }
+
+// Unwrap returns what was wrong.
+func (e *ReplayError) Unwrap() error { return e.Err }
+
+// A Record is one transition of one domain as a Journal stores it: the
+// Event an observer sees, plus the facts replay needs so that it never
+// re-derives them from options that may have changed (a failure says
+// whether it was final by being followed by a DeadLettered record, an
+// enqueue says where it went, a grant carries its expiry). Rejections
+// change nothing and are not journaled.
+type Record struct {
+	Kind    EventKind
+	Domain  string
+	Offset  int64 // -1 when the transition concerns no offset
+	Attempt int
+	Token   Token
+	Cause   string // the text of the event's cause; "" if none
+	At      time.Time
+
+	// AcquiredAt and Retries: for EventAcquired and EventRequeued, the
+	// offset's first grant and its failed attempts so far.
+	AcquiredAt time.Time
+	Retries    int
+	// ExpiresAt: for EventAcquired, EventRetrying and EventExtended, the
+	// lease's expiry after the transition; zero if it never expires.
+	ExpiresAt time.Time
+	// Front: for EventEnqueued, the offset went to the front of the backlog
+	// (LIFO ordering) rather than the back.
+	Front bool
+}
+
+// causeText is a Fail cause whose text was taken before the domain lock, so
+// that the journal can record it without calling the caller's Error method
+// under the lock. errors.Is and errors.As see through it.
+type causeText struct {
+	err  error
+	text string
+}
+
+func (c *causeText) Error() string { return c.text }
+func (c *causeText) Unwrap() error { return c.err }
+
+// textOf returns the text a record keeps for cause. Causes that reach it
+// are the package's own errors or a *causeText, never a caller's error.
+func textOf(cause error) string {
+	if cause == nil {
+		return ""
+	}
+	return cause.Error()
+}
+
+// causeFromText turns a journaled cause back into an error, restoring the
+// package's own sentinels so that errors.Is keeps working after a restart.
+func causeFromText(text string) error {
+	switch text {
+	case "":
+		return nil
+	case ErrLeaseExpired.Error():
+		return ErrLeaseExpired
+	case ErrLeaseRevoked.Error():
+		return ErrLeaseRevoked
+	}
+	return errors.New(text)
+}

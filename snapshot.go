@@ -1,0 +1,321 @@
+package worklease
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"sync/atomic"
+)
+
+// snapshotter runs a journaled Manager's snapshots: one at a time, either on
+// demand (Manager.Snapshot) or in a goroutine of its own when the journal
+// says one is due; Close waits for it.
+type snapshotter struct {
+	run     sync.Mutex     // held for the whole of a snapshot: one at a time
+	started atomic.Bool    // a background snapshot is under way
+	bg      sync.WaitGroup // the background snapshot, for Close
+
+	mu       sync.Mutex        // guards tracking and dropped
+	tracking bool              // a snapshot is under way: remember Forget calls
+	dropped  []forgottenDomain // domains Forget dropped while it runs
+}
+
+// A forgottenDomain is a domain Forget dropped while a snapshot was being
+// written: the snapshot may miss it, so replay must skip its records up to
+// the Forget, which the snapshot no longer has the state to apply.
+type forgottenDomain struct {
+	domain string
+	seq    uint64 // the Forgotten record
+}
+
+// maybeStart starts a background snapshot if the journal wants one and none
+// is under way.
+func (s *snapshotter) maybeStart(m *Manager) {
+	if !m.journal.SnapshotDue() || !s.started.CompareAndSwap(false, true) {
+		return
+	}
+	s.bg.Go(func() {
+		defer s.started.Store(false)
+		// A failure here leaves the journal as it was (the journal decides
+		// when to ask again), or fails it, which the next call reports.
+		_ = m.writeSnapshot()
+	})
+}
+
+func (s *snapshotter) wait() { s.bg.Wait() }
+
+// forgotten notes that Forget dropped domain with the record seq.
+func (s *snapshotter) forgotten(domain string, seq uint64) {
+	s.mu.Lock()
+	if s.tracking {
+		s.dropped = append(s.dropped, forgottenDomain{domain, seq})
+	}
+	s.mu.Unlock()
+}
+
+// Snapshot writes the Manager's whole state to its journal, which may then
+// drop the records the snapshot covers, so that the journal stops growing
+// and replay gets faster. The journal also asks for snapshots by itself as
+// it grows (see the wal package); Snapshot is for taking one now, e.g.
+// before a planned restart. Calls go on while it runs. Without a journal it
+// does nothing.
+func (m *Manager) Snapshot() error {
+	if err := m.usable(); err != nil {
+		return err
+	}
+	if m.journal == nil {
+		return nil
+	}
+	return m.writeSnapshot()
+}
+
+func (m *Manager) writeSnapshot() error {
+	s := &m.snapshots
+	s.run.Lock()
+	defer s.run.Unlock()
+	s.mu.Lock()
+	s.tracking, s.dropped = true, nil
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.tracking, s.dropped = false, nil
+		s.mu.Unlock()
+	}()
+	// The journal fixes the sequence number the snapshot covers before it
+	// calls write. Every record up to it is then reflected in a domain's state
+	// by the time write locks the domain, or the domain is in s.forgotten.
+	return m.journal.Snapshot(func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 64<<10)
+		if err := m.encodeSnapshot(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+}
+
+// The snapshot format. After snapshotMagic and its version, a sequence of
+// sections, each a tag byte: snapshotDomain sections, then one
+// snapshotTrailer, then snapshotEnd.
+const (
+	snapshotMagic   = "wlsnap"
+	snapshotVersion = 1
+
+	snapshotEnd     = 0
+	snapshotDomain  = 1
+	snapshotTrailer = 2
+
+	// revokedErr in a snapshot.
+	revokedNone    = 0
+	revokedExpired = 1
+	revokedByAdmin = 2
+)
+
+// encodeSnapshot writes every domain, locking one at a time, then the
+// Manager's counters and the domains forgotten meanwhile.
+func (m *Manager) encodeSnapshot(w io.Writer) error {
+	buf := append([]byte(snapshotMagic), snapshotVersion)
+	var err error
+	flush := func() {
+		if err == nil && len(buf) > 0 {
+			_, err = w.Write(buf)
+		}
+		buf = buf[:0]
+	}
+	m.forEachRecord(func(_ *shard, domain string, r *record) {
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		if !r.dropped {
+			buf = append(buf, snapshotDomain)
+			buf = r.appendSnapshot(buf, domain)
+		}
+		r.mu.Unlock()
+		flush()
+	})
+	if err != nil {
+		return err
+	}
+	m.snapshots.mu.Lock()
+	forgotten := m.snapshots.dropped
+	m.snapshots.dropped = nil
+	m.snapshots.mu.Unlock()
+	buf = append(buf, snapshotTrailer)
+	buf = binary.AppendUvarint(buf, m.fenceFloor.Load())
+	buf = binary.AppendUvarint(buf, m.domainSerial.Load())
+	buf = binary.AppendUvarint(buf, uint64(len(forgotten)))
+	for _, f := range forgotten {
+		buf = appendString(buf, f.domain)
+		buf = binary.AppendUvarint(buf, f.seq)
+	}
+	buf = append(buf, snapshotEnd)
+	flush()
+	return err
+}
+
+// appendSnapshot appends one domain's state. r.mu must be held.
+func (r *record) appendSnapshot(b []byte, domain string) []byte {
+	s := &r.state
+	b = appendString(b, domain)
+	b = binary.AppendUvarint(b, r.lastSeq)
+	b = binary.AppendUvarint(b, s.issued.fence)
+	b = appendBool(b, s.paused)
+	b = appendBool(b, s.leased)
+	if s.leased {
+		l := &s.lease
+		b = binary.AppendVarint(b, l.offset)
+		b = appendToken(b, l.token)
+		b = appendTime(b, l.acquiredAt)
+		b = appendTime(b, l.expiresAt)
+		b = binary.AppendUvarint(b, uint64(l.retries))
+	}
+	b = appendToken(b, s.revoked)
+	switch s.revokedErr {
+	case nil:
+		b = append(b, revokedNone)
+	case ErrLeaseExpired:
+		b = append(b, revokedExpired)
+	default:
+		b = append(b, revokedByAdmin)
+	}
+	b = binary.AppendUvarint(b, uint64(s.backlog.len()))
+	for i := range s.backlog.len() {
+		b = binary.AppendVarint(b, s.backlog.at(i))
+	}
+	b = binary.AppendUvarint(b, uint64(len(s.processed.runs)))
+	for _, run := range s.processed.runs {
+		b = binary.AppendVarint(b, run.lo)
+		b = binary.AppendUvarint(b, uint64(run.hi-run.lo))
+	}
+	b = binary.AppendUvarint(b, uint64(s.failed.len()))
+	for _, off := range s.failed.offsets() {
+		dl := s.failed.m[off]
+		b = binary.AppendVarint(b, off)
+		b = binary.AppendUvarint(b, uint64(dl.attempts))
+		b = appendTime(b, dl.at)
+		b = appendString(b, textOf(dl.cause))
+	}
+	b = binary.AppendUvarint(b, uint64(len(s.carried)))
+	for off, a := range s.carried {
+		b = binary.AppendVarint(b, off)
+		b = binary.AppendUvarint(b, uint64(a.retries))
+		b = appendTime(b, a.acquiredAt)
+	}
+	return b
+}
+
+// restoreSnapshot rebuilds the Manager from a snapshot, before any record
+// is replayed. It checks each domain's state against the invariants and
+// returns the domains whose records up to a sequence number replay must
+// skip.
+func (m *Manager) restoreSnapshot(data []byte) (map[string]uint64, error) {
+	d := decoder{b: data}
+	if len(data) < len(snapshotMagic)+1 || string(data[:len(snapshotMagic)]) != snapshotMagic {
+		return nil, fmt.Errorf("not a worklease snapshot")
+	}
+	d.b = d.b[len(snapshotMagic):]
+	if v := d.byte(); v != snapshotVersion {
+		return nil, fmt.Errorf("unknown snapshot version %d", v)
+	}
+	seen := make(map[string]bool)
+	for d.err == nil {
+		switch tag := d.byte(); tag {
+		case snapshotDomain:
+			if err := m.restoreDomain(&d, seen); err != nil {
+				return nil, err
+			}
+		case snapshotTrailer:
+			m.raiseFenceFloor(d.uvarint())
+			if serial := d.uvarint(); serial > m.domainSerial.Load() {
+				m.domainSerial.Store(serial)
+			}
+			n := d.count(2)
+			skip := make(map[string]uint64, n)
+			for range n {
+				domain := d.string()
+				skip[domain] = max(skip[domain], d.uvarint())
+			}
+			if end := d.byte(); d.err == nil && (end != snapshotEnd || len(d.b) != 0) {
+				return nil, fmt.Errorf("snapshot does not end after its trailer")
+			}
+			return skip, d.err
+		default:
+			if d.err == nil {
+				return nil, fmt.Errorf("unknown snapshot section %d", tag)
+			}
+		}
+	}
+	return nil, d.err
+}
+
+// restoreDomain decodes one domain's state into a new record.
+func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
+	domain := d.string()
+	if d.err != nil {
+		return d.err
+	}
+	if seen[domain] {
+		return fmt.Errorf("domain %q appears twice", domain)
+	}
+	seen[domain] = true
+	sh, r := m.lockRecord(domain, true)
+	defer r.mu.Unlock()
+	s := &r.state
+	r.lastSeq = d.uvarint()
+	s.issued.fence = d.uvarint()
+	s.paused = d.bool()
+	if s.leased = d.bool(); s.leased {
+		s.lease = lease{offset: d.varint(), token: d.token(), acquiredAt: d.time(), expiresAt: d.time(), retries: d.int()}
+	}
+	s.revoked = d.token()
+	switch d.byte() {
+	case revokedNone:
+	case revokedExpired:
+		s.revokedErr = ErrLeaseExpired
+	case revokedByAdmin:
+		s.revokedErr = ErrLeaseRevoked
+	default:
+		d.fail(fmt.Errorf("bad revoked reason"))
+	}
+	for range d.count(1) {
+		if x := d.varint(); x < 0 || !s.backlog.pushBack(x) {
+			d.fail(fmt.Errorf("bad backlog offset %d", x))
+		}
+	}
+	for range d.count(2) {
+		lo, n := d.varint(), d.uvarint()
+		if lo < 0 || n > uint64(math.MaxInt64-lo) || (len(s.processed.runs) > 0 && lo-1 <= s.processed.runs[len(s.processed.runs)-1].hi) {
+			d.fail(fmt.Errorf("bad processed run at %d", lo))
+			break
+		}
+		s.processed.runs = append(s.processed.runs, offsetRun{lo, lo + int64(n)})
+		s.processed.n += int64(n) + 1
+	}
+	for range d.count(4) {
+		off, attempts, at, cause := d.varint(), d.int(), d.time(), d.string()
+		if off < 0 || s.failed.contains(off) {
+			d.fail(fmt.Errorf("bad failed offset %d", off))
+		}
+		s.failed.add(off, deadLetter{cause: causeFromText(cause), attempts: attempts, at: at})
+	}
+	for range d.count(3) {
+		off, retries, at := d.varint(), d.int(), d.time()
+		if s.carried == nil {
+			s.carried = make(map[int64]attempt)
+		}
+		s.carried[off] = attempt{retries: retries, acquiredAt: at}
+	}
+	if d.err != nil {
+		return fmt.Errorf("domain %q: %w", domain, d.err)
+	}
+	if err := s.checkInvariants(m.instance); err != nil {
+		return fmt.Errorf("domain %q: %w", domain, err)
+	}
+	if m.policy.ttl > 0 {
+		sh.expiry.sync(r)
+	}
+	return nil
+}
