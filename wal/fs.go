@@ -1,0 +1,119 @@
+package wal
+
+import (
+	"io"
+	"os"
+	"runtime"
+)
+
+// fileSystem is every file-system operation the log performs. osFS
+// implements it with package os; tests substitute an in-memory one that
+// injects faults and simulates crashes. Names are full paths.
+type fileSystem interface {
+	// Create creates name, or truncates it if it exists, for reading and
+	// writing.
+	Create(name string) (file, error)
+	// Open opens an existing file for reading.
+	Open(name string) (file, error)
+	// OpenWrite opens an existing file for reading and writing.
+	OpenWrite(name string) (file, error)
+	// Rename renames oldname to newname, replacing newname if it exists.
+	Rename(oldname, newname string) error
+	// Remove removes a file.
+	Remove(name string) error
+	// ReadDir returns the names of the entries in dir, sorted. Its error
+	// wraps fs.ErrNotExist when dir does not exist.
+	ReadDir(dir string) ([]string, error)
+	// MkdirAll creates dir and any missing parents.
+	MkdirAll(dir string) error
+	// SyncDir makes the directory's entries durable: the files created,
+	// renamed and removed in it.
+	SyncDir(dir string) error
+	// Lock takes an exclusive lock named by the file name, creating it if
+	// needed, until the returned Closer is closed. Its error wraps ErrLocked
+	// when someone else holds the lock.
+	Lock(name string) (io.Closer, error)
+}
+
+// file is an open file. The log reads and writes at explicit offsets only.
+type file interface {
+	io.ReaderAt
+	io.WriterAt
+	// Sync makes the file's data durable (fdatasync where available).
+	Sync() error
+	// Truncate changes the file's size.
+	Truncate(size int64) error
+	// Size returns the file's size.
+	Size() (int64, error)
+	// Close closes the file.
+	Close() error
+}
+
+// osFS is the operating system's file system.
+type osFS struct{}
+
+func (osFS) Create(name string) (file, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	return wrapOSFile(f, err)
+}
+
+func (osFS) Open(name string) (file, error) { return wrapOSFile(os.Open(name)) }
+
+func (osFS) OpenWrite(name string) (file, error) {
+	return wrapOSFile(os.OpenFile(name, os.O_RDWR, 0))
+}
+
+func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+func (osFS) Remove(name string) error { return os.Remove(name) }
+
+func (osFS) ReadDir(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+func (osFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+
+func (osFS) SyncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil // directories cannot be opened for syncing; NTFS journals their entries
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (osFS) Lock(name string) (io.Closer, error) { return lockFile(name) }
+
+// osFile is an *os.File whose Sync is fdatasync where the system has it.
+type osFile struct{ *os.File }
+
+func wrapOSFile(f *os.File, err error) (file, error) {
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (f osFile) Sync() error { return datasync(f.File) }
+
+func (f osFile) Size() (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}

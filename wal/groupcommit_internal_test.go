@@ -1,0 +1,239 @@
+package wal
+
+import (
+	"bytes"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestGroupCommit holds the first batch's fsync while ten more goroutines
+// append and wait, then releases it: the ten records go out as one batch with
+// one fsync, so the eleven records cost two writes and two fsyncs.
+func TestGroupCommit(t *testing.T) {
+	t.Parallel()
+	fsys := newMemFS()
+	l := mustOpenMem(t, fsys)
+	base := l.Stats()
+
+	gate := make(chan struct{})
+	entered := make(chan struct{})
+	var first atomic.Bool
+	fsys.setFault(func(op memOp) error {
+		if op.kind == opSync && first.CompareAndSwap(false, true) {
+			close(entered)
+			<-gate
+		}
+		return nil
+	})
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		seq, err := l.Append(1, []byte("leader"))
+		if err == nil {
+			err = l.Wait(seq)
+		}
+		assert.NoError(t, err)
+	})
+	<-entered // the leader is inside its fsync
+
+	const followers = 10
+	var appended sync.WaitGroup
+	appended.Add(followers)
+	for i := range followers {
+		wg.Go(func() {
+			seq, err := l.Append(2, []byte{byte(i)})
+			appended.Done()
+			if err == nil {
+				err = l.Wait(seq)
+			}
+			assert.NoError(t, err)
+		})
+	}
+	appended.Wait() // every follower's record is buffered
+	close(gate)
+	wg.Wait()
+
+	st := l.Stats()
+	assert.Equal(t, uint64(followers+1), st.Synced)
+	assert.Equal(t, uint64(2), st.Batches-base.Batches, "one batch for the leader, one for all the followers")
+	assert.Equal(t, uint64(2), st.Syncs-base.Syncs, "one fsync per batch")
+	assert.Len(t, replayMem(t, l).Records, followers+1)
+}
+
+// manualTicker returns a withTicker option whose ticks the test sends, and
+// reports whether the ticker was stopped.
+func manualTicker() (Option, chan time.Time, *atomic.Bool) {
+	tick := make(chan time.Time)
+	var stopped atomic.Bool
+	return withTicker(func(time.Duration) (<-chan time.Time, func()) {
+		return tick, func() { stopped.Store(true) }
+	}), tick, &stopped
+}
+
+func TestSyncInterval(t *testing.T) {
+	t.Parallel()
+	fsys := newMemFS()
+	opt, tick, stopped := manualTicker()
+	l, err := openMem(fsys, WithSyncMode(SyncInterval(time.Hour)), opt)
+	require.NoError(t, err)
+	syncs := fsys.countOps(opSync, segmentSuffix)
+
+	seq, err := l.Append(1, []byte("written, not yet synced"))
+	require.NoError(t, err)
+	require.NoError(t, l.Wait(seq))
+	st := l.Stats()
+	assert.Equal(t, seq, st.Written)
+	assert.Equal(t, uint64(0), st.Synced)
+	assert.Equal(t, seq, l.Durable(), "Wait's guarantee under SyncInterval: written")
+	assert.Equal(t, syncs, fsys.countOps(opSync, segmentSuffix), "Wait did not fsync")
+	assert.Contains(t, string(fsys.files(dir)[segmentName(1)]), "written, not yet synced")
+
+	// The loop receives one tick at a time, so once it takes the second,
+	// it has finished the sync of the first.
+	tick <- time.Time{}
+	tick <- time.Time{}
+	assert.Equal(t, seq, l.Stats().Synced)
+	assert.Equal(t, syncs+1, fsys.countOps(opSync, segmentSuffix), "one fsync for two ticks: nothing new the second time")
+
+	// A crash now keeps the record: it was synced by the tick.
+	l2 := mustOpenMem(t, fsys.crash(crashDropAll, 0))
+	assert.Len(t, replayMem(t, l2).Records, 1)
+
+	require.NoError(t, l.Close())
+	assert.True(t, stopped.Load(), "Close stops the ticker")
+}
+
+func TestSyncNone(t *testing.T) {
+	t.Parallel()
+	fsys := newMemFS()
+	l, err := openMem(fsys, WithSyncMode(SyncNone), WithSegmentSize(MinSegmentSize))
+	require.NoError(t, err)
+	syncsAtOpen := l.Stats().Syncs
+	batches := batchPayloads(40, 2, 40)
+	ends := writeBatches(t, l, batches)
+	st := l.Stats()
+	require.Greater(t, st.Segments, 2)
+	assert.Equal(t, ends[len(ends)-1].lastSeq, l.Durable())
+	// Only rotations fsync: the old segment, and the new one's header.
+	assert.Equal(t, syncsAtOpen+2*uint64(st.Segments-1), st.Syncs)
+	assert.Less(t, st.Synced, st.Written)
+	for i := range ends[:len(ends)-1] {
+		if ends[i].seg != ends[i+1].seg {
+			assert.GreaterOrEqual(t, st.Synced, ends[i].lastSeq, "a rotation syncs the segment it seals")
+		}
+	}
+
+	// A machine crash loses the unsynced tail, but never leaves a gap.
+	crashed := mustOpenMem(t, fsys.crash(crashDropAll, 0))
+	got := replayMem(t, crashed).Records
+	assert.Equal(t, recordsOf(batches)[:len(got)], got)
+	assert.GreaterOrEqual(t, uint64(len(got)), st.Synced)
+
+	require.NoError(t, l.Close())
+	l = mustOpenMem(t, fsys.crash(crashDropAll, 0))
+	assert.Equal(t, recordsOf(batches), replayMem(t, l).Records, "Close fsyncs")
+}
+
+// TestAppendFlushesLargeBuffer checks that a caller who never waits cannot
+// grow the buffer without bound.
+func TestAppendFlushesLargeBuffer(t *testing.T) {
+	t.Parallel()
+	fsys := newMemFS()
+	l := mustOpenMem(t, fsys, WithSyncMode(SyncNone))
+	payload := bytes.Repeat([]byte("x"), 1000)
+	for range flushThreshold/len(payload) + 1 {
+		_, err := l.Append(1, payload)
+		require.NoError(t, err)
+	}
+	assert.Positive(t, l.Stats().Written, "Append wrote the buffer itself")
+	l.mu.Lock()
+	assert.Less(t, len(l.buf), flushThreshold)
+	l.mu.Unlock()
+}
+
+// TestReentrantCalls calls back into the log from the functions it calls:
+// nothing deadlocks, a nested WriteSnapshot is refused, and segments are not
+// removed under a running Replay.
+func TestReentrantCalls(t *testing.T) {
+	t.Parallel()
+	fsys := newMemFS()
+	l := mustOpenMem(t, fsys, WithSegmentSize(MinSegmentSize))
+	batches := batchPayloads(30, 2, 40)
+	ends := writeBatches(t, l, batches)
+
+	err := l.WriteSnapshot(ends[5].lastSeq, func(w io.Writer) error {
+		require.ErrorIs(t, l.WriteSnapshot(ends[5].lastSeq, func(io.Writer) error { return nil }), ErrSnapshotInProgress)
+		require.NoError(t, l.Replay(nil, nil))
+		seq, err := l.Append(1, []byte("during the snapshot"))
+		require.NoError(t, err)
+		require.NoError(t, l.Wait(seq))
+		_, err = w.Write([]byte("state"))
+		return err
+	})
+	require.NoError(t, err)
+	batches = append(batches, []string{"during the snapshot"})
+
+	segsBefore := l.Stats().Segments
+	snapSeq := ends[20].lastSeq
+	var inner error
+	require.NoError(t, l.Replay(nil, func(seq uint64, _ uint8, _ []byte) error {
+		if seq == snapSeq {
+			inner = l.WriteSnapshot(snapSeq, func(w io.Writer) error {
+				_, err := w.Write([]byte("state 2"))
+				return err
+			})
+		}
+		return nil
+	}))
+	require.NoError(t, inner)
+	assert.Equal(t, segsBefore, l.Stats().Segments, "no segment is removed under a Replay")
+	require.NoError(t, l.WriteSnapshot(snapSeq, func(w io.Writer) error {
+		_, err := w.Write([]byte("state 3"))
+		return err
+	}))
+	assert.Less(t, l.Stats().Segments, segsBefore, "the next snapshot removes them")
+	got := replayMem(t, l)
+	assert.Equal(t, ireplayed{snapSeq, "state 3", recordsOf(batches)[snapSeq:]}, got)
+}
+
+// TestCloseDuringWaits closes the log while goroutines append and wait: each
+// Append either succeeds, and its Wait returns nil, or returns ErrClosed.
+func TestCloseDuringWaits(t *testing.T) {
+	t.Parallel()
+	fsys := newMemFS()
+	l, err := openMem(fsys)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var acked atomic.Int64
+	start := make(chan struct{})
+	for range 8 {
+		wg.Go(func() {
+			<-start
+			for {
+				seq, err := l.Append(1, []byte("r"))
+				if err != nil {
+					assert.ErrorIs(t, err, ErrClosed)
+					return
+				}
+				assert.NoError(t, l.Wait(seq))
+				acked.Add(1)
+			}
+		})
+	}
+	close(start)
+	l.flush.Lock()
+	for l.flush.synced < 50 {
+		l.flush.cond.Wait() // woken by every flush
+	}
+	l.flush.Unlock()
+	require.NoError(t, l.Close())
+	wg.Wait()
+	l = mustOpenMem(t, fsys.crash(crashDropAll, 0))
+	assert.GreaterOrEqual(t, int64(len(replayMem(t, l).Records)), acked.Load())
+}

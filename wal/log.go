@@ -1,0 +1,538 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A Log is an open write-ahead log: one directory of segment files and an
+// optional snapshot, written by this Log alone. Use [Open]; the zero Log is
+// not usable. A Log is safe for concurrent use.
+//
+// Lock order: l.mu and l.flush.Mutex are never held together; a goroutine
+// releases one before it takes the other. Neither is held while the Log
+// writes, syncs or calls a caller's function.
+type Log struct {
+	dir      string
+	fs       fileSystem
+	cfg      config
+	lock     io.Closer // the directory lock, released by Close
+	recovery Recovery  // what Open found; never changes afterwards
+
+	failure atomic.Pointer[failure] // set once by fail, never cleared: the log failed closed
+	batches atomic.Uint64           // batches written since Open
+	syncs   atomic.Uint64           // file fsyncs since Open
+
+	mu       sync.Mutex // guards the append buffer: the fields up to flush
+	buf      []byte     // encoded records not yet taken by a flush leader
+	bufCount int        // records in buf
+	nextSeq  uint64     // sequence number of the next Append
+	closed   bool       // Close has begun: Append refuses new records
+
+	flush struct {
+		sync.Mutex             // guards the fields of flush
+		cond         sync.Cond // L is &flush.Mutex; broadcast when busy, written, synced or snapshotting change
+		busy         bool      // a flush leader is writing; it alone uses l.w
+		written      uint64    // every record up to written is in the operating system
+		synced       uint64    // every record up to synced is fsynced
+		segments     []segment // the segment files, oldest first; the last is being written
+		snapSeq      uint64    // sequence number the snapshot file covers; 0 when there is none
+		snapshotting bool      // a WriteSnapshot is running
+		replaying    int       // Replays running; segments are not removed while any is
+		closing      bool      // Close has begun: no new snapshot or replay
+		closed       bool      // the active segment is closed: no more flushes
+	}
+
+	// w is the writer's state. It belongs to the goroutine that set
+	// flush.busy (the flush leader), and to Open and Close when no flush can
+	// run; flush.busy changes under flush.Mutex, which orders the handovers.
+	w struct {
+		seg     *activeSegment // the segment being written
+		spare   []byte         // the buffer to hand Append next
+		written uint64         // last record written
+		synced  uint64         // last record fsynced
+	}
+
+	stopSync chan struct{} // closed by Close to stop the SyncInterval goroutine
+	syncDone chan struct{} // closed by that goroutine when it returns
+}
+
+// failure wraps the error that failed the log.
+type failure struct{ err error }
+
+// A segment is one segment file as the log tracks it.
+type segment struct {
+	id       uint64
+	firstSeq uint64 // sequence number of its first record, if it has one
+	size     int64  // bytes of whole committed batches, header included
+}
+
+// An activeSegment is the segment the flush leader writes to.
+type activeSegment struct {
+	id     uint64
+	name   string
+	f      file
+	size   int64 // bytes written
+	synced int64 // bytes known to be fsynced
+}
+
+// Recovery reports what Open found in the directory and what it repaired.
+type Recovery struct {
+	// Created is true when the directory held no log and Open created one.
+	Created bool
+	// SnapshotSeq is the sequence number the recovered snapshot covers, or 0
+	// when there is no snapshot.
+	SnapshotSeq uint64
+	// LastSeq is the highest sequence number recovered, in the snapshot or a
+	// record; the next Append returns LastSeq+1.
+	LastSeq uint64
+	// Segments is the number of segment files after recovery.
+	Segments int
+	// Torn describes the tail Open cut from the last segment, or is nil when
+	// the log ended with a whole committed batch.
+	Torn *TornTail
+	// Removed lists the files Open deleted: temporary files left by an
+	// interrupted segment or snapshot creation, and segments wholly covered
+	// by the snapshot that an interrupted WriteSnapshot left behind.
+	Removed []string
+}
+
+// A TornTail is the end of the last segment that held no whole committed
+// batch: a write a crash interrupted. Open cuts it off and reports it here.
+type TornTail struct {
+	File   string // base name of the segment
+	Offset int64  // where the segment was cut: the end of its last committed batch
+	Bytes  int64  // how many bytes were cut
+	Reason error  // wraps ErrZeroedRecord, ErrInvalidRecord, ErrUnexpectedEOF or ErrUncommitted
+}
+
+// Stats is a snapshot of a Log's counters, for monitoring and for deciding
+// when to write a snapshot.
+type Stats struct {
+	LastSeq              uint64 // highest sequence number appended or recovered
+	Written              uint64 // highest sequence number written to the operating system
+	Synced               uint64 // highest sequence number fsynced
+	SnapshotSeq          uint64 // sequence number the snapshot covers; 0 when there is none
+	RecordsSinceSnapshot uint64 // LastSeq - SnapshotSeq: records a replay would read
+	Segments             int    // segment files
+	LogBytes             int64  // bytes in the segment files; snapshots let the log remove them
+	Batches              uint64 // batches written since Open: each one write and at most one fsync
+	Syncs                uint64 // file fsyncs since Open, for segments and snapshots
+}
+
+// Open opens the log in dir, creating the directory and an empty log if
+// there is none, and takes the directory's lock: a second Open of the same
+// directory, from this process or (on Unix, where the lock is flock) another,
+// fails with an error wrapping ErrLocked until Close.
+//
+// Open recovers the log before it returns. It removes temporary files left by
+// an interrupted segment or snapshot creation. It cuts a torn tail (a partial
+// record, zeroed or invalid bytes, or a batch without its commit marker at the
+// end of the last segment) back to the end of the last committed batch, and
+// reports it in [Log.Recovery]. Damage that is followed by data known to be
+// synced, damage to any other segment or to the snapshot, and records missing
+// from the log are corruption: Open returns a [*CorruptionError] naming the
+// file and offset, and cuts nothing off. Before returning, Open fsyncs the
+// last segment and the directory, so what it recovered survives a crash. No
+// bytes in the directory make Open panic or allocate much more than the
+// largest file holds.
+func Open(dir string, opts ...Option) (*Log, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	fsys := cfg.fs
+	if err := makeDir(fsys, dir); err != nil {
+		return nil, err
+	}
+	lock, err := fsys.Lock(filepath.Join(dir, lockName))
+	if err != nil {
+		return nil, fmt.Errorf("wal: lock %s: %w", dir, err)
+	}
+	l := &Log{dir: dir, fs: fsys, cfg: cfg, lock: lock}
+	l.flush.cond.L = &l.flush.Mutex
+	if err := l.recover(); err != nil {
+		if l.w.seg != nil {
+			_ = l.w.seg.f.Close()
+		}
+		_ = lock.Close()
+		return nil, err
+	}
+	if cfg.sync.policy == syncInterval {
+		tick, stop := cfg.newTicker(cfg.sync.interval)
+		l.stopSync = make(chan struct{})
+		l.syncDone = make(chan struct{})
+		go l.syncLoop(tick, stop)
+	}
+	return l, nil
+}
+
+// makeDir creates dir and its missing parents, and fsyncs the directory
+// holding each one it created, so that the log's directory outlives a crash.
+func makeDir(fsys fileSystem, dir string) error {
+	var missing []string // dir and its missing parents, deepest first
+	for d := dir; ; d = filepath.Dir(d) {
+		_, err := fsys.ReadDir(d)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("wal: open %s: %w", d, err)
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := fsys.MkdirAll(dir); err != nil {
+		return fmt.Errorf("wal: create %s: %w", dir, err)
+	}
+	for _, d := range missing {
+		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
+			return fmt.Errorf("wal: sync the parent of %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// Recovery returns what Open found and repaired.
+func (l *Log) Recovery() Recovery {
+	r := l.recovery
+	r.Removed = slices.Clone(r.Removed)
+	return r
+}
+
+// Append adds a record of the given kind to the log's buffer and returns its
+// sequence number: 1 for the first record of a new log, then one more for
+// each record, in the order the records are written. Append copies payload.
+// It does not wait for the record to be durable; call Wait for that.
+//
+// Append does no I/O unless a megabyte or more is buffered, when it writes
+// the buffer itself (as Wait would) to bound the memory of callers that never
+// wait. It returns an error wrapping ErrInvalidKind or ErrRecordTooLarge
+// without changing the log, ErrClosed after Close, and the failure after the
+// log failed (see ErrFailed).
+func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
+	if kind < MinKind || kind > MaxKind {
+		return 0, fmt.Errorf("%w: %d is outside %d to %d", ErrInvalidKind, kind, MinKind, MaxKind)
+	}
+	if len(payload) > l.cfg.maxRecordSize {
+		return 0, fmt.Errorf("%w: %d bytes, the maximum is %d", ErrRecordTooLarge, len(payload), l.cfg.maxRecordSize)
+	}
+	l.mu.Lock()
+	if f := l.failure.Load(); f != nil {
+		l.mu.Unlock()
+		return 0, f.err
+	}
+	if l.closed {
+		l.mu.Unlock()
+		return 0, ErrClosed
+	}
+	seq := l.nextSeq
+	l.nextSeq++
+	l.buf = appendFrame(l.buf, kind, seq, payload)
+	l.bufCount++
+	full := len(l.buf) >= flushThreshold
+	l.mu.Unlock()
+	if full {
+		if err := l.waitFor(seq, false); err != nil {
+			return 0, err
+		}
+	}
+	return seq, nil
+}
+
+// Wait returns once the record seq, and every record before it, is durable in
+// the sense of the log's SyncMode: fsynced under SyncAlways, written to the
+// operating system under SyncInterval and SyncNone. Many goroutines may wait
+// at once; they share the writes and fsyncs (group commit).
+//
+// Wait returns an error wrapping ErrInvalidSeq if seq was never appended, and
+// the failure if the log failed, even for records that were durable before.
+// Wait(0) returns at once.
+func (l *Log) Wait(seq uint64) error {
+	l.mu.Lock()
+	last := l.nextSeq - 1
+	l.mu.Unlock()
+	if seq > last {
+		return fmt.Errorf("%w: %d was never appended; the last is %d", ErrInvalidSeq, seq, last)
+	}
+	return l.waitFor(seq, l.cfg.sync.policy == syncAlways)
+}
+
+// Durable returns the highest sequence number for which Wait returns without
+// writing: the last record fsynced under SyncAlways, the last written to the
+// operating system under SyncInterval and SyncNone.
+func (l *Log) Durable() uint64 {
+	l.flush.Lock()
+	defer l.flush.Unlock()
+	if l.cfg.sync.policy == syncAlways {
+		return l.flush.synced
+	}
+	return l.flush.written
+}
+
+// Stats returns the log's counters.
+func (l *Log) Stats() Stats {
+	l.mu.Lock()
+	last := l.nextSeq - 1
+	l.mu.Unlock()
+	l.flush.Lock()
+	defer l.flush.Unlock()
+	s := Stats{
+		LastSeq:     last,
+		Written:     l.flush.written,
+		Synced:      l.flush.synced,
+		SnapshotSeq: l.flush.snapSeq,
+		Segments:    len(l.flush.segments),
+		Batches:     l.batches.Load(),
+		Syncs:       l.syncs.Load(),
+	}
+	if last > s.SnapshotSeq {
+		s.RecordsSinceSnapshot = last - s.SnapshotSeq
+	}
+	for _, seg := range l.flush.segments {
+		s.LogBytes += seg.size
+	}
+	return s
+}
+
+// Close writes and fsyncs every appended record, stops the SyncInterval
+// goroutine, closes the files and releases the directory's lock. It waits for
+// a WriteSnapshot in progress. After a failure it fsyncs nothing and returns
+// the failure. Close returns nil when called again.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	last := l.nextSeq - 1
+	l.mu.Unlock()
+
+	l.flush.Lock()
+	l.flush.closing = true
+	l.flush.Unlock()
+	if l.stopSync != nil {
+		close(l.stopSync)
+		<-l.syncDone
+	}
+	err := l.waitFor(last, true)
+
+	l.flush.Lock()
+	for l.flush.busy || l.flush.snapshotting {
+		l.flush.cond.Wait()
+	}
+	l.flush.closed = true
+	l.flush.Unlock()
+	// No flush can start now, so l.w is ours.
+	if cerr := l.w.seg.f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("wal: close %s: %w", l.w.seg.name, cerr)
+	}
+	if cerr := l.lock.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("wal: unlock %s: %w", l.dir, cerr)
+	}
+	return err
+}
+
+// fail makes the log fail closed with cause, unless it already failed, and
+// returns the failure. Callers broadcast flush.cond afterwards so that
+// waiters see it.
+func (l *Log) fail(cause error) error {
+	f := &failure{err: fmt.Errorf("%w: %w", ErrFailed, cause)}
+	if !l.failure.CompareAndSwap(nil, f) {
+		f = l.failure.Load()
+	}
+	return f.err
+}
+
+// waitFor returns once every record up to seq is written to the operating
+// system and, if sync, fsynced. The first waiter that finds no flush running
+// becomes the leader: it takes everything buffered, writes it as one batch,
+// fsyncs if needed, publishes the result and wakes the others, who either
+// find their records done or elect the next leader.
+func (l *Log) waitFor(seq uint64, sync bool) error {
+	l.flush.Lock()
+	defer l.flush.Unlock()
+	for {
+		if f := l.failure.Load(); f != nil {
+			return f.err
+		}
+		if l.flush.synced >= seq || (!sync && l.flush.written >= seq) {
+			return nil
+		}
+		if l.flush.closed {
+			return ErrClosed
+		}
+		if l.flush.busy {
+			l.flush.cond.Wait()
+			continue
+		}
+		l.flush.busy = true
+		l.flush.Unlock()
+		err := l.flushBatch(sync)
+		l.flush.Lock()
+		l.flush.busy = false
+		if err != nil {
+			l.fail(err)
+		} else {
+			l.flush.written, l.flush.synced = l.w.written, l.w.synced
+			l.flush.segments[len(l.flush.segments)-1].size = l.w.seg.size
+		}
+		l.flush.cond.Broadcast()
+	}
+}
+
+// flushBatch writes everything buffered as one batch closed by a commit
+// marker, with one write, starting a new segment first if the batch would
+// overflow the current one; then it fsyncs if sync or the mode is SyncAlways.
+// Only the flush leader calls it. Any error leaves the files in an unknown
+// state: the caller fails the log, and nothing is retried.
+func (l *Log) flushBatch(sync bool) error {
+	l.mu.Lock()
+	batch, count, last := l.buf, l.bufCount, l.nextSeq-1
+	l.buf, l.bufCount = l.w.spare[:0], 0
+	l.mu.Unlock()
+
+	w := &l.w
+	if count > 0 {
+		if w.seg.size > segmentHeaderSize && w.seg.size+int64(len(batch))+commitFrameSize > l.cfg.segmentSize {
+			if err := l.rotate(last - uint64(count) + 1); err != nil {
+				return err
+			}
+		}
+		seg := w.seg
+		batch = appendCommit(batch, last, count, seg.synced)
+		n, err := seg.f.WriteAt(batch, seg.size)
+		if err == nil && n != len(batch) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", seg.name, err)
+		}
+		seg.size += int64(len(batch))
+		w.written = last
+		l.batches.Add(1)
+	}
+	if cap(batch) <= 4*flushThreshold {
+		w.spare = batch[:0]
+	} else {
+		w.spare = nil // let a burst's buffer go
+	}
+	if (sync || l.cfg.sync.policy == syncAlways) && w.seg.synced < w.seg.size {
+		if err := w.seg.f.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", w.seg.name, err)
+		}
+		l.syncs.Add(1)
+		w.seg.synced = w.seg.size
+	}
+	if w.seg.synced == w.seg.size {
+		// Earlier segments were synced before the active one was
+		// created, so everything written is synced.
+		w.synced = w.written
+	}
+	return nil
+}
+
+// rotate fsyncs the active segment, then creates the next one for records
+// from firstSeq on. A sealed segment is therefore always whole and synced:
+// recovery treats any damage to it as corruption. Only the flush leader, or
+// Open, calls rotate.
+func (l *Log) rotate(firstSeq uint64) error {
+	old := l.w.seg
+	if old.synced < old.size {
+		if err := old.f.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", old.name, err)
+		}
+		l.syncs.Add(1)
+		old.synced = old.size
+	}
+	l.w.synced = l.w.written
+	seg, err := l.createSegment(old.id+1, firstSeq)
+	if err != nil {
+		return err
+	}
+	l.w.seg = seg
+	l.flush.Lock()
+	l.flush.segments[len(l.flush.segments)-1].size = old.size
+	l.flush.segments = append(l.flush.segments, segment{id: seg.id, firstSeq: firstSeq, size: seg.size})
+	l.flush.Unlock()
+	if err := old.f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", old.name, err)
+	}
+	return nil
+}
+
+// createSegment creates segment id atomically: it writes the header to a
+// temporary file, fsyncs it, renames it into place and fsyncs the directory.
+// A segment file under its final name therefore always has a whole header;
+// a crash leaves at most a temporary file, which Open removes.
+func (l *Log) createSegment(id, firstSeq uint64) (*activeSegment, error) {
+	name := segmentName(id)
+	path := filepath.Join(l.dir, name)
+	f, err := l.fs.Create(path + tempSuffix)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", name+tempSuffix, err)
+	}
+	hdr := segmentHeader{id: id, firstSeq: firstSeq, maxRecord: uint32(l.cfg.maxRecordSize)}.encode()
+	if err := l.finishFile(f, hdr, path+tempSuffix, path); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &activeSegment{id: id, name: name, f: f, size: segmentHeaderSize, synced: segmentHeaderSize}, nil
+}
+
+// finishFile writes b at the start of the new file f, fsyncs it, renames tmp
+// to path and fsyncs the directory.
+func (l *Log) finishFile(f file, b []byte, tmp, path string) error {
+	n, err := f.WriteAt(b, 0)
+	if err == nil && n != len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(tmp), err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Base(tmp), err)
+	}
+	l.syncs.Add(1)
+	if err := l.fs.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", filepath.Base(tmp), err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("sync directory %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// syncLoop flushes and fsyncs the log at every tick until Close. A failure is
+// recorded by waitFor, and every later tick finds it at once.
+func (l *Log) syncLoop(tick <-chan time.Time, stop func()) {
+	defer close(l.syncDone)
+	defer stop()
+	for {
+		select {
+		case <-l.stopSync:
+			return
+		case <-tick:
+			l.mu.Lock()
+			last := l.nextSeq - 1
+			l.mu.Unlock()
+			_ = l.waitFor(last, true)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package wal
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits and defaults for the options of Open.
+const (
+	// DefaultSegmentSize is the segment size used without WithSegmentSize.
+	DefaultSegmentSize = 64 << 20
+	// MinSegmentSize is the smallest size WithSegmentSize accepts.
+	MinSegmentSize = 1 << 10
+
+	// DefaultMaxRecordSize is the payload limit used without
+	// WithMaxRecordSize.
+	DefaultMaxRecordSize = 1 << 20
+	// MaxRecordSizeLimit is the largest limit WithMaxRecordSize accepts. It
+	// is part of the on-disk format (readers reject segment headers above
+	// it); never lower it.
+	MaxRecordSizeLimit = 64 << 20
+)
+
+// flushThreshold is how many buffered bytes make Append flush the buffer
+// itself, so that a caller who never waits cannot grow it without bound.
+const flushThreshold = 1 << 20
+
+// An Option configures Open.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithSyncMode sets when appended records are written and fsynced. The
+// default is SyncAlways.
+func WithSyncMode(m SyncMode) Option { return optionFunc(func(c *config) { c.sync = m }) }
+
+// WithSegmentSize sets the size in bytes at which the log starts a new
+// segment file. A segment is larger only when one batch alone exceeds it. The
+// default is DefaultSegmentSize; Open rejects sizes below MinSegmentSize.
+func WithSegmentSize(n int64) Option { return optionFunc(func(c *config) { c.segmentSize = n }) }
+
+// WithMaxRecordSize sets the largest payload, in bytes, that Append accepts.
+// Each segment records the limit it was written with in its header, and its
+// records are read back with that same limit, so changing it between runs
+// never makes old records unreadable. The default is DefaultMaxRecordSize;
+// Open accepts 1 to MaxRecordSizeLimit.
+func WithMaxRecordSize(n int) Option { return optionFunc(func(c *config) { c.maxRecordSize = n }) }
+
+// withFS makes the log use fsys instead of the operating system's file
+// system. Tests use it to inject faults and simulate crashes.
+func withFS(fsys fileSystem) Option { return optionFunc(func(c *config) { c.fs = fsys }) }
+
+// withTicker replaces the ticker that drives SyncInterval. newTicker returns
+// the tick channel and a function that stops it.
+func withTicker(newTicker func(time.Duration) (<-chan time.Time, func())) Option {
+	return optionFunc(func(c *config) { c.newTicker = newTicker })
+}
+
+type config struct {
+	sync          SyncMode
+	segmentSize   int64
+	maxRecordSize int
+	fs            fileSystem
+	newTicker     func(time.Duration) (<-chan time.Time, func())
+}
+
+func defaultConfig() config {
+	return config{
+		sync:          SyncAlways,
+		segmentSize:   DefaultSegmentSize,
+		maxRecordSize: DefaultMaxRecordSize,
+		fs:            osFS{},
+		newTicker: func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		},
+	}
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.sync.policy == syncInvalid || c.sync.policy > syncNone:
+		return fmt.Errorf("%w: sync mode %v", ErrInvalidConfig, c.sync)
+	case c.sync.policy == syncInterval && c.sync.interval <= 0:
+		return fmt.Errorf("%w: %v: the interval must be positive", ErrInvalidConfig, c.sync)
+	case c.segmentSize < MinSegmentSize:
+		return fmt.Errorf("%w: segment size %d is below the minimum %d", ErrInvalidConfig, c.segmentSize, MinSegmentSize)
+	case c.maxRecordSize < 1 || c.maxRecordSize > MaxRecordSizeLimit:
+		return fmt.Errorf("%w: max record size %d is outside 1 to %d", ErrInvalidConfig, c.maxRecordSize, MaxRecordSizeLimit)
+	case c.fs == nil || c.newTicker == nil:
+		return fmt.Errorf("%w: nil file system or ticker", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// A SyncMode says when the log writes appended records to the operating
+// system and when it fsyncs them, and so what a crash can lose. The zero
+// SyncMode is invalid; use SyncAlways, SyncInterval or SyncNone.
+//
+// Whatever the mode, the log fsyncs a segment before starting the next one,
+// and everything up to seq before WriteSnapshot(seq, …) writes its snapshot,
+// and everything on Close. A record that a crash loses is lost together with
+// every record after it: recovery yields a prefix of the appended records.
+type SyncMode struct {
+	policy   syncPolicy
+	interval time.Duration
+}
+
+type syncPolicy uint8
+
+const (
+	syncInvalid syncPolicy = iota
+	syncAlways
+	syncInterval
+	syncNone
+)
+
+var (
+	// SyncAlways makes Wait return only once the record is fsynced: a
+	// record Wait acknowledged survives a crash of the process and of the
+	// machine. Concurrent waiters share each write and fsync (group commit).
+	// It is the default.
+	SyncAlways = SyncMode{policy: syncAlways}
+
+	// SyncNone makes Wait return once the record is written to the operating
+	// system, which keeps it through a crash of the process but not of the
+	// machine. The log fsyncs only when it starts a new segment, before a
+	// snapshot, and on Close: a machine crash can lose every record since.
+	SyncNone = SyncMode{policy: syncNone}
+)
+
+// SyncInterval makes Wait return once the record is written to the operating
+// system, and a background goroutine flush and fsync the log every d, until
+// Close stops it. A crash of the process loses nothing Wait acknowledged; a
+// crash of the machine can lose the records of the last d or so. Open rejects
+// d <= 0.
+func SyncInterval(d time.Duration) SyncMode { return SyncMode{policy: syncInterval, interval: d} }
+
+// String returns the mode's name as it is written in Go, such as
+// "SyncInterval(10ms)".
+func (m SyncMode) String() string {
+	switch m.policy {
+	case syncAlways:
+		return "SyncAlways"
+	case syncInterval:
+		return fmt.Sprintf("SyncInterval(%v)", m.interval)
+	case syncNone:
+		return "SyncNone"
+	default:
+		return "SyncMode(invalid)"
+	}
+}

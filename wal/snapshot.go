@@ -1,0 +1,227 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path/filepath"
+	"slices"
+)
+
+// WriteSnapshot replaces the log's snapshot with one covering every record up
+// to seq, whose data write produces, then removes the segments that hold only
+// records up to seq. The caller's data must be the whole state that replaying
+// records 1 to seq produces; Replay hands it back, followed by the records
+// after seq.
+//
+// WriteSnapshot first makes every record up to seq durable, whatever the
+// SyncMode. It then streams write's output to a temporary file with a header
+// and a CRC-32C, fsyncs it, renames it over the snapshot and fsyncs the
+// directory, so a crash leaves either the old snapshot or the new one. It
+// calls write without holding any lock; write must not keep w after it
+// returns.
+//
+// An error from write, or from creating, writing or syncing the temporary
+// file, is returned and leaves the log as it was. A failure to rename the file,
+// remove a segment or sync the directory fails the log (see ErrFailed).
+// WriteSnapshot returns an error wrapping ErrInvalidSeq when seq was never
+// appended or is older than the current snapshot, ErrSnapshotInProgress while
+// another WriteSnapshot runs, and ErrClosed after Close. Segments are kept,
+// until the next WriteSnapshot or Open, while a Replay runs.
+func (l *Log) WriteSnapshot(seq uint64, write func(w io.Writer) error) error {
+	if f := l.failure.Load(); f != nil {
+		return f.err
+	}
+	l.mu.Lock()
+	last, closed := l.nextSeq-1, l.closed
+	l.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if seq == 0 || seq > last {
+		return fmt.Errorf("%w: snapshot of records up to %d; the last appended is %d", ErrInvalidSeq, seq, last)
+	}
+	l.flush.Lock()
+	switch {
+	case l.flush.closing:
+		l.flush.Unlock()
+		return ErrClosed
+	case l.flush.snapshotting:
+		l.flush.Unlock()
+		return ErrSnapshotInProgress
+	case seq < l.flush.snapSeq:
+		cur := l.flush.snapSeq
+		l.flush.Unlock()
+		return fmt.Errorf("%w: snapshot of records up to %d is older than the current one, up to %d", ErrInvalidSeq, seq, cur)
+	}
+	l.flush.snapshotting = true
+	l.flush.Unlock()
+	defer func() {
+		l.flush.Lock()
+		l.flush.snapshotting = false
+		l.flush.cond.Broadcast()
+		l.flush.Unlock()
+	}()
+
+	// Make the covered records durable in the log first. Open copes with a
+	// snapshot ahead of the log, but this way every mode promises records
+	// up to seq once WriteSnapshot returns, and the log stays whole up to
+	// its snapshot unless damaged.
+	if err := l.waitFor(seq, true); err != nil {
+		return err
+	}
+	path := filepath.Join(l.dir, snapshotName)
+	if err := l.writeSnapshotFile(path+tempSuffix, seq, write); err != nil {
+		return err
+	}
+	// From here on, an error leaves the directory in a state the log does
+	// not know: fail closed.
+	if err := l.fs.Rename(path+tempSuffix, path); err != nil {
+		return l.failSnapshot(fmt.Errorf("rename %s: %w", snapshotName+tempSuffix, err))
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return l.failSnapshot(fmt.Errorf("sync directory %s: %w", l.dir, err))
+	}
+
+	// Segments are removed oldest first, so a crash leaves a contiguous
+	// run of them, and a segment is taken off the list before its file is
+	// removed, so a Replay that starts now does not look for it.
+	var remove []segment
+	l.flush.Lock()
+	l.flush.snapSeq = seq
+	if l.flush.replaying == 0 {
+		segs := l.flush.segments
+		n := 0
+		for n < len(segs)-1 && segs[n+1].firstSeq-1 <= seq {
+			n++
+		}
+		remove = slices.Clone(segs[:n])
+		l.flush.segments = slices.Clone(segs[n:])
+	}
+	l.flush.Unlock()
+	for _, s := range remove {
+		if err := l.fs.Remove(filepath.Join(l.dir, segmentName(s.id))); err != nil {
+			return l.failSnapshot(fmt.Errorf("remove %s: %w", segmentName(s.id), err))
+		}
+	}
+	if len(remove) > 0 {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return l.failSnapshot(fmt.Errorf("sync directory %s: %w", l.dir, err))
+		}
+	}
+	return nil
+}
+
+// failSnapshot fails the log with cause and wakes the waiters to see it.
+func (l *Log) failSnapshot(cause error) error {
+	err := l.fail(cause)
+	l.flush.Lock()
+	l.flush.cond.Broadcast()
+	l.flush.Unlock()
+	return err
+}
+
+// writeSnapshotFile writes a whole snapshot file at tmp and fsyncs it. On
+// error it removes tmp, if it can; Open removes it otherwise.
+func (l *Log) writeSnapshotFile(tmp string, seq uint64, write func(w io.Writer) error) (err error) {
+	f, err := l.fs.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("wal: create %s: %w", filepath.Base(tmp), err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("wal: close %s: %w", filepath.Base(tmp), cerr)
+		}
+		if err != nil {
+			_ = l.fs.Remove(tmp)
+		}
+	}()
+	sw := &snapshotWriter{f: f, buf: make([]byte, 0, 64<<10)}
+	sw.raw(snapshotHeader(seq))
+	if err := write(sw); err != nil {
+		return fmt.Errorf("wal: write snapshot: %w", err)
+	}
+	if err := sw.finish(); err != nil {
+		return fmt.Errorf("wal: write %s: %w", filepath.Base(tmp), err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("wal: sync %s: %w", filepath.Base(tmp), err)
+	}
+	l.syncs.Add(1)
+	return nil
+}
+
+// errSnapshotDone is returned by a snapshotWriter used after its
+// WriteSnapshot's write function returned.
+var errSnapshotDone = errors.New("wal: snapshot writer used after its write function returned")
+
+// A snapshotWriter buffers a snapshot's bytes into its file, keeping the
+// CRC-32C of everything written and the length of the data.
+type snapshotWriter struct {
+	f    file
+	off  int64  // file offset of buf[0]
+	buf  []byte // bytes not yet written to f
+	crc  uint32 // CRC-32C of every byte so far
+	data uint64 // data bytes so far, header excluded
+	err  error  // the first write error, or errSnapshotDone; sticky
+}
+
+// Write adds p to the snapshot's data.
+func (w *snapshotWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	w.data += uint64(len(p))
+	w.raw(p)
+	if w.err != nil {
+		return 0, w.err
+	}
+	return len(p), nil
+}
+
+// raw adds p to the file and the CRC.
+func (w *snapshotWriter) raw(p []byte) {
+	w.crc = crc32.Update(w.crc, castagnoli, p)
+	for len(p) > 0 && w.err == nil {
+		n := copy(w.buf[len(w.buf):cap(w.buf)], p)
+		w.buf = w.buf[:len(w.buf)+n]
+		p = p[n:]
+		if len(w.buf) == cap(w.buf) {
+			w.flush()
+		}
+	}
+}
+
+func (w *snapshotWriter) flush() {
+	if w.err != nil || len(w.buf) == 0 {
+		return
+	}
+	n, err := w.f.WriteAt(w.buf, w.off)
+	if err == nil && n != len(w.buf) {
+		err = io.ErrShortWrite
+	}
+	w.off += int64(len(w.buf))
+	w.buf = w.buf[:0]
+	w.err = err
+}
+
+// finish writes the trailer (the data length, then the CRC of all before it)
+// and flushes. The writer refuses further writes.
+func (w *snapshotWriter) finish() error {
+	if w.err != nil {
+		return w.err
+	}
+	var t [snapshotTrailerSize]byte
+	binary.LittleEndian.PutUint64(t[:], w.data)
+	w.raw(t[:8])
+	binary.LittleEndian.PutUint32(t[8:], w.crc)
+	w.raw(t[8:])
+	w.flush()
+	err := w.err
+	if w.err == nil {
+		w.err = errSnapshotDone
+	}
+	return err
+}
