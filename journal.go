@@ -11,28 +11,29 @@ import (
 // it after a crash has everything the one before acknowledged. The wal
 // package implements it; tests may implement it in memory.
 //
-// The Manager calls Append with the domain's lock held, once for every
+// The Manager calls AppendRecord with the domain's lock held, once for every
 // transition, in the order the domain's transitions happen, and Wait after
 // releasing the lock; a call returns only when Wait says its records, and
 // every record its answer depends on, are durable. The Manager never retries
-// a failed Append or Wait: it fails closed (see ErrJournalFailed).
+// a failed AppendRecord or Wait: it fails closed (see ErrJournalFailed).
 type Journal interface {
-	// Append adds rec to the journal and returns its sequence number, which
-	// is larger than every number returned before. It must not wait for I/O
-	// (buffering is the point) and must not call the Manager.
-	Append(rec Record) (seq uint64, err error)
+	// AppendRecord adds rec to the journal and returns its sequence number,
+	// which is larger than every number returned before. It should not wait
+	// for I/O (buffering is the point) and must not call the Manager.
+	AppendRecord(rec Record) (seq uint64, err error)
 	// Wait returns once every record up to seq is durable. Wait(0) returns
 	// at once.
 	Wait(seq uint64) error
-	// Replay calls restore with the latest snapshot, if there is one, then
-	// apply with every record after it, in sequence order. New calls it once,
-	// before the Manager is used.
-	// The snapshot's bytes are valid only until restore returns.
-	Replay(restore func(snapshot []byte) error, apply func(seq uint64, rec Record) error) error
-	// Snapshot replaces the journal's snapshot with the one write produces,
-	// which reflects every record appended before Snapshot was called (and
-	// maybe some after), and may then drop the records it covers.
-	Snapshot(write func(w io.Writer) error) error
+	// ReplayRecords calls restore with the latest snapshot, if there is
+	// one, then apply with every record after it, in sequence order. New
+	// calls it once, before the Manager is used. The snapshot's bytes are
+	// valid only until restore returns.
+	ReplayRecords(restore func(snapshot []byte) error, apply func(seq uint64, rec Record) error) error
+	// SnapshotState replaces the journal's snapshot with the one write
+	// produces, which reflects every record appended before SnapshotState
+	// was called (and maybe some after), and may then drop the records it
+	// covers.
+	SnapshotState(write func(w io.Writer) error) error
 	// SnapshotDue reports that the journal has grown enough since its last
 	// snapshot that the Manager should write one. It must be cheap.
 	SnapshotDue() bool
@@ -44,7 +45,8 @@ type Journal interface {
 // rebuilds the Manager's state by replaying j, and Close closes j. With a
 // journal, a call returns only once the records it wrote, and those of the
 // domain before them, are durable, as j's Wait defines it; many concurrent
-// calls share the journal's flushes. See the wal package.
+// calls share the journal's flushes. Times read back from a journal (lease
+// and dead-letter times) are the same instants, in UTC. See the wal package.
 func WithJournal(j Journal) Option {
 	return optionFunc(func(c *config) { c.journal = j })
 }

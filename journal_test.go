@@ -242,7 +242,7 @@ type recordsJournal struct {
 	records  []worklease.Record
 }
 
-func (j *recordsJournal) Replay(restore func([]byte) error, apply func(uint64, worklease.Record) error) error {
+func (j *recordsJournal) ReplayRecords(restore func([]byte) error, apply func(uint64, worklease.Record) error) error {
 	if j.snapshot != nil {
 		if err := restore(j.snapshot); err != nil {
 			return err
@@ -256,7 +256,7 @@ func (j *recordsJournal) Replay(restore func([]byte) error, apply func(uint64, w
 	return nil
 }
 
-func (j *recordsJournal) Snapshot(func(io.Writer) error) error { return nil }
+func (j *recordsJournal) SnapshotState(func(io.Writer) error) error { return nil }
 
 // Replay applies every record through the checks seed 001 lists; a record
 // that does not fit the state before it is an error, never a guess.
@@ -335,11 +335,11 @@ func TestReplayRejectsCorruptSnapshots(t *testing.T) {
 	_, err = m.TryAcquire("A", 101)
 	require.NoError(t, err)
 	var snap []byte
-	require.NoError(t, j.Snapshot(func(w io.Writer) error {
+	require.NoError(t, j.SnapshotState(func(w io.Writer) error {
 		return worklease.EncodeSnapshot(m, w)
 	}))
 	require.NoError(t, m.Close())
-	require.NoError(t, j.Replay(func(b []byte) error { snap = append([]byte(nil), b...); return nil }, nil))
+	require.NoError(t, j.ReplayRecords(func(b []byte) error { snap = append([]byte(nil), b...); return nil }, nil))
 
 	// Every truncation and every single flipped byte is either rejected
 	// with ErrReplay or, where it happens to stay valid, restores state

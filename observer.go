@@ -149,7 +149,7 @@ func (e *emitter) record(rec Record, cause error) {
 		l := &e.state.lease
 		rec.AcquiredAt, rec.Retries, rec.ExpiresAt = l.acquiredAt, l.retries, l.expiresAt
 	}
-	seq, err := e.journal.Append(rec)
+	seq, err := e.journal.AppendRecord(rec)
 	if err != nil {
 		e.err = err
 		return

@@ -12,7 +12,7 @@ import (
 // to an observer; those report new transitions only.
 func (m *Manager) replay() error {
 	var skip map[string]uint64 // domains forgotten while the snapshot was written
-	err := m.journal.Replay(
+	err := m.journal.ReplayRecords(
 		func(snapshot []byte) error {
 			var err error
 			if skip, err = m.restoreSnapshot(snapshot); err != nil {

@@ -87,7 +87,7 @@ func (m *Manager) writeSnapshot() error {
 	// The journal fixes the sequence number the snapshot covers before it
 	// calls write. Every record up to it is then reflected in a domain's state
 	// by the time write locks the domain, or the domain is in s.forgotten.
-	return m.journal.Snapshot(func(w io.Writer) error {
+	return m.journal.SnapshotState(func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 64<<10)
 		if err := m.encodeSnapshot(bw); err != nil {
 			return err

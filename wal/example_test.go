@@ -17,7 +17,7 @@ const (
 	kindCompleted uint8 = 2
 )
 
-func Example() {
+func ExampleLog_Append() {
 	dir, err := os.MkdirTemp("", "wal-example")
 	if err != nil {
 		log.Fatal(err)

@@ -30,6 +30,10 @@ type Log struct {
 	batches atomic.Uint64           // batches written since Open
 	syncs   atomic.Uint64           // file fsyncs since Open
 
+	// sinceSnapshot counts the bytes of records appended through
+	// AppendRecord since the last snapshot was started, for SnapshotDue.
+	sinceSnapshot atomic.Int64
+
 	mu       sync.Mutex // guards the append buffer: the fields up to flush
 	buf      []byte     // encoded records not yet taken by a flush leader
 	bufCount int        // records in buf

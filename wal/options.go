@@ -58,10 +58,25 @@ func withTicker(newTicker func(time.Duration) (<-chan time.Time, func())) Option
 	return optionFunc(func(c *config) { c.newTicker = newTicker })
 }
 
+// DefaultSnapshotBytes is how many bytes of records a Log used as a
+// worklease.Journal takes before it asks the Manager for a snapshot, unless
+// WithSnapshotEvery says otherwise.
+const DefaultSnapshotBytes = 64 << 20
+
+// WithSnapshotEvery sets how many bytes of records a Log used as a
+// worklease.Journal takes before SnapshotDue asks the Manager for a snapshot,
+// which then lets the log remove the segments it covers. Zero turns
+// automatic snapshots off; Manager.Snapshot still takes one on demand. The
+// default is DefaultSnapshotBytes; a negative n makes Open return an error.
+func WithSnapshotEvery(n int64) Option {
+	return optionFunc(func(c *config) { c.snapshotBytes = n })
+}
+
 type config struct {
 	sync          SyncMode
 	segmentSize   int64
 	maxRecordSize int
+	snapshotBytes int64
 	fs            fileSystem
 	newTicker     func(time.Duration) (<-chan time.Time, func())
 }
@@ -71,6 +86,7 @@ func defaultConfig() config {
 		sync:          SyncAlways,
 		segmentSize:   DefaultSegmentSize,
 		maxRecordSize: DefaultMaxRecordSize,
+		snapshotBytes: DefaultSnapshotBytes,
 		fs:            osFS{},
 		newTicker: func(d time.Duration) (<-chan time.Time, func()) {
 			t := time.NewTicker(d)
@@ -89,6 +105,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: segment size %d is below the minimum %d", ErrInvalidConfig, c.segmentSize, MinSegmentSize)
 	case c.maxRecordSize < 1 || c.maxRecordSize > MaxRecordSizeLimit:
 		return fmt.Errorf("%w: max record size %d is outside 1 to %d", ErrInvalidConfig, c.maxRecordSize, MaxRecordSizeLimit)
+	case c.snapshotBytes < 0:
+		return fmt.Errorf("%w: snapshot threshold %d is negative", ErrInvalidConfig, c.snapshotBytes)
 	case c.fs == nil || c.newTicker == nil:
 		return fmt.Errorf("%w: nil file system or ticker", ErrInvalidConfig)
 	}

@@ -49,8 +49,8 @@ func (j *Journal) FailWaits() {
 	j.mu.Unlock()
 }
 
-// Append implements worklease.Journal.
-func (j *Journal) Append(rec worklease.Record) (uint64, error) {
+// AppendRecord implements worklease.Journal.
+func (j *Journal) AppendRecord(rec worklease.Record) (uint64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -84,8 +84,8 @@ func (j *Journal) Wait(seq uint64) error {
 	return nil
 }
 
-// Replay implements worklease.Journal.
-func (j *Journal) Replay(restore func([]byte) error, apply func(uint64, worklease.Record) error) error {
+// ReplayRecords implements worklease.Journal.
+func (j *Journal) ReplayRecords(restore func([]byte) error, apply func(uint64, worklease.Record) error) error {
 	j.mu.Lock()
 	snap := j.snap
 	seqs, records := append([]uint64(nil), j.seqs...), append([]worklease.Record(nil), j.records...)
@@ -103,8 +103,8 @@ func (j *Journal) Replay(restore func([]byte) error, apply func(uint64, workleas
 	return nil
 }
 
-// Snapshot implements worklease.Journal.
-func (j *Journal) Snapshot(write func(io.Writer) error) error {
+// SnapshotState implements worklease.Journal.
+func (j *Journal) SnapshotState(write func(io.Writer) error) error {
 	j.mu.Lock()
 	upTo := j.last
 	j.mu.Unlock()

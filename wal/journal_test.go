@@ -1,0 +1,187 @@
+package wal_test
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/wal"
+)
+
+// A Manager on a wal.Log: what it acknowledged is still there after a
+// restart, and a lease in flight can still be finished by its holder.
+func Example() {
+	dir, err := os.MkdirTemp("", "worklease-journal")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	j, err := wal.Open(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := worklease.New(worklease.WithJournal(j))
+	if err != nil {
+		log.Fatal(err)
+	}
+	first, _ := m.TryAcquire("tenant-7", 1)
+	_, _ = m.Succeed("tenant-7", first.Token) // returns once fsynced
+	second, _ := m.TryAcquire("tenant-7", 2)
+	_, _ = m.TryAcquire("tenant-7", 3)
+	if err := m.Close(); err != nil { // closes j too
+		log.Fatal(err)
+	}
+
+	// The process restarts: reopen the directory; New replays it.
+	j, err = wal.Open(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err = worklease.New(worklease.WithJournal(j))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	done, _ := m.TryAcquire("tenant-7", 1)
+	info, _ := m.Inspect("tenant-7")
+	fmt.Println(done.Status, info.Lease.Offset, info.Backlog)
+	res, err := m.Succeed("tenant-7", second.Token) // the token from before the restart
+	fmt.Println(res.Status, res.Next, err)
+	// Output:
+	// AlreadyProcessed 2 [3]
+	// NextHint 3 <nil>
+}
+
+func openManager(t *testing.T, dir string, opts ...wal.Option) *worklease.Manager {
+	t.Helper()
+	j, err := wal.Open(dir, opts...)
+	require.NoError(t, err)
+	m, err := worklease.New(worklease.WithJournal(j), worklease.WithMaxRetries(1))
+	if err != nil {
+		_ = j.Close()
+	}
+	require.NoError(t, err)
+	return m
+}
+
+func TestJournalRestart(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []wal.SyncMode{wal.SyncAlways, wal.SyncNone} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			m := openManager(t, dir, wal.WithSyncMode(mode))
+			for d := range 5 {
+				domain := fmt.Sprint("d", d)
+				for off := range int64(20) {
+					res, err := m.TryAcquire(domain, off)
+					require.NoError(t, err)
+					if off%5 == 4 {
+						for range 2 {
+							_, err = m.Fail(domain, res.Token, errors.New("boom"))
+							require.NoError(t, err)
+						}
+					} else {
+						_, err = m.Succeed(domain, res.Token)
+						require.NoError(t, err)
+					}
+				}
+				_, err := m.TryAcquire(domain, 100)
+				require.NoError(t, err)
+				_, err = m.TryAcquire(domain, 101)
+				require.NoError(t, err)
+			}
+			before := dump(t, m)
+			require.NoError(t, m.Close())
+
+			m = openManager(t, dir, wal.WithSyncMode(mode))
+			defer func() { require.NoError(t, m.Close()) }()
+			require.Equal(t, before, dump(t, m))
+			letters, err := m.DeadLetters("d0")
+			require.NoError(t, err)
+			require.Len(t, letters, 4)
+			require.EqualError(t, letters[0].Cause, "boom")
+		})
+	}
+}
+
+func TestJournalSnapshotThenRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := openManager(t, dir, wal.WithSnapshotEvery(2<<10), wal.WithSegmentSize(wal.MinSegmentSize))
+	for off := range int64(2000) {
+		d := fmt.Sprint("d", off%10)
+		res, err := m.TryAcquire(d, off)
+		require.NoError(t, err)
+		_, err = m.Succeed(d, res.Token)
+		require.NoError(t, err)
+	}
+	_, err := m.TryAcquire("held", 1)
+	require.NoError(t, err)
+	require.NoError(t, m.Snapshot())
+	before := dump(t, m)
+	require.NoError(t, m.Close())
+
+	j, err := wal.Open(dir)
+	require.NoError(t, err)
+	st := j.Stats()
+	require.Positive(t, st.SnapshotSeq, "a snapshot was written")
+	require.Less(t, st.RecordsSinceSnapshot, uint64(100), "it covers nearly everything")
+	m, err = worklease.New(worklease.WithJournal(j), worklease.WithMaxRetries(1))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Close()) }()
+	require.Equal(t, before, dump(t, m))
+}
+
+func TestJournalSecondOpenIsLocked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := openManager(t, dir)
+	defer func() { require.NoError(t, m.Close()) }()
+	_, err := wal.Open(dir)
+	require.ErrorIs(t, err, wal.ErrLocked)
+}
+
+// dump is what a Manager holds for the domains these tests use.
+func dump(t *testing.T, m *worklease.Manager) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	leases, err := m.Leases()
+	require.NoError(t, err)
+	for i := range leases {
+		leases[i] = utc(leases[i])
+	}
+	out["leases"] = leases
+	letters, err := m.DeadLetters("")
+	require.NoError(t, err)
+	var lines []string
+	for _, dl := range letters {
+		lines = append(lines, fmt.Sprint(dl.Domain, dl.Offset, dl.Attempts, dl.At.UTC(), dl.Cause))
+	}
+	out["dead"] = lines
+	for d := range 10 {
+		info, err := m.Inspect(fmt.Sprint("d", d))
+		require.NoError(t, err)
+		info.Lease = utc(info.Lease)
+		out[fmt.Sprint("d", d)] = info
+	}
+	return out
+}
+
+// utc drops the location and monotonic reading of l's times: a journal
+// keeps instants, and gives them back in UTC.
+func utc(l worklease.LeaseInfo) worklease.LeaseInfo {
+	if !l.AcquiredAt.IsZero() {
+		l.AcquiredAt = l.AcquiredAt.UTC().Round(0)
+	}
+	if !l.ExpiresAt.IsZero() {
+		l.ExpiresAt = l.ExpiresAt.UTC().Round(0)
+	}
+	return l
+}
