@@ -97,6 +97,15 @@
 // Admin calls that leave a domain idle with a backlog return its head, since
 // no Succeed or Fail will hint at it: acquire it to keep the domain moving.
 //
+// # Durability
+//
+// A Manager keeps its state in memory. [WithJournal] journals every
+// transition as a [Record] to a [Journal], such as the wal package's Log, and
+// [New] rebuilds the state from it after a restart, checking every record
+// against the state before it. A call returns only once the journal holds,
+// durably, its records and every earlier record of its domain; if the
+// journal fails, the Manager fails closed with [ErrJournalFailed].
+//
 // # Concurrency
 //
 // A Manager is safe for concurrent use and starts no goroutines. Domains are
