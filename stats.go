@@ -3,7 +3,8 @@ package worklease
 import "sync/atomic"
 
 // Stats are counts of transitions since New, summed over all domains. Each
-// field counts the events of one EventKind.
+// field counts the events of one EventKind. A Manager rebuilt from a journal
+// counts from zero: replay reports no new transitions.
 type Stats struct {
 	Acquired     uint64 // leases granted
 	Enqueued     uint64 // offsets queued (duplicates not counted)
