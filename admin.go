@@ -105,6 +105,33 @@ func (m *Manager) Leases() ([]LeaseInfo, error) {
 	return out, nil
 }
 
+// Domains returns every domain the Manager knows, sorted: each domain that
+// some transition created (a grant, an enqueue, a Pause, a Kill) and Forget
+// has not dropped since, whether it is in flight, idle or only holds history.
+// A Manager rebuilt from a journal knows the same domains. Like Leases, it
+// looks at one domain at a time, so under load it is not a snapshot of one
+// instant. It changes nothing and never reads the clock.
+func (m *Manager) Domains() ([]string, error) {
+	if err := m.usable(); err != nil {
+		return nil, err
+	}
+	var out []string
+	var seq uint64 // the latest record what we report depends on
+	m.forEachRecord(func(_ *shard, domain string, r *record) {
+		r.mu.Lock()
+		if !r.dropped {
+			out = append(out, domain)
+			seq = max(seq, r.lastSeq)
+		}
+		r.mu.Unlock()
+	})
+	if err := m.waitDurable(seq); err != nil {
+		return nil, err
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 // DeadLetters returns domain's failed offsets in ascending order, with why
 // and when each failed. With domain "" it returns those of every domain,
 // ordered by domain then offset.

@@ -88,12 +88,13 @@
 //
 // # Operators
 //
-// [Manager.Inspect], [Manager.Leases], [Manager.DeadLetters] and
-// [Manager.Stats] look; [Manager.Kill], [Manager.Redrive],
-// [Manager.ForceRelease], [Manager.Pause], [Manager.Resume] and
-// [Manager.Forget] repair. Redrive (a failed offset runs again, first in its
-// domain's line), Kill (an offset fails without running) and Forget (a
-// domain's history is dropped) are deliberate exceptions to idempotence.
+// [Manager.Domains], [Manager.Inspect], [Manager.Leases],
+// [Manager.DeadLetters] and [Manager.Stats] look; [Manager.Kill],
+// [Manager.Redrive], [Manager.ForceRelease], [Manager.Pause],
+// [Manager.Resume] and [Manager.Forget] repair. Redrive (a failed offset
+// runs again, first in its domain's line), Kill (an offset fails without
+// running) and Forget (a domain's history is dropped) are deliberate
+// exceptions to idempotence.
 // Admin calls that leave a domain idle with a backlog return its head, since
 // no Succeed or Fail will hint at it: acquire it to keep the domain moving.
 //

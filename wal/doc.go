@@ -65,7 +65,12 @@
 // its LOCK file (flock on Unix; elsewhere only within the process). Files the
 // log does not name are left alone.
 //
-//	LOCK                      locked by the open Log
+// A Log opened [WithReadOnly] only looks: it holds a shared lock instead, which
+// keeps writers out but not other readers, creates and repairs nothing, and
+// refuses to write with [ErrReadOnly]. The worklease-wal command uses it to
+// inspect and verify a journal.
+//
+//	LOCK                      locked by the open Log (shared by read-only Logs)
 //	0000000000000001.wal      segment 1, named by its id in 16 hex digits
 //	0000000000000002.wal      segment 2; ids grow by one and never repeat
 //	snapshot                  the latest snapshot, if any

@@ -83,6 +83,10 @@ var (
 	// ErrSnapshotInProgress is returned by WriteSnapshot while another
 	// WriteSnapshot is running.
 	ErrSnapshotInProgress = errors.New("wal: snapshot already in progress")
+
+	// ErrReadOnly is returned by Append, AppendRecord, WriteSnapshot and
+	// SnapshotState on a Log opened WithReadOnly.
+	ErrReadOnly = errors.New("wal: log opened read-only")
 )
 
 // A CorruptionError reports committed data that Open or Replay cannot read

@@ -35,6 +35,19 @@ type fileSystem interface {
 	Lock(name string) (io.Closer, error)
 }
 
+// sharedLocker is implemented by a fileSystem that can take shared locks, for
+// read-only Logs. A fileSystem without it gives read-only Logs no lock at
+// all. (It is not part of fileSystem so that test file systems need not
+// implement it.)
+type sharedLocker interface {
+	// LockShared takes a shared lock on the existing file name, without
+	// creating or changing it, until the returned Closer is closed. Shared
+	// locks do not conflict with each other; they conflict with the lock
+	// Lock takes. Its error wraps ErrLocked when someone holds that lock,
+	// and fs.ErrNotExist when name does not exist.
+	LockShared(name string) (io.Closer, error)
+}
+
 // file is an open file. The log reads and writes at explicit offsets only.
 type file interface {
 	io.ReaderAt
@@ -97,6 +110,8 @@ func (osFS) SyncDir(dir string) error {
 }
 
 func (osFS) Lock(name string) (io.Closer, error) { return lockFile(name) }
+
+func (osFS) LockShared(name string) (io.Closer, error) { return lockFileShared(name) }
 
 // osFile is an *os.File whose Sync is fdatasync where the system has it.
 type osFile struct{ *os.File }

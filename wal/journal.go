@@ -17,6 +17,14 @@ const RecordKind uint8 = 1 // part of the on-disk format; never change
 
 // AppendRecord implements worklease.Journal: it appends rec's binary form
 // as a record of kind RecordKind.
+//
+// On a read-only Log it returns ErrReadOnly. A Manager built on one (to look
+// at a journal, as the worklease-wal command does) answers the calls that
+// change nothing; the first call that would change something fails it closed
+// with worklease.ErrJournalFailed, wrapping ErrReadOnly, and nothing is
+// written. Give such a Manager a Clock that never reaches a lease's expiry,
+// such as one that always returns the zero time: with a real clock, even
+// Inspect revokes an expired lease, which is a change.
 func (l *Log) AppendRecord(rec worklease.Record) (uint64, error) {
 	var buf [256]byte // most records fit: no allocation
 	payload, _ := rec.AppendBinary(buf[:0])
@@ -47,8 +55,11 @@ func (l *Log) ReplayRecords(restore func(snapshot []byte) error, apply func(seq 
 
 // SnapshotState implements worklease.Journal with WriteSnapshot, covering
 // every record appended so far. With nothing new since the last snapshot it
-// does nothing.
+// does nothing. On a read-only Log it returns ErrReadOnly.
 func (l *Log) SnapshotState(write func(w io.Writer) error) error {
+	if l.cfg.readOnly {
+		return ErrReadOnly
+	}
 	// Counting restarts now, whatever happens, so that a snapshot that
 	// fails is not retried on every call, only after as many bytes again.
 	l.sinceSnapshot.Store(0)
@@ -65,7 +76,8 @@ func (l *Log) SnapshotState(write func(w io.Writer) error) error {
 }
 
 // SnapshotDue implements worklease.Journal: it reports that the records
-// appended since the last snapshot exceed WithSnapshotEvery's threshold.
+// appended since the last snapshot exceed WithSnapshotEvery's threshold. It
+// is always false on a read-only Log.
 func (l *Log) SnapshotDue() bool {
-	return l.cfg.snapshotBytes > 0 && l.sinceSnapshot.Load() >= l.cfg.snapshotBytes
+	return !l.cfg.readOnly && l.cfg.snapshotBytes > 0 && l.sinceSnapshot.Load() >= l.cfg.snapshotBytes
 }

@@ -19,6 +19,23 @@ func lockFile(name string) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return flock(f, syscall.LOCK_EX)
+}
+
+// lockFileShared takes a shared, non-blocking flock(2) on the existing file
+// name, which it opens read-only: it conflicts with lockFile's lock, in this
+// process or another, but not with other shared locks.
+func lockFileShared(name string) (io.Closer, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return flock(f, syscall.LOCK_SH)
+}
+
+// flock locks f with how (LOCK_EX or LOCK_SH), without blocking, and returns
+// f, whose Close releases the lock. On failure it closes f.
+func flock(f *os.File, how int) (io.Closer, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
@@ -27,7 +44,7 @@ func lockFile(name string) (io.Closer, error) {
 	var lerr error
 	if err := rc.Control(func(fd uintptr) {
 		for {
-			lerr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+			lerr = syscall.Flock(int(fd), how|syscall.LOCK_NB)
 			if lerr != syscall.EINTR {
 				return
 			}
@@ -39,9 +56,9 @@ func lockFile(name string) (io.Closer, error) {
 	if lerr != nil {
 		f.Close()
 		if errors.Is(lerr, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is locked", ErrLocked, name)
+			return nil, fmt.Errorf("%w: %s is locked", ErrLocked, f.Name())
 		}
-		return nil, &os.PathError{Op: "flock", Path: name, Err: lerr}
+		return nil, &os.PathError{Op: "flock", Path: f.Name(), Err: lerr}
 	}
 	return f, nil
 }

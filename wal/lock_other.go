@@ -10,11 +10,12 @@ import (
 	"sync"
 )
 
-// On systems without flock(2), the lock only keeps two Logs of this process
-// from opening one directory; it does not exclude other processes.
+// On systems without flock(2), the lock only keeps Logs of this process from
+// opening one directory at odds (two writable Logs, or a writable and a
+// read-only one); it does not exclude other processes.
 var (
 	lockedMu sync.Mutex
-	locked   = map[string]bool{} // absolute lock file names held by this process
+	locked   = map[string]int{} // absolute lock file names held by this process: -1 exclusively, n > 0 by n shared holders
 )
 
 type processLock struct {
@@ -24,26 +25,50 @@ type processLock struct {
 
 func (l *processLock) Close() error {
 	lockedMu.Lock()
-	delete(locked, l.name)
+	if locked[l.name] > 1 {
+		locked[l.name]--
+	} else {
+		delete(locked, l.name)
+	}
 	lockedMu.Unlock()
 	return l.f.Close()
 }
 
-// lockFile creates name if needed and registers it as held by this process.
+// lockFile creates name if needed and registers it as held exclusively by
+// this process.
 func lockFile(name string) (io.Closer, error) {
+	return processLockFile(name, true)
+}
+
+// lockFileShared opens the existing file name read-only and registers it as
+// shared by one more holder in this process.
+func lockFileShared(name string) (io.Closer, error) {
+	return processLockFile(name, false)
+}
+
+func processLockFile(name string, exclusive bool) (io.Closer, error) {
 	abs, err := filepath.Abs(name)
 	if err != nil {
 		return nil, err
 	}
 	lockedMu.Lock()
 	defer lockedMu.Unlock()
-	if locked[abs] {
+	if n := locked[abs]; n < 0 || (exclusive && n > 0) {
 		return nil, fmt.Errorf("%w: %s is locked", ErrLocked, name)
 	}
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	var f *os.File
+	if exclusive {
+		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	} else {
+		f, err = os.Open(name)
+	}
 	if err != nil {
 		return nil, err
 	}
-	locked[abs] = true
+	if exclusive {
+		locked[abs] = -1
+	} else {
+		locked[abs]++
+	}
 	return &processLock{name: abs, f: f}, nil
 }

@@ -106,10 +106,16 @@ type Recovery struct {
 	// interrupted segment or snapshot creation, and segments wholly covered
 	// by the snapshot that an interrupted WriteSnapshot left behind.
 	Removed []string
+	// ReadOnly is true when the log was opened WithReadOnly. Open then
+	// repaired nothing: Torn describes the tail a writable Open would cut,
+	// which is still in the file, and Removed lists the files a writable
+	// Open would delete, which are still there.
+	ReadOnly bool
 }
 
 // A TornTail is the end of the last segment that held no whole committed
-// batch: a write a crash interrupted. Open cuts it off and reports it here.
+// batch: a write a crash interrupted. Open cuts it off and reports it here;
+// a read-only Open only reports it.
 type TornTail struct {
 	File   string // base name of the segment
 	Offset int64  // where the segment was cut: the end of its last committed batch
@@ -147,6 +153,9 @@ type Stats struct {
 // last segment and the directory, so what it recovered survives a crash. No
 // bytes in the directory make Open panic or allocate much more than the
 // largest file holds.
+//
+// With [WithReadOnly], Open takes a shared lock instead, creates and repairs
+// nothing, and fails if there is no log in dir; see WithReadOnly.
 func Open(dir string, opts ...Option) (*Log, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -156,12 +165,17 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		return nil, err
 	}
 	fsys := cfg.fs
-	if err := makeDir(fsys, dir); err != nil {
-		return nil, err
+	var lock io.Closer
+	var err error
+	if cfg.readOnly {
+		lock, err = lockShared(fsys, dir)
+	} else if err = makeDir(fsys, dir); err == nil {
+		if lock, err = fsys.Lock(filepath.Join(dir, lockName)); err != nil {
+			err = fmt.Errorf("wal: lock %s: %w", dir, err)
+		}
 	}
-	lock, err := fsys.Lock(filepath.Join(dir, lockName))
 	if err != nil {
-		return nil, fmt.Errorf("wal: lock %s: %w", dir, err)
+		return nil, err
 	}
 	l := &Log{dir: dir, fs: fsys, cfg: cfg, lock: lock}
 	l.flush.cond.L = &l.flush.Mutex
@@ -172,7 +186,7 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		_ = lock.Close()
 		return nil, err
 	}
-	if cfg.sync.policy == syncInterval {
+	if cfg.sync.policy == syncInterval && !cfg.readOnly {
 		tick, stop := cfg.newTicker(cfg.sync.interval)
 		l.stopSync = make(chan struct{})
 		l.syncDone = make(chan struct{})
@@ -180,6 +194,32 @@ func Open(dir string, opts ...Option) (*Log, error) {
 	}
 	return l, nil
 }
+
+// lockShared checks that dir exists and takes its shared lock for a read-only
+// Log: none if the file system has no shared locks or dir has no LOCK file,
+// which a read-only Log must not create.
+func lockShared(fsys fileSystem, dir string) (io.Closer, error) {
+	if _, err := fsys.ReadDir(dir); err != nil {
+		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+	}
+	sl, ok := fsys.(sharedLocker)
+	if !ok {
+		return noLock{}, nil
+	}
+	lock, err := sl.LockShared(filepath.Join(dir, lockName))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return noLock{}, nil
+	case err != nil:
+		return nil, fmt.Errorf("wal: lock %s: %w", dir, err)
+	}
+	return lock, nil
+}
+
+// noLock is the lock of a read-only Log that could take none.
+type noLock struct{}
+
+func (noLock) Close() error { return nil }
 
 // makeDir creates dir and its missing parents, and fsyncs the directory
 // holding each one it created, so that the log's directory outlives a crash.
@@ -227,9 +267,12 @@ func (l *Log) Recovery() Recovery {
 // Append does no I/O unless a megabyte or more is buffered, when it writes
 // the buffer itself (as Wait would) to bound the memory of callers that never
 // wait. It returns an error wrapping ErrInvalidKind or ErrRecordTooLarge
-// without changing the log, ErrClosed after Close, and the failure after the
-// log failed (see ErrFailed).
+// without changing the log, ErrClosed after Close, the failure after the log
+// failed (see ErrFailed), and ErrReadOnly if the log was opened WithReadOnly.
 func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
+	if l.cfg.readOnly {
+		return 0, ErrReadOnly
+	}
 	if kind < MinKind || kind > MaxKind {
 		return 0, fmt.Errorf("%w: %d is outside %d to %d", ErrInvalidKind, kind, MinKind, MaxKind)
 	}
@@ -317,7 +360,8 @@ func (l *Log) Stats() Stats {
 // Close writes and fsyncs every appended record, stops the SyncInterval
 // goroutine, closes the files and releases the directory's lock. It waits for
 // a WriteSnapshot in progress. After a failure it fsyncs nothing and returns
-// the failure. Close returns nil when called again.
+// the failure. Close returns nil when called again. On a read-only Log it
+// writes and fsyncs nothing.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -343,9 +387,12 @@ func (l *Log) Close() error {
 	}
 	l.flush.closed = true
 	l.flush.Unlock()
-	// No flush can start now, so l.w is ours.
-	if cerr := l.w.seg.f.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("wal: close %s: %w", l.w.seg.name, cerr)
+	// No flush can start now, so l.w is ours. A read-only Log has no
+	// active segment.
+	if l.w.seg != nil {
+		if cerr := l.w.seg.f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("wal: close %s: %w", l.w.seg.name, cerr)
+		}
 	}
 	if cerr := l.lock.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("wal: unlock %s: %w", l.dir, cerr)

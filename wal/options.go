@@ -72,7 +72,36 @@ func WithSnapshotEvery(n int64) Option {
 	return optionFunc(func(c *config) { c.snapshotBytes = n })
 }
 
+// WithReadOnly makes Open inspect an existing log without changing it: for
+// tools that look at a log, such as a journal's command-line inspector, or a
+// copy of one on read-only storage.
+//
+// A read-only Open creates, truncates, renames, removes and fsyncs nothing.
+// The directory and a log in it must exist: a missing directory, or one
+// without segments, is an error wrapping fs.ErrNotExist. Damage is judged
+// exactly as a writable Open judges it, so corruption is the same
+// *CorruptionError, but nothing is repaired: a torn tail is reported in
+// [Log.Recovery] and left in the file, where a writable Open would cut it, and
+// temporary files and segments an interrupted snapshot left behind are listed
+// in Recovery.Removed and kept. Replay, Stats, Durable and Wait (of a
+// recovered sequence number) work. Append, AppendRecord, WriteSnapshot and
+// SnapshotState return ErrReadOnly, SnapshotDue reports false, and Close only
+// closes files. WithSyncMode, WithSegmentSize, WithMaxRecordSize and
+// WithSnapshotEvery are checked but have no effect; no goroutine is started.
+//
+// Instead of the exclusive lock a writable Log holds, a read-only Log holds a
+// shared lock on the directory's LOCK file (flock(2) LOCK_SH on Unix;
+// elsewhere only within the process), so that the log cannot change under it:
+// read-only Logs do not exclude each other, but a read-only Open fails with
+// ErrLocked while a writable Log has the directory open, and a writable Open
+// fails with ErrLocked while a read-only Log does. Keep read-only Logs
+// short-lived for that reason: open, read, Close. A directory without a LOCK
+// file (a copy, say) is opened without a lock, since creating one would be a
+// change.
+func WithReadOnly() Option { return optionFunc(func(c *config) { c.readOnly = true }) }
+
 type config struct {
+	readOnly      bool
 	sync          SyncMode
 	segmentSize   int64
 	maxRecordSize int

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"slices"
 )
@@ -25,7 +26,12 @@ import (
 //     had been synced proves corruption. Otherwise the tail is cut back to
 //     the end of the last committed batch.
 //   - Every record after the snapshot must be in a segment, in order.
+//
+// A read-only Log judges the directory by the same rules but changes
+// nothing: the repairs are only reported in l.recovery, and no segment stays
+// open.
 func (l *Log) recover() error {
+	ro := l.cfg.readOnly
 	names, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("wal: read %s: %w", l.dir, err)
@@ -46,8 +52,10 @@ func (l *Log) recover() error {
 		}
 	}
 	slices.Sort(ids)
-	if err := l.removeFiles(temps); err != nil {
-		return err
+	if !ro {
+		if err := l.removeFiles(temps); err != nil {
+			return err
+		}
 	}
 	removed := temps
 
@@ -64,6 +72,9 @@ func (l *Log) recover() error {
 	if len(ids) == 0 {
 		if hasSnap {
 			return corrupt(snapshotName, 0, ErrMissingSegment, "no segment follows the snapshot of records up to %d", snapSeq)
+		}
+		if ro {
+			return fmt.Errorf("wal: no log in %s: %w", l.dir, fs.ErrNotExist)
 		}
 		seg, err := l.createSegment(1, 1)
 		if err != nil {
@@ -98,8 +109,10 @@ func (l *Log) recover() error {
 		for i, id := range ids[:start] {
 			covered[i] = segmentName(id)
 		}
-		if err := l.removeFiles(covered); err != nil {
-			return err
+		if !ro {
+			if err := l.removeFiles(covered); err != nil {
+				return err
+			}
 		}
 		removed = append(removed, covered...)
 		ids, hdrs, bad = ids[start:], hdrs[start:], bad[start:]
@@ -141,18 +154,20 @@ func (l *Log) recover() error {
 	// batch. Cut the tail, and fsync it and the directory: what a crashed
 	// process wrote, renamed or removed may still be only in the operating
 	// system's cache, and from now on it is acknowledged and built upon.
-	seg := l.w.seg
-	if torn != nil {
-		if err := seg.f.Truncate(seg.size); err != nil {
-			return fmt.Errorf("wal: truncate %s: %w", seg.name, err)
+	if !ro {
+		seg := l.w.seg
+		if torn != nil {
+			if err := seg.f.Truncate(seg.size); err != nil {
+				return fmt.Errorf("wal: truncate %s: %w", seg.name, err)
+			}
 		}
-	}
-	if err := seg.f.Sync(); err != nil {
-		return fmt.Errorf("wal: sync %s: %w", seg.name, err)
-	}
-	l.syncs.Add(1)
-	if err := l.fs.SyncDir(l.dir); err != nil {
-		return fmt.Errorf("wal: sync directory %s: %w", l.dir, err)
+		if err := seg.f.Sync(); err != nil {
+			return fmt.Errorf("wal: sync %s: %w", seg.name, err)
+		}
+		l.syncs.Add(1)
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("wal: sync directory %s: %w", l.dir, err)
+		}
 	}
 
 	lastSeq := max(prevLast, snapSeq)
@@ -162,7 +177,7 @@ func (l *Log) recover() error {
 	l.flush.segments = segs
 	// The next record must follow the last segment's last record, and the
 	// active segment must carry the configured record limit.
-	if snapSeq > prevLast || hdrs[len(hdrs)-1].maxRecord != uint32(l.cfg.maxRecordSize) {
+	if !ro && (snapSeq > prevLast || hdrs[len(hdrs)-1].maxRecord != uint32(l.cfg.maxRecordSize)) {
 		if err := l.rotate(l.nextSeq); err != nil {
 			return fmt.Errorf("wal: %w", err)
 		}
@@ -173,6 +188,7 @@ func (l *Log) recover() error {
 		Segments:    len(l.flush.segments),
 		Torn:        torn,
 		Removed:     removed,
+		ReadOnly:    ro,
 	}
 	return nil
 }
@@ -211,14 +227,16 @@ type scanResult struct {
 	reason  error  // why the frame at bad is bad
 }
 
-// scanSegment checks segment name, whose header is h. The last segment stays
-// open in l.w.seg, where the caller finds it; its torn tail, if any, is
-// returned. Any other damage is returned as a *CorruptionError.
+// scanSegment checks segment name, whose header is h. The last segment of a
+// writable Log stays open in l.w.seg, where the caller finds it; its torn
+// tail, if any, is returned. Any other damage is returned as a
+// *CorruptionError.
 func (l *Log) scanSegment(name string, h segmentHeader, last bool) (scanResult, *TornTail, error) {
 	path := filepath.Join(l.dir, name)
+	keep := last && !l.cfg.readOnly // the active segment, opened for writing
 	var f file
 	var err error
-	if last {
+	if keep {
 		f, err = l.fs.OpenWrite(path)
 	} else {
 		f, err = l.fs.Open(path)
@@ -226,7 +244,7 @@ func (l *Log) scanSegment(name string, h segmentHeader, last bool) (scanResult, 
 	if err != nil {
 		return scanResult{}, nil, fmt.Errorf("wal: open %s: %w", name, err)
 	}
-	if last {
+	if keep {
 		l.w.seg = &activeSegment{id: h.id, name: name, f: f}
 	} else {
 		defer f.Close()
@@ -239,7 +257,7 @@ func (l *Log) scanSegment(name string, h segmentHeader, last bool) (scanResult, 
 	if err != nil {
 		return res, nil, fmt.Errorf("wal: read %s: %w", name, err)
 	}
-	if last {
+	if keep {
 		l.w.seg.size, l.w.seg.synced = res.end, res.end
 	}
 	if res.bad < 0 {

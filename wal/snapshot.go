@@ -28,9 +28,13 @@ import (
 // remove a segment or sync the directory fails the log (see ErrFailed).
 // WriteSnapshot returns an error wrapping ErrInvalidSeq when seq was never
 // appended or is older than the current snapshot, ErrSnapshotInProgress while
-// another WriteSnapshot runs, and ErrClosed after Close. Segments are kept,
-// until the next WriteSnapshot or Open, while a Replay runs.
+// another WriteSnapshot runs, ErrClosed after Close, and ErrReadOnly, without
+// calling write, if the log was opened WithReadOnly. Segments are kept, until
+// the next WriteSnapshot or Open, while a Replay runs.
 func (l *Log) WriteSnapshot(seq uint64, write func(w io.Writer) error) error {
+	if l.cfg.readOnly {
+		return ErrReadOnly
+	}
 	if f := l.failure.Load(); f != nil {
 		return f.err
 	}
