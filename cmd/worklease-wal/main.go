@@ -1,0 +1,764 @@
+// Command worklease-wal inspects a worklease journal: the directory of a
+// wal.Log that a worklease.Manager journals to (worklease.WithJournal). It
+// checks it, summarises it and prints the state it holds, without changing
+// it.
+//
+//	worklease-wal <command> [flags] <dir>
+//
+// The commands:
+//
+//	verify    read every file, replay every record into a Manager, report
+//	stats     segments, bytes, records by kind, domains
+//	domains   one line per domain: lease, backlog, processed, failed, paused
+//	leases    the leases in flight
+//	dead      the dead letters, with their causes
+//	dump      every record after the snapshot, one per line
+//
+// Every command takes -json, and -h for its columns. Run it from the module
+// root, for example:
+//
+//	go run ./cmd/worklease-wal verify /var/lib/myservice/leases
+//	go run ./cmd/worklease-wal dump -json /var/lib/myservice/leases | jq .
+//	go run ./cmd/worklease-wal -h
+//
+// The directory is opened with wal.WithReadOnly: the tool creates, repairs,
+// removes and writes nothing, and a torn tail a crash left is reported, not
+// cut. It holds the directory's shared lock while it runs, so it refuses a
+// directory that a running Manager has open (exit status 1, "directory is in
+// use"), and a Manager cannot open the directory until it is done.
+//
+// The state is rebuilt exactly as a restarting Manager rebuilds it: New
+// replays the snapshot and the records after it, checking each against the
+// state before it. The Manager reads a clock frozen at the zero time, so that
+// no lease is found expired (which would journal a transition): leases are
+// reported as the journal left them, with their expiry, whether or not it
+// has passed. The Manager is only asked questions that change nothing, and
+// the read-only log refuses any write anyway.
+//
+// Text output is tab-separated, one header line naming the columns, then
+// one line per row; "-" means none. Text fields (domains, causes) are
+// printed as they are, unless they are empty, "-", start with a double quote
+// or hold a tab, a newline, another unprintable character or bytes that are
+// not UTF-8: those are printed as a quoted Go string literal. Times are
+// RFC 3339 in UTC. With -json each row is one JSON object per line (verify
+// and stats print one). Output depends only on the directory's content and
+// the arguments.
+//
+// The exit status is 0 on success, 1 if the journal cannot be read (it is
+// corrupt, a record does not replay, the directory is missing or in use), and
+// 2 for a usage error.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/wal"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const name = "worklease-wal"
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1 // the journal could not be read
+	exitUsage = 2
+)
+
+// A command is one of the tool's subcommands.
+type command struct {
+	name    string
+	summary string // one line, for the tool's usage
+	about   string // the command's usage text after its synopsis
+	// manager: the command needs the Manager rebuilt from the journal.
+	manager bool
+	run     func(j *journal, out *printer) error
+}
+
+var commands = []*command{
+	{
+		name:    "verify",
+		summary: "read every file, replay every record into a Manager, report",
+		manager: true,
+		about: `Opens the journal read-only, checks every segment and the snapshot, and
+replays the snapshot and every record after it into a Manager, which checks
+each record against the state before it. Exit status 1 on corruption (the
+error names the file and byte offset) or on a record that does not replay
+(the error names its sequence number, kind, domain and offset).
+
+A torn tail (the end of a write a crash interrupted, which under the
+default wal.SyncAlways was never acknowledged) is not corruption: it is
+reported and left in place; the next Manager to open the journal cuts it.
+So are leftover files that a writable open would remove.
+
+Keys: dir, status (ok), segments, log_bytes (committed bytes in segments),
+snapshot_seq, snapshot_bytes (the snapshot file), last_seq, records
+(records after the snapshot), domains, torn_file, torn_offset, torn_bytes,
+torn_reason, leftover (space-separated file names).`,
+		run: verify,
+	},
+	{
+		name:    "stats",
+		summary: "segments, bytes, records by kind, domains",
+		manager: true,
+		about: `Sizes and counts: segments, log_bytes, snapshot_seq, snapshot_bytes,
+last_seq, records (after the snapshot), records.<Kind> for every kind of
+record, domains, leased (domains with a lease in flight), paused, queued
+(offsets waiting in backlogs), processed and failed (terminal offsets).`,
+		run: stats,
+	},
+	{
+		name:    "domains",
+		summary: "one line per domain: lease, backlog, processed, failed, paused",
+		manager: true,
+		about: `One line per domain, sorted.
+
+Columns: domain, leased (true or false), offset (in flight, or -),
+backlog (queued offsets), processed, failed (terminal offsets), paused.`,
+		run: domains,
+	},
+	{
+		name:    "leases",
+		summary: "the leases in flight",
+		manager: true,
+		about: `One line per lease in flight, sorted by domain, as the journal left it:
+an expiry in the past is reported as is (the Manager that opens the journal
+next revokes it when the domain is touched).
+
+Columns: domain, offset, token, fence, acquired (first grant of the
+offset), expires (or - for never), retries (failed attempts so far).`,
+		run: leases,
+	},
+	{
+		name:    "dead",
+		summary: "the dead letters, with their causes",
+		manager: true,
+		about: `One line per failed offset, sorted by domain then offset.
+
+Columns: domain, offset, attempts, at (when it failed), cause.`,
+		run: dead,
+	},
+	{
+		name:    "dump",
+		summary: "every record after the snapshot, one per line",
+		about: `One line per record after the snapshot, in sequence order. The records are
+decoded but not replayed, so dump shows records that verify rejects.
+
+Columns: seq, kind, domain, offset (or -), token (or -; a Forgotten
+record's carries only the domain's last fence), attempt, retries, front (an
+Enqueued record went to the front), at, acquired, expires (or -), cause (or
+-). See worklease.Record for what each kind of record holds.`,
+		run: dump,
+	},
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// usage writes the tool's usage text.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `Usage: %[1]s <command> [flags] <dir>
+
+%[1]s inspects the journal directory <dir> of a worklease Manager (a
+wal.Log). It opens it read-only: it creates, repairs and writes nothing,
+and refuses a directory a running Manager holds.
+
+Commands:
+`, name)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, `  help      this text, or a command's with: help <command>
+
+Flags, for every command:
+  -json     print JSON objects, one per line, instead of text
+  -h        print the command's usage and columns
+
+Text output is tab-separated, after a header line naming the columns; "-"
+means none; a text field that is empty, "-", starts with a double quote or
+holds an unprintable character is printed as a quoted Go string; times are
+RFC 3339 in UTC.
+
+Exit status: 0 success, 1 the journal cannot be read (corrupt, a record that
+does not replay, missing, in use), 2 usage error.
+`)
+}
+
+// commandUsage writes c's usage text.
+func commandUsage(w io.Writer, c *command) {
+	fmt.Fprintf(w, "Usage: %s %s [-json] <dir>\n\n%s\n\nFlags:\n  -json     print JSON objects, one per line, instead of text\n", name, c.name, c.about)
+}
+
+// run is main with its arguments, output and exit status made explicit, so
+// that tests can run it.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "%s: no command\n\n", name)
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if args[0] == "help" && len(args) > 1 {
+			c := lookup(args[1])
+			if c == nil || len(args) > 2 {
+				fmt.Fprintf(stderr, "%s: help: unknown command %q\n\n", name, strings.Join(args[1:], " "))
+				usage(stderr)
+				return exitUsage
+			}
+			commandUsage(stdout, c)
+			return exitOK
+		}
+		usage(stdout)
+		return exitOK
+	}
+	c := lookup(args[0])
+	if c == nil {
+		fmt.Fprintf(stderr, "%s: unknown command %q\n\n", name, args[0])
+		usage(stderr)
+		return exitUsage
+	}
+
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors and usage are written below
+	asJSON := fs.Bool("json", false, "")
+	dirs, err := parseInterspersed(fs, args[1:])
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		commandUsage(stdout, c)
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(stderr, "%s %s: %v\n\n", name, c.name, err)
+		commandUsage(stderr, c)
+		return exitUsage
+	case len(dirs) != 1:
+		fmt.Fprintf(stderr, "%s %s: want one journal directory, got %d arguments\n\n", name, c.name, len(dirs))
+		commandUsage(stderr, c)
+		return exitUsage
+	}
+
+	bw := bufio.NewWriter(stdout)
+	p := &printer{w: bw, json: *asJSON}
+	err = runCommand(c, dirs[0], p)
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s %s %s: %v\n", name, c.name, dirs[0], err)
+		return exitError
+	}
+	return exitOK
+}
+
+// parseInterspersed parses flags wherever they are among the arguments, so
+// that "verify <dir> -json" works as well as "verify -json <dir>", and
+// returns the other arguments. After "--" everything is an argument.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if n := len(args) - fs.NArg(); n > 0 && args[n-1] == "--" {
+			return append(rest, fs.Args()...), nil
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return rest, nil
+		}
+		rest, args = append(rest, args[0]), args[1:]
+	}
+}
+
+// runCommand opens dir, runs c on it and closes it.
+func runCommand(c *command, dir string, p *printer) (err error) {
+	j, err := openJournal(dir, c.manager)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := j.close(); err == nil {
+			err = cerr
+		}
+	}()
+	if err := c.run(j, p); err != nil {
+		return err
+	}
+	return p.err
+}
+
+// A journal is an open journal directory: its read-only log and, for the
+// commands that need it, the Manager rebuilt from it.
+type journal struct {
+	dir string
+	log *wal.Log
+	m   *worklease.Manager // nil unless asked for
+
+	// What the Manager's replay saw.
+	snapshotBytes int64 // the snapshot file's size; 0 without one
+	records       int   // records replayed after the snapshot
+	kinds         map[worklease.EventKind]int
+}
+
+// frozenClock reads as the zero time, always. A Manager on it never finds a
+// lease expired, since every lease expiry is later, so asking it questions
+// journals nothing: an expiry is the only transition a read makes.
+type frozenClock struct{}
+
+func (frozenClock) Now() time.Time { return time.Time{} }
+
+// openJournal opens dir read-only and, if manager is set, rebuilds the
+// Manager from it.
+func openJournal(dir string, manager bool) (*journal, error) {
+	l, err := wal.Open(dir, wal.WithReadOnly())
+	if err != nil {
+		return nil, err
+	}
+	j := &journal{dir: dir, log: l, kinds: make(map[worklease.EventKind]int)}
+	if l.Recovery().SnapshotSeq > 0 {
+		fi, err := os.Stat(filepath.Join(dir, "snapshot"))
+		if err != nil {
+			_ = l.Close()
+			return nil, err
+		}
+		j.snapshotBytes = fi.Size()
+	}
+	if !manager {
+		return j, nil
+	}
+	m, err := worklease.New(worklease.WithJournal(tap{l, j}), worklease.WithClock(frozenClock{}))
+	if err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	j.m = m
+	return j, nil
+}
+
+// close closes the Manager, which closes the log, or the log.
+func (j *journal) close() error {
+	if j.m != nil {
+		return j.m.Close()
+	}
+	return j.log.Close()
+}
+
+// tap is the read-only log as the Manager's journal, counting the records
+// the Manager replays.
+type tap struct {
+	*wal.Log
+	j *journal
+}
+
+// ReplayRecords implements worklease.Journal.
+func (t tap) ReplayRecords(restore func(snapshot []byte) error, apply func(seq uint64, rec worklease.Record) error) error {
+	return t.Log.ReplayRecords(restore, func(seq uint64, rec worklease.Record) error {
+		t.j.records++
+		t.j.kinds[rec.Kind]++
+		return apply(seq, rec)
+	})
+}
+
+// journaledKinds are the kinds of record a Manager journals, in kind order.
+var journaledKinds = []worklease.EventKind{
+	worklease.EventAcquired, worklease.EventEnqueued, worklease.EventProcessed,
+	worklease.EventRetrying, worklease.EventDeadLettered, worklease.EventExpired,
+	worklease.EventRequeued, worklease.EventExtended, worklease.EventKilled,
+	worklease.EventRedriven, worklease.EventReleased, worklease.EventPaused,
+	worklease.EventResumed, worklease.EventForgotten,
+}
+
+// verifyReport is verify's output.
+type verifyReport struct {
+	Dir           string    `json:"dir"`
+	Status        string    `json:"status"`
+	Segments      int       `json:"segments"`
+	LogBytes      int64     `json:"log_bytes"`
+	SnapshotSeq   uint64    `json:"snapshot_seq"`
+	SnapshotBytes int64     `json:"snapshot_bytes"`
+	LastSeq       uint64    `json:"last_seq"`
+	Records       int       `json:"records"`
+	Domains       int       `json:"domains"`
+	Torn          *tornTail `json:"torn_tail,omitempty"`
+	Leftover      []string  `json:"leftover,omitempty"`
+}
+
+type tornTail struct {
+	File   string `json:"file"`
+	Offset int64  `json:"offset"`
+	Bytes  int64  `json:"bytes"`
+	Reason string `json:"reason"`
+}
+
+func verify(j *journal, p *printer) error {
+	ds, err := j.m.Domains()
+	if err != nil {
+		return err
+	}
+	rc, st := j.log.Recovery(), j.log.Stats()
+	r := verifyReport{
+		Dir:           j.dir,
+		Status:        "ok",
+		Segments:      st.Segments,
+		LogBytes:      st.LogBytes,
+		SnapshotSeq:   rc.SnapshotSeq,
+		SnapshotBytes: j.snapshotBytes,
+		LastSeq:       rc.LastSeq,
+		Records:       j.records,
+		Domains:       len(ds),
+		Leftover:      rc.Removed,
+	}
+	if t := rc.Torn; t != nil {
+		r.Torn = &tornTail{File: t.File, Offset: t.Offset, Bytes: t.Bytes, Reason: t.Reason.Error()}
+	}
+	if p.json {
+		p.object(r)
+		return nil
+	}
+	torn := tornTail{File: "-"}
+	if r.Torn != nil {
+		torn = *r.Torn
+	}
+	leftover := "-"
+	if len(r.Leftover) > 0 {
+		leftover = strings.Join(r.Leftover, " ")
+	}
+	p.row("key", "value")
+	p.row("dir", text(r.Dir))
+	p.row("status", r.Status)
+	p.row("segments", strconv.Itoa(r.Segments))
+	p.row("log_bytes", strconv.FormatInt(r.LogBytes, 10))
+	p.row("snapshot_seq", strconv.FormatUint(r.SnapshotSeq, 10))
+	p.row("snapshot_bytes", strconv.FormatInt(r.SnapshotBytes, 10))
+	p.row("last_seq", strconv.FormatUint(r.LastSeq, 10))
+	p.row("records", strconv.Itoa(r.Records))
+	p.row("domains", strconv.Itoa(r.Domains))
+	p.row("torn_file", torn.File)
+	p.row("torn_offset", optional(torn.Offset, r.Torn != nil))
+	p.row("torn_bytes", optional(torn.Bytes, r.Torn != nil))
+	p.row("torn_reason", optionalText(torn.Reason))
+	p.row("leftover", leftover)
+	return nil
+}
+
+// statsReport is stats' output.
+type statsReport struct {
+	Segments      int            `json:"segments"`
+	LogBytes      int64          `json:"log_bytes"`
+	SnapshotSeq   uint64         `json:"snapshot_seq"`
+	SnapshotBytes int64          `json:"snapshot_bytes"`
+	LastSeq       uint64         `json:"last_seq"`
+	Records       int            `json:"records"`
+	Kinds         map[string]int `json:"records_by_kind"`
+	Domains       int            `json:"domains"`
+	Leased        int            `json:"leased"`
+	Paused        int            `json:"paused"`
+	Queued        int            `json:"queued"`
+	Processed     int64          `json:"processed"`
+	Failed        int64          `json:"failed"`
+}
+
+func stats(j *journal, p *printer) error {
+	rc, st := j.log.Recovery(), j.log.Stats()
+	r := statsReport{
+		Segments:      st.Segments,
+		LogBytes:      st.LogBytes,
+		SnapshotSeq:   rc.SnapshotSeq,
+		SnapshotBytes: j.snapshotBytes,
+		LastSeq:       rc.LastSeq,
+		Records:       j.records,
+		Kinds:         make(map[string]int, len(journaledKinds)),
+	}
+	for _, k := range journaledKinds {
+		r.Kinds[k.String()] = j.kinds[k]
+	}
+	err := eachDomain(j.m, func(domain string, info worklease.DomainInfo) {
+		r.Domains++
+		if info.Leased {
+			r.Leased++
+		}
+		if info.Paused {
+			r.Paused++
+		}
+		r.Queued += len(info.Backlog)
+		r.Processed += info.Processed
+		r.Failed += info.Failed
+	})
+	if err != nil {
+		return err
+	}
+	if p.json {
+		p.object(r) // encoding/json sorts the map's keys
+		return nil
+	}
+	p.row("key", "value")
+	p.row("segments", strconv.Itoa(r.Segments))
+	p.row("log_bytes", strconv.FormatInt(r.LogBytes, 10))
+	p.row("snapshot_seq", strconv.FormatUint(r.SnapshotSeq, 10))
+	p.row("snapshot_bytes", strconv.FormatInt(r.SnapshotBytes, 10))
+	p.row("last_seq", strconv.FormatUint(r.LastSeq, 10))
+	p.row("records", strconv.Itoa(r.Records))
+	for _, k := range journaledKinds {
+		p.row("records."+k.String(), strconv.Itoa(r.Kinds[k.String()]))
+	}
+	p.row("domains", strconv.Itoa(r.Domains))
+	p.row("leased", strconv.Itoa(r.Leased))
+	p.row("paused", strconv.Itoa(r.Paused))
+	p.row("queued", strconv.Itoa(r.Queued))
+	p.row("processed", strconv.FormatInt(r.Processed, 10))
+	p.row("failed", strconv.FormatInt(r.Failed, 10))
+	return nil
+}
+
+// eachDomain calls f with every domain of m, sorted, and its state.
+func eachDomain(m *worklease.Manager, f func(domain string, info worklease.DomainInfo)) error {
+	ds, err := m.Domains()
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		info, err := m.Inspect(d)
+		if err != nil {
+			return err
+		}
+		f(d, info)
+	}
+	return nil
+}
+
+// domainRow is one line of domains.
+type domainRow struct {
+	Domain    string `json:"domain"`
+	Leased    bool   `json:"leased"`
+	Offset    *int64 `json:"offset,omitempty"` // in flight
+	Backlog   int    `json:"backlog"`
+	Processed int64  `json:"processed"`
+	Failed    int64  `json:"failed"`
+	Paused    bool   `json:"paused"`
+}
+
+func domains(j *journal, p *printer) error {
+	if !p.json {
+		p.row("domain", "leased", "offset", "backlog", "processed", "failed", "paused")
+	}
+	return eachDomain(j.m, func(domain string, info worklease.DomainInfo) {
+		r := domainRow{Domain: domain, Leased: info.Leased, Backlog: len(info.Backlog),
+			Processed: info.Processed, Failed: info.Failed, Paused: info.Paused}
+		if info.Leased {
+			r.Offset = &info.Lease.Offset
+		}
+		if p.json {
+			p.object(r)
+			return
+		}
+		p.row(text(r.Domain), strconv.FormatBool(r.Leased), optional(info.Lease.Offset, r.Leased),
+			strconv.Itoa(r.Backlog), strconv.FormatInt(r.Processed, 10), strconv.FormatInt(r.Failed, 10),
+			strconv.FormatBool(r.Paused))
+	})
+}
+
+// leaseRow is one line of leases.
+type leaseRow struct {
+	Domain   string          `json:"domain"`
+	Offset   int64           `json:"offset"`
+	Token    worklease.Token `json:"token"`
+	Fence    uint64          `json:"fence"`
+	Acquired time.Time       `json:"acquired,omitzero"`
+	Expires  time.Time       `json:"expires,omitzero"`
+	Retries  int             `json:"retries"`
+}
+
+func leases(j *journal, p *printer) error {
+	ls, err := j.m.Leases()
+	if err != nil {
+		return err
+	}
+	if !p.json {
+		p.row("domain", "offset", "token", "fence", "acquired", "expires", "retries")
+	}
+	for _, l := range ls {
+		r := leaseRow{Domain: l.Domain, Offset: l.Offset, Token: l.Token, Fence: l.Token.Fence(),
+			Acquired: utc(l.AcquiredAt), Expires: utc(l.ExpiresAt), Retries: l.RetryCount}
+		if p.json {
+			p.object(r)
+			continue
+		}
+		p.row(text(r.Domain), strconv.FormatInt(r.Offset, 10), r.Token.String(), strconv.FormatUint(r.Fence, 10),
+			timeText(r.Acquired), timeText(r.Expires), strconv.Itoa(r.Retries))
+	}
+	return nil
+}
+
+// deadRow is one line of dead.
+type deadRow struct {
+	Domain   string    `json:"domain"`
+	Offset   int64     `json:"offset"`
+	Attempts int       `json:"attempts"`
+	At       time.Time `json:"at,omitzero"`
+	Cause    string    `json:"cause,omitempty"`
+}
+
+func dead(j *journal, p *printer) error {
+	dls, err := j.m.DeadLetters("")
+	if err != nil {
+		return err
+	}
+	if !p.json {
+		p.row("domain", "offset", "attempts", "at", "cause")
+	}
+	for _, dl := range dls {
+		r := deadRow{Domain: dl.Domain, Offset: dl.Offset, Attempts: dl.Attempts, At: utc(dl.At)}
+		if dl.Cause != nil {
+			r.Cause = dl.Cause.Error()
+		}
+		if p.json {
+			p.object(r)
+			continue
+		}
+		p.row(text(r.Domain), strconv.FormatInt(r.Offset, 10), strconv.Itoa(r.Attempts), timeText(r.At), optionalText(r.Cause))
+	}
+	return nil
+}
+
+// dumpRow is one line of dump: a worklease.Record and its sequence number.
+type dumpRow struct {
+	Seq      uint64          `json:"seq"`
+	Kind     string          `json:"kind"`
+	Domain   string          `json:"domain"`
+	Offset   int64           `json:"offset"` // -1: none
+	Token    worklease.Token `json:"token,omitzero"`
+	Attempt  int             `json:"attempt"`
+	Retries  int             `json:"retries"`
+	Front    bool            `json:"front,omitempty"`
+	At       time.Time       `json:"at,omitzero"`
+	Acquired time.Time       `json:"acquired,omitzero"`
+	Expires  time.Time       `json:"expires,omitzero"`
+	Cause    string          `json:"cause,omitempty"`
+}
+
+func dump(j *journal, p *printer) error {
+	if !p.json {
+		p.row("seq", "kind", "domain", "offset", "token", "attempt", "retries", "front", "at", "acquired", "expires", "cause")
+	}
+	return j.log.ReplayRecords(
+		func([]byte) error { return nil }, // the snapshot is state, not records
+		func(seq uint64, rec worklease.Record) error {
+			r := dumpRow{Seq: seq, Kind: rec.Kind.String(), Domain: rec.Domain, Offset: rec.Offset, Token: rec.Token,
+				Attempt: rec.Attempt, Retries: rec.Retries, Front: rec.Front, At: utc(rec.At),
+				Acquired: utc(rec.AcquiredAt), Expires: utc(rec.ExpiresAt), Cause: rec.Cause}
+			if p.json {
+				p.object(r)
+				return p.err
+			}
+			tok := "-"
+			if !r.Token.IsZero() {
+				tok = r.Token.String()
+			}
+			p.row(strconv.FormatUint(r.Seq, 10), r.Kind, text(r.Domain), optional(r.Offset, r.Offset >= 0), tok,
+				strconv.Itoa(r.Attempt), strconv.Itoa(r.Retries), strconv.FormatBool(r.Front),
+				timeText(r.At), timeText(r.Acquired), timeText(r.Expires), optionalText(r.Cause))
+			return p.err
+		})
+}
+
+// printer writes a command's output, as text rows or JSON objects. The
+// first write error sticks in err.
+type printer struct {
+	w    *bufio.Writer
+	json bool
+	err  error
+}
+
+// row writes fields as one tab-separated line. Fields must already be
+// formatted: numbers, or strings passed through text.
+func (p *printer) row(fields ...string) {
+	if p.err != nil {
+		return
+	}
+	for i, f := range fields {
+		if i > 0 {
+			p.w.WriteByte('\t')
+		}
+		p.w.WriteString(f)
+	}
+	_, p.err = p.w.WriteString("\n")
+}
+
+// object writes v as one line of JSON.
+func (p *printer) object(v any) {
+	if p.err != nil {
+		return
+	}
+	enc := json.NewEncoder(p.w)
+	enc.SetEscapeHTML(false)
+	p.err = enc.Encode(v)
+}
+
+// text formats a text field for a row: as it is, unless it could be taken
+// for something else (empty, "-", or starting with a quote) or would break
+// the line or the columns (an unprintable character, such as a tab or a
+// newline, or bytes that are not UTF-8); then as a quoted Go string.
+func text(s string) string {
+	if s == "" || s == "-" || s[0] == '"' || !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+// optionalText is text, with "-" for the empty string.
+func optionalText(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return text(s)
+}
+
+// optional formats n, or "-" unless ok.
+func optional(n int64, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// timeText formats a time, "-" for the zero time.
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// utc returns t in UTC, keeping the zero time zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
