@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,20 +20,30 @@ import (
 	"github.com/worklease/worklease/internal/clock"
 )
 
-// The model test drives a real Manager and a plain model of the seed 000
+// The model test drives a real Manager and a plain model of its documented
 // contract side by side, and after every step checks that they agree and
-// that both satisfy the contract's six invariants.
+// that the model satisfies the contract's invariants.
 //
-// TryAcquire draws its domain from modelLeasedDomains only, so "z" never gets a
-// record: Succeed, Fail, Inspect and negative offsets on it exercise the
-// paths for a domain the Manager has never seen. Offsets come from a small
-// range so that they collide.
+// Each run draws a configuration. A quarter of the runs are seed 000 as it
+// was written: no option but WithMaxRetries, and only the calls of seed 000
+// (TryAcquire, Succeed, Fail, Inspect). The others draw a lease TTL (none or
+// modelTTL), FIFO or LIFO ordering, best-effort ordering, parking on dead
+// letters, one or four shards and an observer, and add Extend, Reap and the
+// admin calls. The model is written from the godoc of each call.
+//
+// TryAcquire, Kill and Pause, the calls that create a domain's record, draw
+// their domain from modelLeasedDomains only, so "z" never gets a record:
+// the other calls on it exercise the paths for a domain the Manager has
+// never seen. Offsets come from a small range so that they collide.
 var (
 	modelLeasedDomains = []string{"a", "b", "c"}
-	modelAllDomains    = []string{"a", "b", "c", "z"}
+	modelAllDomains    = []string{"a", "b", "c", "z"} // sorted, as Leases, DeadLetters and Reap order them
 )
 
-const maxModelOffset = 6
+const (
+	maxModelOffset = 6
+	modelTTL       = 10 * time.Second
+)
 
 func TestManagerModel(t *testing.T) {
 	t.Parallel()
@@ -55,37 +66,133 @@ func FuzzManagerModel(f *testing.F) {
 	f.Fuzz(rapid.MakeFuzz(managerModel))
 }
 
+// modelConfig is one run's configuration.
+type modelConfig struct {
+	maxRetries int
+	// extended: the options below are drawn, and the calls that came after
+	// seed 000 are made. Otherwise the Manager has seed 000's configuration
+	// and only seed 000's calls are made.
+	extended   bool
+	ttl        time.Duration // 0: leases never expire
+	lifo       bool
+	bestEffort bool
+	park       bool
+	shards     int // 0: the default
+	observe    bool
+}
+
+func drawModelConfig(t *rapid.T) modelConfig {
+	c := modelConfig{maxRetries: rapid.IntRange(0, 3).Draw(t, "maxRetries")}
+	// Shrinking goes towards 0, seed 000's configuration.
+	if rapid.IntRange(0, 3).Draw(t, "extended") == 0 {
+		return c
+	}
+	c.extended = true
+	c.ttl = rapid.SampledFrom([]time.Duration{0, modelTTL}).Draw(t, "ttl")
+	c.lifo = rapid.Bool().Draw(t, "lifo")
+	c.bestEffort = rapid.Bool().Draw(t, "bestEffort")
+	c.park = rapid.Bool().Draw(t, "park")
+	c.shards = rapid.SampledFrom([]int{1, 4}).Draw(t, "shards") // 1: every lease in one expiry heap
+	c.observe = rapid.Bool().Draw(t, "observe")
+	return c
+}
+
+func (c *modelConfig) options(clk worklease.Clock, obs worklease.Observer) []worklease.Option {
+	opts := []worklease.Option{worklease.WithMaxRetries(c.maxRetries), worklease.WithClock(clk)}
+	if !c.extended {
+		return opts
+	}
+	if c.ttl > 0 {
+		opts = append(opts, worklease.WithLeaseTTL(c.ttl))
+	}
+	if c.lifo {
+		opts = append(opts, worklease.WithOrdering(worklease.LIFO))
+	}
+	if c.bestEffort {
+		opts = append(opts, worklease.WithBestEffortOrdering())
+	}
+	if c.park {
+		opts = append(opts, worklease.WithParkOnDeadLetter())
+	}
+	if c.shards > 0 {
+		opts = append(opts, worklease.WithShards(c.shards))
+	}
+	if c.observe {
+		opts = append(opts, worklease.WithObserver(obs))
+	}
+	return opts
+}
+
+// modelObserver records the events of each domain, in order.
+type modelObserver struct {
+	mu     sync.Mutex
+	events map[string][]worklease.Event
+}
+
+func (o *modelObserver) Observe(e worklease.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.events == nil {
+		o.events = map[string][]worklease.Event{}
+	}
+	o.events[e.Domain] = append(o.events[e.Domain], e)
+}
+
+func (o *modelObserver) domains() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Sorted(maps.Keys(o.events))
+}
+
+func (o *modelObserver) of(domain string) []worklease.Event {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.events[domain])
+}
+
 // managerModel is the property shared by TestManagerModel and
 // FuzzManagerModel.
 func managerModel(t *rapid.T) {
-	maxRetries := rapid.IntRange(0, 3).Draw(t, "maxRetries")
+	cfg := drawModelConfig(t)
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	m, err := worklease.New(worklease.WithMaxRetries(maxRetries), worklease.WithClock(clk))
+	obs := &modelObserver{}
+	m, err := worklease.New(cfg.options(clk, obs)...)
 	require.NoError(t, err)
 	// other issues tokens that must never be valid in m, even when their
 	// fence and domain serial coincide with a token of m.
-	other, err := worklease.New(worklease.WithMaxRetries(maxRetries), worklease.WithClock(clk))
+	other, err := worklease.New(worklease.WithMaxRetries(cfg.maxRetries), worklease.WithClock(clk))
 	require.NoError(t, err)
 
-	s := &modelTest{m: m, other: other, clk: clk, model: newLeaseModel(maxRetries)}
+	s := &modelTest{m: m, other: other, clk: clk, model: newLeaseModel(&cfg)}
+	if cfg.extended && cfg.observe {
+		s.obs = obs
+	}
 	leased := rapid.SampledFrom(modelLeasedDomains)
 	anyDomain := rapid.SampledFrom(modelAllDomains)
 	offset := rapid.Int64Range(0, maxModelOffset)
 	burstOffset := rapid.OneOf(rapid.Int64Range(0, 3*maxModelOffset), rapid.Int64Range(0, 3*maxModelOffset),
 		rapid.Int64Range(0, 3*maxModelOffset), rapid.Int64Range(math.MaxInt64-2, math.MaxInt64))
+	negative := rapid.OneOf(rapid.Just(int64(-1)), rapid.Just(int64(math.MinInt64)), rapid.Int64Range(math.MinInt64, -1))
+	// Whole seconds make a lease expire exactly at its deadline often.
+	advance := rapid.OneOf(
+		rapid.Map(rapid.Int64Range(0, 15), func(s int64) time.Duration { return time.Duration(s) * time.Second }),
+		rapid.Map(rapid.Int64Range(0, 15_000), func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }))
+	extendSeconds := rapid.Map(rapid.Int64Range(1, 20), func(s int64) time.Duration { return time.Duration(s) * time.Second })
+	extendBy := rapid.OneOf(rapid.SampledFrom([]time.Duration{-time.Second, 0}), extendSeconds, extendSeconds, extendSeconds)
+	reason := rapid.SampledFrom([]string{"poison", "operator", ""})
 
-	t.Repeat(map[string]func(*rapid.T){
+	actions := map[string]func(*rapid.T){
 		"TryAcquire": func(t *rapid.T) {
 			s.tryAcquire(t, leased.Draw(t, "domain"), offset.Draw(t, "offset"))
 		},
-		// TryAcquireHead asks for the backlog's head when there is one, as an
-		// orchestrator following a hint does; plain TryAcquire finds it
-		// only by chance.
+		// TryAcquireHead asks for the offset the domain grants next when
+		// there is one, as an orchestrator following a hint does; plain
+		// TryAcquire finds it only by chance.
 		"TryAcquireHead": func(t *rapid.T) {
 			d := leased.Draw(t, "domain")
 			off := offset.Draw(t, "offset")
-			if b := s.model.domains[d].backlog; len(b) > 0 {
-				off = b[0]
+			if head, ok := s.model.domains[d].headAfterTouch(s.clk.Now()); ok {
+				off = head
 			}
 			s.tryAcquire(t, d, off)
 		},
@@ -102,9 +209,8 @@ func managerModel(t *rapid.T) {
 		},
 		"TryAcquireNegative": func(t *rapid.T) {
 			d := anyDomain.Draw(t, "domain")
-			off := rapid.OneOf(rapid.Just(int64(-1)), rapid.Just(int64(math.MinInt64)),
-				rapid.Int64Range(math.MinInt64, -1)).Draw(t, "offset")
-			before := s.snapshot(t, d)
+			off := negative.Draw(t, "offset")
+			before := s.before(t, d, s.model.domains[d].due(s.clk.Now()), false, worklease.ErrInvalidOffset)
 			got, err := s.m.TryAcquire(d, off)
 			require.ErrorIs(t, err, worklease.ErrInvalidOffset)
 			require.NotErrorIs(t, err, worklease.ErrBacklogOrder)
@@ -133,107 +239,250 @@ func managerModel(t *rapid.T) {
 			s.fail(t, d, s.model.domains[d].lease.token, nil)
 		},
 		"Advance": func(t *rapid.T) {
-			s.clk.Advance(time.Duration(rapid.Int64Range(0, 90_000).Draw(t, "ms")) * time.Millisecond)
+			s.clk.Advance(advance.Draw(t, "by"))
 		},
 		"Inspect": func(t *rapid.T) {
-			s.checkDomain(t, anyDomain.Draw(t, "domain"))
+			s.inspect(t, anyDomain.Draw(t, "domain"))
 		},
 		"": s.check,
-	})
+	}
+	if cfg.ttl > 0 {
+		// AdvanceToExpiry moves the clock to just before, exactly at or
+		// just after a lease's deadline, which plain Advance hits only
+		// by chance.
+		actions["AdvanceToExpiry"] = func(t *rapid.T) {
+			now := s.clk.Now()
+			var deadlines []time.Time
+			for _, d := range modelAllDomains {
+				if md := s.model.domains[d]; md.leased && now.Before(md.lease.expiresAt) {
+					deadlines = append(deadlines, md.lease.expiresAt)
+				}
+			}
+			if len(deadlines) == 0 {
+				s.clk.Advance(advance.Draw(t, "by"))
+				return
+			}
+			at := rapid.SampledFrom(deadlines).Draw(t, "deadline")
+			at = at.Add(rapid.SampledFrom([]time.Duration{0, -time.Millisecond, time.Millisecond}).Draw(t, "delta"))
+			if at.After(now) {
+				s.clk.Advance(at.Sub(now))
+			}
+		}
+	}
+	if cfg.extended {
+		maps.Copy(actions, map[string]func(*rapid.T){
+			"Extend": func(t *rapid.T) {
+				d := anyDomain.Draw(t, "domain")
+				s.extend(t, d, s.drawToken(t, d), extendBy.Draw(t, "by"))
+			},
+			// ExtendCurrent extends the lease in flight, now and then to
+			// exactly its current deadline, which must change nothing.
+			"ExtendCurrent": func(t *rapid.T) {
+				d := leased.Draw(t, "domain")
+				md := s.model.domains[d]
+				by := extendBy.Draw(t, "by")
+				if left := md.lease.expiresAt.Sub(s.clk.Now()); md.leased && left > 0 && rapid.IntRange(0, 3).Draw(t, "toDeadline") == 0 {
+					by = left
+				}
+				s.extend(t, d, md.lease.token, by)
+			},
+			"Reap": s.reap,
+			"Kill": func(t *rapid.T) {
+				d := leased.Draw(t, "domain")
+				s.kill(t, d, s.drawKnownOffset(t, d), reason.Draw(t, "reason"))
+			},
+			"KillNegative": func(t *rapid.T) {
+				d := anyDomain.Draw(t, "domain")
+				s.kill(t, d, negative.Draw(t, "offset"), reason.Draw(t, "reason"))
+			},
+			"Redrive": func(t *rapid.T) {
+				d := anyDomain.Draw(t, "domain")
+				off := s.drawKnownOffset(t, d)
+				if failed := s.model.domains[d].failed; len(failed) > 0 && rapid.IntRange(0, 3).Draw(t, "pickFailed") > 0 {
+					off = rapid.SampledFrom(slices.Sorted(maps.Keys(failed))).Draw(t, "failedOffset")
+				}
+				s.redrive(t, d, off)
+			},
+			"ForceRelease": func(t *rapid.T) {
+				s.forceRelease(t, anyDomain.Draw(t, "domain"))
+			},
+			"Pause": func(t *rapid.T) {
+				s.pause(t, leased.Draw(t, "domain"))
+			},
+			"Resume": func(t *rapid.T) {
+				s.resume(t, anyDomain.Draw(t, "domain"))
+			},
+			"Forget": func(t *rapid.T) {
+				s.forget(t, anyDomain.Draw(t, "domain"))
+			},
+		})
+	}
+	t.Repeat(actions)
 }
 
-// A modelLease is the seed's LeaseRecord.
+// A modelLease is the seed's LeaseRecord, plus its expiry.
 type modelLease struct {
 	offset     int64
 	token      worklease.Token
 	acquiredAt time.Time
+	expiresAt  time.Time // zero: never
 	retries    int
 }
 
-// A modelDomain is one domain of the seed 000 contract, written as plainly as
-// possible, plus the history that the invariants about the past need.
+// A modelAttempt is what an offset put back in the backlog by an expiry or
+// ForceRelease carries to its next grant.
+type modelAttempt struct {
+	retries    int
+	acquiredAt time.Time
+}
+
+type modelDeadLetter struct {
+	cause    error
+	attempts int
+	at       time.Time
+}
+
+// A modelEvent is an Event the Manager must report, without its domain.
+type modelEvent struct {
+	kind    worklease.EventKind
+	offset  int64
+	attempt int
+	token   worklease.Token
+	cause   error
+	at      time.Time
+}
+
+// A modelDomain is one domain as the godoc describes it, written as plainly
+// as possible, plus the history that the invariants about the past need.
 type modelDomain struct {
+	cfg *modelConfig
+
+	// Seed 000's state.
 	leased    bool
 	lease     modelLease // zero unless leased
 	processed map[int64]bool
-	failed    map[int64]bool
-	backlog   []int64 // FIFO, head first
+	failed    map[int64]modelDeadLetter
+	backlog   []int64 // head first
 
-	created  bool              // TryAcquire has been called with a valid offset: the domain has a record
-	record   any               // worklease.RecordOf once created; must never change
-	grants   []worklease.Token // the token of every Acquired, in order
-	granted  []int64           // the offset of every Acquired, in order
-	enqueued []int64           // every offset that entered the backlog, in order
-	dequeued []int64           // every offset that left it, in order
+	// The optional behaviour's.
+	paused     bool
+	carried    map[int64]modelAttempt // queued offsets whose attempts carry over
+	revoked    worklease.Token        // the latest lease that ended without its holder
+	revokedErr error                  // and why: ErrLeaseExpired or ErrLeaseRevoked
+
+	// History.
+	created    bool              // the domain has a record (TryAcquire, Kill or Pause made one; Forget drops it)
+	record     any               // worklease.RecordOf once created; changes only after Forget
+	oldRecords []any             // records dropped by Forget
+	grants     []worklease.Token // the token of every grant, in order, across Forgets
+	granted    []int64           // the offset of every grant since the record was created
+	events     []modelEvent      // every event, in order, across Forgets
+	replay     modelReplay       // the current record's history, replayed from events
+	replayed   int               // events replayed so far
+	observed   int               // events compared with the observer's so far
+}
+
+func newModelDomain(cfg *modelConfig) *modelDomain {
+	md := &modelDomain{cfg: cfg}
+	md.reset()
+	return md
+}
+
+// reset gives md a fresh record's state, keeping the history that outlives
+// a Forget.
+func (md *modelDomain) reset() {
+	md.leased, md.lease, md.paused = false, modelLease{}, false
+	md.processed, md.failed, md.backlog, md.carried = map[int64]bool{}, map[int64]modelDeadLetter{}, nil, map[int64]modelAttempt{}
+	md.revoked, md.revokedErr = worklease.Token{}, nil
+	md.created, md.granted = false, nil
+	if md.record != nil {
+		md.oldRecords = append(md.oldRecords, md.record)
+		md.record = nil
+	}
 }
 
 // A leaseModel is the whole Manager: plain maps and slices, no locks.
 type leaseModel struct {
-	maxRetries int
-	domains    map[string]*modelDomain
-	issued     map[worklease.Token]string // every token ever granted, to its domain
-	grants     int                        // number of Acquired results, in all domains
+	cfg       *modelConfig
+	domains   map[string]*modelDomain
+	issued    map[worklease.Token]string // every token ever granted, to its domain
+	grants    int                        // number of Acquired results, in all domains
+	forgotten bool                       // Forget dropped a domain: fences no longer count grants
 }
 
-func newLeaseModel(maxRetries int) *leaseModel {
-	l := &leaseModel{maxRetries: maxRetries, domains: map[string]*modelDomain{}, issued: map[worklease.Token]string{}}
+func newLeaseModel(cfg *modelConfig) *leaseModel {
+	l := &leaseModel{cfg: cfg, domains: map[string]*modelDomain{}, issued: map[worklease.Token]string{}}
 	for _, d := range modelAllDomains {
-		l.domains[d] = &modelDomain{processed: map[int64]bool{}, failed: map[int64]bool{}}
+		l.domains[d] = newModelDomain(cfg)
 	}
 	return l
 }
 
-// acquire is TryAcquire on the model. On Acquired the model cannot know the
-// new token: the result carries a zero Token, and the caller records the
-// real one with grant. The model changes only when the error is nil.
-func (md *modelDomain) acquire(domain string, off int64, now time.Time) (worklease.AcquireResult, error) {
-	md.created = true
-	switch {
-	case md.processed[off]:
-		return worklease.AcquireResult{Status: worklease.AlreadyProcessed}, nil
-	case md.failed[off]:
-		return worklease.AcquireResult{Status: worklease.AlreadyFailed}, nil
-	case md.leased && off == md.lease.offset:
-		l := md.lease
-		return worklease.AcquireResult{Status: worklease.AlreadyAcquired, Token: l.token, AcquiredAt: l.acquiredAt, RetryCount: l.retries}, nil
-	case md.leased:
-		if !slices.Contains(md.backlog, off) {
-			md.backlog = append(md.backlog, off)
-			md.enqueued = append(md.enqueued, off)
-		}
-		return worklease.AcquireResult{Status: worklease.Enqueued}, nil
+func (md *modelDomain) emit(kind worklease.EventKind, offset int64, attempt int, tok worklease.Token, cause error, now time.Time) {
+	md.events = append(md.events, modelEvent{kind: kind, offset: offset, attempt: attempt, token: tok, cause: cause, at: now})
+}
+
+// due reports whether the lease has run out of time but is not revoked yet.
+func (md *modelDomain) due(now time.Time) bool {
+	return md.leased && !md.lease.expiresAt.IsZero() && !now.Before(md.lease.expiresAt)
+}
+
+// touch is what every call on the domain does first: it revokes the lease
+// if its time has run out. The expiry counts as a failed attempt.
+func (md *modelDomain) touch(now time.Time) bool {
+	if !md.due(now) {
+		return false
+	}
+	l := md.lease
+	md.emit(worklease.EventExpired, l.offset, l.retries+1, l.token, nil, now)
+	md.endLease(l.token, worklease.ErrLeaseExpired)
+	if l.retries < md.cfg.maxRetries {
+		md.requeue(l.offset, modelAttempt{retries: l.retries + 1, acquiredAt: l.acquiredAt})
+	} else {
+		md.deadLetter(l.offset, l.retries+1, l.token, worklease.ErrLeaseExpired, now, md.cfg.park)
+	}
+	return true
+}
+
+// headAfterTouch returns the offset the domain's backlog will start with
+// once the next call has revoked an expired lease.
+func (md *modelDomain) headAfterTouch(now time.Time) (int64, bool) {
+	if md.due(now) && md.lease.retries < md.cfg.maxRetries {
+		return md.lease.offset, true
 	}
 	if len(md.backlog) > 0 {
-		if head := md.backlog[0]; head != off {
-			return worklease.AcquireResult{}, &worklease.BacklogOrderError{Domain: domain, Expected: head, Got: off}
-		}
-		md.backlog = md.backlog[1:]
-		md.dequeued = append(md.dequeued, off)
+		return md.backlog[0], true
 	}
-	md.leased = true
-	md.lease = modelLease{offset: off, acquiredAt: now}
-	return worklease.AcquireResult{Status: worklease.Acquired, AcquiredAt: now}, nil
+	return 0, false
 }
 
-// grant records tok as the token of the lease acquire just granted.
-func (l *leaseModel) grant(domain string, tok worklease.Token) {
-	md := l.domains[domain]
-	md.lease.token = tok
-	md.grants = append(md.grants, tok)
-	md.granted = append(md.granted, md.lease.offset)
-	l.issued[tok] = domain
-	l.grants++
+func (md *modelDomain) endLease(tok worklease.Token, why error) {
+	md.revoked, md.revokedErr = tok, why
+	md.leased, md.lease = false, modelLease{}
 }
 
-// checkToken is the token check of Succeed and Fail.
-func (md *modelDomain) checkToken(tok worklease.Token) error {
-	if !md.leased {
-		return worklease.ErrNoLease
+// requeue puts off at the front of the backlog with the attempts it made.
+func (md *modelDomain) requeue(off int64, a modelAttempt) {
+	md.backlog = slices.Insert(md.backlog, 0, off)
+	md.carried[off] = a
+}
+
+func (md *modelDomain) deadLetter(off int64, attempts int, tok worklease.Token, cause error, now time.Time, park bool) {
+	md.failed[off] = modelDeadLetter{cause: cause, attempts: attempts, at: now}
+	md.emit(worklease.EventDeadLettered, off, attempts, tok, cause, now)
+	if park && !md.paused {
+		md.paused = true
+		md.emit(worklease.EventPaused, off, 0, worklease.Token{}, cause, now)
 	}
-	if tok != md.lease.token {
-		return worklease.ErrTokenMismatch
+}
+
+// next is the offset an idle, running domain grants next, which admin
+// calls and Reap report.
+func (md *modelDomain) next() (int64, bool) {
+	if md.leased || md.paused || len(md.backlog) == 0 {
+		return 0, false
 	}
-	return nil
+	return md.backlog[0], true
 }
 
 // hint returns the backlog's head, if any.
@@ -244,10 +493,107 @@ func (md *modelDomain) hint() (int64, bool) {
 	return md.backlog[0], true
 }
 
-func (md *modelDomain) succeed(tok worklease.Token) (worklease.SucceedResult, error) {
-	if err := md.checkToken(tok); err != nil {
+func (l *modelLease) result(st worklease.AcquireStatus) worklease.AcquireResult {
+	return worklease.AcquireResult{Status: st, Token: l.token, AcquiredAt: l.acquiredAt, ExpiresAt: l.expiresAt, RetryCount: l.retries}
+}
+
+// acquire is TryAcquire on the model. On Acquired the model cannot know the
+// new token: the result carries a zero Token, and the caller records the
+// real one with grant. The model changes only when the error is nil.
+func (md *modelDomain) acquire(domain string, off int64, now time.Time) (worklease.AcquireResult, error) {
+	md.created = true
+	md.touch(now)
+	switch {
+	case md.processed[off]:
+		return worklease.AcquireResult{Status: worklease.AlreadyProcessed}, nil
+	case modelHas(md.failed, off):
+		return worklease.AcquireResult{Status: worklease.AlreadyFailed}, nil
+	case md.leased && off == md.lease.offset:
+		return md.lease.result(worklease.AlreadyAcquired), nil
+	case md.leased || md.paused:
+		if !slices.Contains(md.backlog, off) {
+			if md.cfg.lifo {
+				md.backlog = slices.Insert(md.backlog, 0, off)
+			} else {
+				md.backlog = append(md.backlog, off)
+			}
+			md.emit(worklease.EventEnqueued, off, 0, worklease.Token{}, nil, now)
+		}
+		return worklease.AcquireResult{Status: worklease.Enqueued}, nil
+	}
+	if len(md.backlog) > 0 {
+		switch head := md.backlog[0]; {
+		case head == off:
+			md.backlog = md.backlog[1:]
+		case !md.cfg.bestEffort:
+			return worklease.AcquireResult{}, &worklease.BacklogOrderError{Domain: domain, Expected: head, Got: off}
+		default:
+			if i := slices.Index(md.backlog, off); i >= 0 {
+				md.backlog = slices.Delete(md.backlog, i, i+1)
+			}
+			md.emit(worklease.EventOutOfOrder, off, 0, worklease.Token{}, nil, now)
+		}
+	}
+	md.leased = true
+	md.lease = modelLease{offset: off, acquiredAt: now}
+	if a, ok := md.carried[off]; ok {
+		md.lease.retries, md.lease.acquiredAt = a.retries, a.acquiredAt
+		delete(md.carried, off)
+	}
+	if md.cfg.ttl > 0 {
+		md.lease.expiresAt = now.Add(md.cfg.ttl)
+	}
+	md.granted = append(md.granted, off)
+	return md.lease.result(worklease.Acquired), nil
+}
+
+func modelHas[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// grant records tok as the token of the lease acquire just granted.
+func (l *leaseModel) grant(domain string, tok worklease.Token, now time.Time) {
+	md := l.domains[domain]
+	md.lease.token = tok
+	md.grants = append(md.grants, tok)
+	l.issued[tok] = domain
+	l.grants++
+	md.emit(worklease.EventAcquired, md.lease.offset, md.lease.retries+1, tok, nil, now)
+}
+
+// checkToken is the token check of Succeed, Fail and Extend, on a domain
+// with a record. A rejection is an event.
+func (md *modelDomain) checkToken(tok worklease.Token, now time.Time) error {
+	if md.leased && tok == md.lease.token {
+		return nil
+	}
+	var err error
+	switch {
+	case !tok.IsZero() && tok == md.revoked:
+		err = md.revokedErr
+	case !md.leased:
+		err = worklease.ErrNoLease
+	default:
+		err = worklease.ErrTokenMismatch
+	}
+	off := int64(-1)
+	if md.leased {
+		off = md.lease.offset
+	}
+	md.emit(worklease.EventRejected, off, 0, tok, err, now)
+	return err
+}
+
+func (md *modelDomain) succeed(tok worklease.Token, now time.Time) (worklease.SucceedResult, error) {
+	if !md.created {
+		return worklease.SucceedResult{}, worklease.ErrNoLease
+	}
+	md.touch(now)
+	if err := md.checkToken(tok, now); err != nil {
 		return worklease.SucceedResult{}, err
 	}
+	md.emit(worklease.EventProcessed, md.lease.offset, md.lease.retries+1, tok, nil, now)
 	md.processed[md.lease.offset] = true
 	md.leased, md.lease = false, modelLease{}
 	if next, ok := md.hint(); ok {
@@ -256,21 +602,239 @@ func (md *modelDomain) succeed(tok worklease.Token) (worklease.SucceedResult, er
 	return worklease.SucceedResult{Status: worklease.NoBacklog}, nil
 }
 
-func (md *modelDomain) fail(tok worklease.Token, maxRetries int) (worklease.FailResult, error) {
-	if err := md.checkToken(tok); err != nil {
+func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (worklease.FailResult, error) {
+	if !md.created {
+		return worklease.FailResult{}, worklease.ErrNoLease
+	}
+	md.touch(now)
+	if err := md.checkToken(tok, now); err != nil {
 		return worklease.FailResult{}, err
 	}
-	if md.lease.retries < maxRetries {
+	if md.lease.retries < md.cfg.maxRetries {
 		md.lease.retries++
+		// The next attempt gets at least a full TTL.
+		if at := now.Add(md.cfg.ttl); md.cfg.ttl > 0 && at.After(md.lease.expiresAt) {
+			md.lease.expiresAt = at
+		}
+		md.emit(worklease.EventRetrying, md.lease.offset, md.lease.retries, tok, cause, now)
 		return worklease.FailResult{Status: worklease.RetryScheduled, RetryCount: md.lease.retries}, nil
 	}
 	retries := md.lease.retries
-	md.failed[md.lease.offset] = true
+	md.deadLetter(md.lease.offset, retries+1, tok, cause, now, md.cfg.park)
 	md.leased, md.lease = false, modelLease{}
+	if md.paused {
+		return worklease.FailResult{Status: worklease.GiveUpParked, RetryCount: retries}, nil
+	}
 	if next, ok := md.hint(); ok {
 		return worklease.FailResult{Status: worklease.GiveUpNextHint, RetryCount: retries, Next: next}, nil
 	}
 	return worklease.FailResult{Status: worklease.GiveUpNoBacklog, RetryCount: retries}, nil
+}
+
+func (md *modelDomain) extend(tok worklease.Token, d time.Duration, now time.Time) (time.Time, error) {
+	if d <= 0 {
+		return time.Time{}, worklease.ErrInvalidDuration
+	}
+	if !md.created {
+		return time.Time{}, worklease.ErrNoLease
+	}
+	md.touch(now)
+	if err := md.checkToken(tok, now); err != nil {
+		return time.Time{}, err
+	}
+	if md.cfg.ttl == 0 {
+		return time.Time{}, nil
+	}
+	if at := now.Add(d); at.After(md.lease.expiresAt) {
+		md.lease.expiresAt = at
+		md.emit(worklease.EventExtended, md.lease.offset, md.lease.retries+1, tok, nil, now)
+	}
+	return md.lease.expiresAt, nil
+}
+
+// info is what Inspect reports, without touching the domain.
+func (md *modelDomain) info(domain string) worklease.DomainInfo {
+	info := worklease.DomainInfo{
+		Leased:    md.leased,
+		Paused:    md.paused,
+		Processed: int64(len(md.processed)),
+		Failed:    int64(len(md.failed)),
+	}
+	if md.leased {
+		info.Lease = md.leaseInfo(domain)
+	}
+	if len(md.backlog) > 0 {
+		info.Backlog = slices.Clone(md.backlog)
+	}
+	return info
+}
+
+func (md *modelDomain) leaseInfo(domain string) worklease.LeaseInfo {
+	l := md.lease
+	return worklease.LeaseInfo{Domain: domain, Offset: l.offset, Token: l.token, AcquiredAt: l.acquiredAt, ExpiresAt: l.expiresAt, RetryCount: l.retries}
+}
+
+// modelSameInfo reports whether two DomainInfos are equal, as require.Equal
+// would, without its cost.
+func modelSameInfo(a, b worklease.DomainInfo) bool {
+	return a.Leased == b.Leased && a.Lease == b.Lease && a.Paused == b.Paused &&
+		slices.Equal(a.Backlog, b.Backlog) && (a.Backlog == nil) == (b.Backlog == nil) &&
+		a.Processed == b.Processed && a.Failed == b.Failed
+}
+
+func (md *modelDomain) deadLetters(domain string) []worklease.DeadLetter {
+	var out []worklease.DeadLetter
+	for _, off := range slices.Sorted(maps.Keys(md.failed)) {
+		dl := md.failed[off]
+		out = append(out, worklease.DeadLetter{Domain: domain, Offset: off, Cause: dl.cause, Attempts: dl.attempts, At: dl.at})
+	}
+	return out
+}
+
+// The admin calls. Each returns the offset the domain grants next, as the
+// Manager's do.
+
+func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, bool, error) {
+	if off < 0 {
+		return 0, false, worklease.ErrInvalidOffset
+	}
+	md.created = true
+	md.touch(now)
+	if md.processed[off] {
+		return 0, false, worklease.ErrAlreadyProcessed
+	}
+	if modelHas(md.failed, off) {
+		next, ok := md.next()
+		return next, ok, nil
+	}
+	cause := errors.New(reason)
+	attempts, tok := 0, worklease.Token{}
+	if md.leased && md.lease.offset == off {
+		attempts, tok = md.lease.retries+1, md.lease.token
+		md.endLease(tok, worklease.ErrLeaseRevoked)
+	} else if i := slices.Index(md.backlog, off); i >= 0 {
+		md.backlog = slices.Delete(md.backlog, i, i+1)
+		attempts = md.carried[off].retries
+		delete(md.carried, off)
+	}
+	md.emit(worklease.EventKilled, off, attempts, tok, cause, now)
+	md.deadLetter(off, attempts, tok, cause, now, false) // a kill never parks
+	next, ok := md.next()
+	return next, ok, nil
+}
+
+func (md *modelDomain) redrive(off int64, now time.Time) (int64, bool, error) {
+	if !md.created {
+		return 0, false, worklease.ErrNotDeadLettered
+	}
+	md.touch(now)
+	if !modelHas(md.failed, off) {
+		return 0, false, worklease.ErrNotDeadLettered
+	}
+	delete(md.failed, off)
+	md.backlog = slices.Insert(md.backlog, 0, off) // fresh attempts: nothing carried
+	md.emit(worklease.EventRedriven, off, 0, worklease.Token{}, nil, now)
+	next, ok := md.next()
+	return next, ok, nil
+}
+
+func (md *modelDomain) forceRelease(now time.Time) (int64, bool, error) {
+	if !md.created {
+		return 0, false, worklease.ErrNoLease
+	}
+	md.touch(now)
+	if !md.leased {
+		return 0, false, worklease.ErrNoLease
+	}
+	l := md.lease
+	md.emit(worklease.EventReleased, l.offset, l.retries+1, l.token, nil, now)
+	md.endLease(l.token, worklease.ErrLeaseRevoked)
+	md.requeue(l.offset, modelAttempt{retries: l.retries, acquiredAt: l.acquiredAt})
+	next, ok := md.next()
+	return next, ok, nil
+}
+
+func (md *modelDomain) pause(now time.Time) {
+	md.created = true
+	md.touch(now)
+	if !md.paused {
+		md.paused = true
+		md.emit(worklease.EventPaused, -1, 0, worklease.Token{}, nil, now)
+	}
+}
+
+func (md *modelDomain) resume(now time.Time) (int64, bool) {
+	if !md.created {
+		return 0, false
+	}
+	md.touch(now)
+	if md.paused {
+		md.paused = false
+		md.emit(worklease.EventResumed, -1, 0, worklease.Token{}, nil, now)
+	}
+	return md.next()
+}
+
+// forget reports the error of Forget, and whether it dropped the domain.
+func (md *modelDomain) forget(now time.Time) (bool, error) {
+	if !md.created {
+		return false, nil
+	}
+	md.touch(now)
+	if md.leased || len(md.backlog) > 0 {
+		return false, worklease.ErrDomainBusy
+	}
+	md.emit(worklease.EventForgotten, -1, 0, worklease.Token{}, nil, now)
+	md.reset()
+	return true, nil
+}
+
+// reap is Reap on the model.
+func (l *leaseModel) reap(now time.Time) []worklease.Expiry {
+	if l.cfg.ttl == 0 {
+		return nil
+	}
+	var out []worklease.Expiry
+	for _, d := range modelAllDomains {
+		md := l.domains[d]
+		lease := md.lease
+		if !md.touch(now) {
+			continue
+		}
+		next, ok := md.next()
+		out = append(out, worklease.Expiry{
+			Domain: d, Offset: lease.offset, Token: lease.token, Attempts: lease.retries + 1,
+			DeadLettered: modelHas(md.failed, lease.offset), Next: next, HasNext: ok,
+		})
+	}
+	return out
+}
+
+// stats counts the model's events, as Stats does the Manager's.
+func (l *leaseModel) stats() worklease.Stats {
+	n := map[worklease.EventKind]uint64{}
+	for _, md := range l.domains {
+		for _, ev := range md.events {
+			n[ev.kind]++
+		}
+	}
+	return worklease.Stats{
+		Acquired:     n[worklease.EventAcquired],
+		Enqueued:     n[worklease.EventEnqueued],
+		Processed:    n[worklease.EventProcessed],
+		Retried:      n[worklease.EventRetrying],
+		DeadLettered: n[worklease.EventDeadLettered],
+		Expired:      n[worklease.EventExpired],
+		Extended:     n[worklease.EventExtended],
+		Rejected:     n[worklease.EventRejected],
+		OutOfOrder:   n[worklease.EventOutOfOrder],
+		Killed:       n[worklease.EventKilled],
+		Redriven:     n[worklease.EventRedriven],
+		Released:     n[worklease.EventReleased],
+		Paused:       n[worklease.EventPaused],
+		Resumed:      n[worklease.EventResumed],
+		Forgotten:    n[worklease.EventForgotten],
+	}
 }
 
 // modelTest holds one run's Manager, model and clock.
@@ -279,16 +843,23 @@ type modelTest struct {
 	other *worklease.Manager // a second Manager, whose tokens m must reject
 	clk   *clock.Fake
 	model *leaseModel
+	obs   *modelObserver // nil unless the run observes events
 
 	otherOffset int64 // next offset to acquire in other
 }
 
+// Each call below runs on the model first: the model needs nothing from the
+// Manager to predict a result (except a new token, recorded afterwards), and
+// knowing whether the call must fail tells whether to take the snapshot
+// that requireUnchanged compares with. due is taken before, since the
+// model's call revokes an expired lease.
+
 func (s *modelTest) tryAcquire(t *rapid.T, d string, off int64) {
-	md := s.model.domains[d]
-	before := s.snapshot(t, d)
-	now := s.clk.Now()
-	got, err := s.m.TryAcquire(d, off)
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
 	want, wantErr := md.acquire(d, off, now)
+	before := s.before(t, d, due, true, wantErr)
+	got, err := s.m.TryAcquire(d, off)
 
 	if wantErr != nil {
 		var wantOrder, gotOrder *worklease.BacklogOrderError
@@ -303,6 +874,7 @@ func (s *modelTest) tryAcquire(t *rapid.T, d string, off int64) {
 	require.NoError(t, err, "TryAcquire(%q, %d)", d, off)
 	require.Equal(t, want.Status, got.Status, "TryAcquire(%q, %d)", d, off)
 	require.True(t, want.AcquiredAt.Equal(got.AcquiredAt), "TryAcquire(%q, %d): AcquiredAt %v, want %v", d, off, got.AcquiredAt, want.AcquiredAt)
+	require.True(t, want.ExpiresAt.Equal(got.ExpiresAt), "TryAcquire(%q, %d): ExpiresAt %v, want %v", d, off, got.ExpiresAt, want.ExpiresAt)
 	require.Equal(t, want.RetryCount, got.RetryCount, "TryAcquire(%q, %d): RetryCount", d, off)
 	if want.Status != worklease.Acquired {
 		require.Equal(t, want.Token, got.Token, "TryAcquire(%q, %d): Token", d, off)
@@ -310,19 +882,26 @@ func (s *modelTest) tryAcquire(t *rapid.T, d string, off int64) {
 	}
 	// A grant: the token must be new everywhere and fence this domain's
 	// grants in order. Token documents the fence as the number of grants in
-	// the domain so far, this one included.
+	// the domain so far, this one included; once a domain has been
+	// forgotten, fences only have to keep growing.
 	require.False(t, got.Token.IsZero(), "Acquired with the zero token")
 	if prev, dup := s.model.issued[got.Token]; dup {
 		require.Failf(t, "token issued twice", "token %v granted in %q was already granted in %q", got.Token, d, prev)
 	}
-	require.Equal(t, uint64(len(md.grants)+1), got.Token.Fence(), "fence of grant %d in %q", len(md.grants)+1, d)
-	s.model.grant(d, got.Token)
+	if !s.model.forgotten {
+		require.Equal(t, uint64(len(md.grants)+1), got.Token.Fence(), "fence of grant %d in %q", len(md.grants)+1, d)
+	} else if n := len(md.grants); n > 0 {
+		require.Greater(t, got.Token.Fence(), md.grants[n-1].Fence(), "fence of grant %d in %q", n+1, d)
+	}
+	s.model.grant(d, got.Token, now)
 }
 
 func (s *modelTest) succeed(t *rapid.T, d string, tok worklease.Token) {
-	before := s.snapshot(t, d)
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	want, wantErr := md.succeed(tok, now)
+	before := s.before(t, d, due, true, wantErr)
 	got, err := s.m.Succeed(d, tok)
-	want, wantErr := s.model.domains[d].succeed(tok)
 	if wantErr != nil {
 		modelRequireSentinel(t, wantErr, err)
 		require.Zero(t, got)
@@ -334,9 +913,11 @@ func (s *modelTest) succeed(t *rapid.T, d string, tok worklease.Token) {
 }
 
 func (s *modelTest) fail(t *rapid.T, d string, tok worklease.Token, cause error) {
-	before := s.snapshot(t, d)
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	want, wantErr := md.fail(tok, cause, now)
+	before := s.before(t, d, due, true, wantErr)
 	got, err := s.m.Fail(d, tok, cause)
-	want, wantErr := s.model.domains[d].fail(tok, s.model.maxRetries)
 	if wantErr != nil {
 		modelRequireSentinel(t, wantErr, err)
 		require.Zero(t, got)
@@ -347,20 +928,145 @@ func (s *modelTest) fail(t *rapid.T, d string, tok worklease.Token, cause error)
 	require.Equal(t, want, got, "Fail(%q, %v)", d, tok)
 }
 
-// modelRequireSentinel checks that err is want (ErrNoLease or ErrTokenMismatch)
-// under errors.Is, and not the other one.
+func (s *modelTest) extend(t *rapid.T, d string, tok worklease.Token, by time.Duration) {
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	want, wantErr := md.extend(tok, by, now)
+	before := s.before(t, d, due, by > 0, wantErr) // a non-positive duration is refused before the domain is touched
+	got, err := s.m.Extend(d, tok, by)
+	if wantErr != nil {
+		modelRequireSentinel(t, wantErr, err)
+		require.Zero(t, got)
+		s.requireUnchanged(t, d, before)
+		return
+	}
+	require.NoError(t, err, "Extend(%q, %v, %v)", d, tok, by)
+	require.True(t, want.Equal(got) && want.IsZero() == got.IsZero(), "Extend(%q, %v, %v) = %v, want %v", d, tok, by, got, want)
+}
+
+func (s *modelTest) inspect(t *rapid.T, d string) {
+	md, now := s.model.domains[d], s.clk.Now()
+	md.touch(now)
+	got, err := s.m.Inspect(d)
+	require.NoError(t, err)
+	if want := md.info(d); !modelSameInfo(want, got) {
+		require.Equal(t, want, got, "Inspect(%q)", d)
+	}
+}
+
+func (s *modelTest) reap(t *rapid.T) {
+	want := s.model.reap(s.clk.Now())
+	got, err := s.m.Reap()
+	require.NoError(t, err)
+	if len(want) == 0 {
+		require.Empty(t, got, "Reap")
+		return
+	}
+	require.Equal(t, want, got, "Reap")
+}
+
+// requireAdmin checks an admin call's results against the model's.
+func (s *modelTest) requireAdmin(t *rapid.T, call, d string, before *modelSnapshot, wantNext int64, wantOK bool, wantErr error, next int64, ok bool, err error) {
+	if wantErr != nil {
+		modelRequireSentinel(t, wantErr, err)
+		require.Zero(t, next, "%s(%q): next", call, d)
+		require.False(t, ok, "%s(%q): ok", call, d)
+		s.requireUnchanged(t, d, before)
+		return
+	}
+	require.NoError(t, err, "%s(%q)", call, d)
+	require.Equal(t, [2]any{wantNext, wantOK}, [2]any{next, ok}, "%s(%q): next, ok", call, d)
+}
+
+func (s *modelTest) kill(t *rapid.T, d string, off int64, reason string) {
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	wantNext, wantOK, wantErr := md.kill(off, reason, now)
+	before := s.before(t, d, due, off >= 0, wantErr) // a negative offset is refused before the domain is touched
+	next, ok, err := s.m.Kill(d, off, reason)
+	s.requireAdmin(t, fmt.Sprintf("Kill(%d)", off), d, before, wantNext, wantOK, wantErr, next, ok, err)
+}
+
+func (s *modelTest) redrive(t *rapid.T, d string, off int64) {
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	wantNext, wantOK, wantErr := md.redrive(off, now)
+	before := s.before(t, d, due, true, wantErr)
+	next, ok, err := s.m.Redrive(d, off)
+	s.requireAdmin(t, fmt.Sprintf("Redrive(%d)", off), d, before, wantNext, wantOK, wantErr, next, ok, err)
+}
+
+func (s *modelTest) forceRelease(t *rapid.T, d string) {
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	wantNext, wantOK, wantErr := md.forceRelease(now)
+	before := s.before(t, d, due, true, wantErr)
+	next, ok, err := s.m.ForceRelease(d)
+	s.requireAdmin(t, "ForceRelease", d, before, wantNext, wantOK, wantErr, next, ok, err)
+}
+
+func (s *modelTest) pause(t *rapid.T, d string) {
+	s.model.domains[d].pause(s.clk.Now())
+	require.NoError(t, s.m.Pause(d), "Pause(%q)", d)
+}
+
+func (s *modelTest) resume(t *rapid.T, d string) {
+	wantNext, wantOK := s.model.domains[d].resume(s.clk.Now())
+	next, ok, err := s.m.Resume(d)
+	s.requireAdmin(t, "Resume", d, nil, wantNext, wantOK, nil, next, ok, err)
+}
+
+func (s *modelTest) forget(t *rapid.T, d string) {
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	dropped, wantErr := md.forget(now)
+	before := s.before(t, d, due, true, wantErr)
+	err := s.m.Forget(d)
+	if wantErr != nil {
+		modelRequireSentinel(t, wantErr, err)
+		s.requireUnchanged(t, d, before)
+		return
+	}
+	require.NoError(t, err, "Forget(%q)", d)
+	if dropped {
+		s.model.forgotten = true
+	}
+}
+
+// modelSentinels are the errors a call may return; each test of an error
+// checks that it is the one expected and none of the others.
+var modelSentinels = []error{
+	worklease.ErrNoLease, worklease.ErrTokenMismatch, worklease.ErrBacklogOrder,
+	worklease.ErrLeaseExpired, worklease.ErrLeaseRevoked, worklease.ErrInvalidDuration,
+	worklease.ErrInvalidOffset, worklease.ErrNotDeadLettered, worklease.ErrAlreadyProcessed,
+	worklease.ErrDomainBusy, worklease.ErrClosed,
+}
+
+// modelRequireSentinel checks that err is want under errors.Is, and none of
+// the other sentinels.
 func modelRequireSentinel(t *rapid.T, want, err error) {
 	require.ErrorIs(t, err, want)
-	for _, other := range []error{worklease.ErrNoLease, worklease.ErrTokenMismatch, worklease.ErrBacklogOrder} {
+	for _, other := range modelSentinels {
 		if other != want {
 			require.NotErrorIs(t, err, other)
 		}
 	}
 }
 
-// drawToken picks the token for a Succeed or Fail on d: the current lease's,
-// a stale one from d, one from another domain, one from another Manager, the
-// zero Token, or one made up with NewToken.
+// modelSameCause reports whether a dead letter's or event's cause is the one
+// the model expects: the same error (Fail's cause, a sentinel), or one with
+// the same text (Kill's reason).
+func modelSameCause(want, got error) bool {
+	if want == nil || got == nil {
+		return want == nil && got == nil
+	}
+	return errors.Is(got, want) || got.Error() == want.Error()
+}
+
+// drawToken picks the token for a Succeed, Fail or Extend on d: the current
+// lease's, the latest revoked one, a stale one from d, one from another
+// domain, one from another Manager, the zero Token, or one made up with
+// NewToken.
 func (s *modelTest) drawToken(t *rapid.T, d string) worklease.Token {
 	md := s.model.domains[d]
 	var stale, foreign []worklease.Token
@@ -378,6 +1084,9 @@ func (s *modelTest) drawToken(t *rapid.T, d string) worklease.Token {
 	if md.leased {
 		kinds = append(kinds, "current", "current")
 	}
+	if !md.revoked.IsZero() {
+		kinds = append(kinds, "revoked")
+	}
 	if len(stale) > 0 {
 		kinds = append(kinds, "stale")
 	}
@@ -389,6 +1098,8 @@ func (s *modelTest) drawToken(t *rapid.T, d string) worklease.Token {
 		return worklease.Token{}
 	case "current":
 		return md.lease.token
+	case "revoked":
+		return md.revoked
 	case "stale":
 		return rapid.SampledFrom(stale).Draw(t, "staleToken")
 	case "foreign":
@@ -422,6 +1133,20 @@ func (s *modelTest) drawToken(t *rapid.T, d string) worklease.Token {
 	}
 }
 
+// drawKnownOffset picks an offset for Kill or Redrive on d: one in any of
+// its states, in flight, queued, failed, processed or never seen.
+func (s *modelTest) drawKnownOffset(t *rapid.T, d string) int64 {
+	md := s.model.domains[d]
+	offs := []int64{rapid.Int64Range(0, maxModelOffset).Draw(t, "anyOffset")}
+	if md.leased {
+		offs = append(offs, md.lease.offset)
+	}
+	offs = append(offs, md.backlog...)
+	offs = append(offs, slices.Sorted(maps.Keys(md.failed))...)
+	offs = append(offs, slices.Sorted(maps.Keys(md.processed))...)
+	return rapid.SampledFrom(offs).Draw(t, "knownOffset")
+}
+
 // issuedInOrder returns every token granted, domain by domain in grant order.
 func (l *leaseModel) issuedInOrder() []worklease.Token {
 	var toks []worklease.Token
@@ -445,27 +1170,65 @@ func modelTokenPart(t require.TestingT, tok worklease.Token, i int) uint64 {
 	return v
 }
 
-// A modelSnapshot is everything observable about one domain.
+// A modelSnapshot is everything observable about one domain without
+// touching it, plus Inspect and DeadLetters(d) when the domain has no lease
+// due. (Leases is documented to revoke nothing; whether DeadLetters(d) does,
+// like Inspect, is not said, so the test does not depend on it.)
 type modelSnapshot struct {
+	inspected         bool
 	info              worklease.DomainInfo
+	lease             []worklease.LeaseInfo // d's entry in Leases
+	deadLetters       []worklease.DeadLetter
 	processed, failed []int64
 	record            any
 }
 
-func (s *modelTest) snapshot(t *rapid.T, d string) modelSnapshot {
-	info, err := s.m.Inspect(d)
+// before takes the snapshot that requireUnchanged compares with after a
+// call on d that must fail with wantErr; if wantErr is nil there is nothing
+// to compare. A call that touches the domain revokes its lease if it was due
+// (as the model told before the call), even when it fails; then there is
+// nothing to compare with either, and the "" check compares the Manager
+// with the model instead. The snapshot must not itself revoke the lease, or
+// the call would never be the one that does.
+func (s *modelTest) before(t *rapid.T, d string, due, touches bool, wantErr error) *modelSnapshot {
+	if wantErr == nil || touches && due {
+		return nil
+	}
+	snap := s.snapshot(t, d, !due)
+	return &snap
+}
+
+func (s *modelTest) snapshot(t *rapid.T, d string, inspect bool) modelSnapshot {
+	var snap modelSnapshot
+	if inspect {
+		info, err := s.m.Inspect(d)
+		require.NoError(t, err)
+		snap.inspected, snap.info = true, info
+		snap.deadLetters, err = s.m.DeadLetters(d)
+		require.NoError(t, err)
+	}
+	leases, err := s.m.Leases()
 	require.NoError(t, err)
-	p, f := worklease.Terminal(s.m, d)
-	return modelSnapshot{info: info, processed: p, failed: f, record: worklease.RecordOf(s.m, d)}
+	for _, l := range leases {
+		if l.Domain == d {
+			snap.lease = append(snap.lease, l)
+		}
+	}
+	snap.processed, snap.failed = worklease.Terminal(s.m, d)
+	snap.record = worklease.RecordOf(s.m, d)
+	return snap
 }
 
 // requireUnchanged checks that a call that returned an error changed nothing
 // in d, not even whether d has a record.
-func (s *modelTest) requireUnchanged(t *rapid.T, d string, before modelSnapshot) {
-	after := s.snapshot(t, d)
+func (s *modelTest) requireUnchanged(t *rapid.T, d string, before *modelSnapshot) {
+	if before == nil {
+		return
+	}
+	after := s.snapshot(t, d, before.inspected)
 	require.True(t, before.record == after.record, "failed call changed the record of %q", d)
 	before.record, after.record = nil, nil
-	require.Equal(t, before, after, "failed call changed %q", d)
+	require.Equal(t, *before, after, "failed call changed %q", d)
 }
 
 // check is the "" action: it runs after every step.
@@ -474,121 +1237,477 @@ func (s *modelTest) check(t *rapid.T) {
 	for _, d := range modelAllDomains {
 		s.checkDomain(t, d)
 	}
+	s.checkLeases(t)
+	s.checkDeadLetters(t)
+	if want, got := s.model.stats(), s.m.Stats(); want != got {
+		require.Equal(t, want, got, "Stats")
+	}
+	s.checkEvents(t)
 	// 5. Token fencing, across domains: every grant got a token never
 	// issued before, in any domain.
 	require.Len(t, s.model.issued, s.model.grants, "a token was issued twice")
 }
 
-// checkDomain compares d in the Manager with d in the model, and checks the
-// seed's invariants on the model's side.
+// checkDomain compares d in the Manager with d in the model, without
+// touching d, and checks the invariants on the model's side.
 func (s *modelTest) checkDomain(t *rapid.T, d string) {
 	md := s.model.domains[d]
-	info, err := s.m.Inspect(d)
-	require.NoError(t, err)
 
-	require.Equal(t, md.leased, info.Leased, "%q: Leased", d)
-	if md.leased {
-		l := info.Lease
-		require.Equal(t, md.lease.offset, l.Offset, "%q: lease offset", d)
-		require.Equal(t, md.lease.token, l.Token, "%q: lease token", d)
-		require.Equal(t, md.lease.retries, l.RetryCount, "%q: lease retry count", d)
-		// AcquiredAt is the time of the grant, whatever the clock did and
-		// however many retries followed.
-		require.True(t, md.lease.acquiredAt.Equal(l.AcquiredAt), "%q: AcquiredAt %v, want %v", d, l.AcquiredAt, md.lease.acquiredAt)
-	} else {
-		require.Zero(t, info.Lease, "%q: idle domain reports a lease", d)
+	// Inspect revokes an expired lease, so a domain whose lease is due is
+	// left for a call to find; it cannot have changed since the last
+	// check, which compared it, since every call that changes it would
+	// have revoked the lease first. (See modelSnapshot for DeadLetters.)
+	if !md.due(s.clk.Now()) {
+		info, err := s.m.Inspect(d)
+		require.NoError(t, err)
+		if want := md.info(d); !modelSameInfo(want, info) {
+			require.Equal(t, want, info, "%q: Inspect", d)
+		}
+		dls, err := s.m.DeadLetters(d)
+		require.NoError(t, err)
+		modelRequireDeadLetters(t, md.deadLetters(d), dls, fmt.Sprintf("DeadLetters(%q)", d))
 	}
-	modelRequireOffsets(t, md.backlog, info.Backlog, "%q: backlog", d)
-	require.Equal(t, int64(len(md.processed)), info.Processed, "%q: Processed", d)
-	require.Equal(t, int64(len(md.failed)), info.Failed, "%q: Failed", d)
 
 	processed, failed := worklease.Terminal(s.m, d)
 	modelRequireOffsets(t, slices.Sorted(maps.Keys(md.processed)), processed, "%q: processed", d)
 	modelRequireOffsets(t, slices.Sorted(maps.Keys(md.failed)), failed, "%q: failed", d)
 
-	// 6. Stable monitor: a domain gets its record on its first TryAcquire,
-	// and keeps it.
+	// 6. Stable monitor: a domain gets its record when first used, and
+	// keeps it until Forget drops it; the next use makes a new one.
 	rec := worklease.RecordOf(s.m, d)
 	switch {
 	case !md.created:
-		require.Nil(t, rec, "%q has a record before any TryAcquire", d)
+		require.Nil(t, rec, "%q has a record before it is used, or after Forget", d)
 	case md.record == nil:
-		require.NotNil(t, rec, "%q has no record after TryAcquire", d)
+		require.NotNil(t, rec, "%q has no record after it was used", d)
+		for _, old := range md.oldRecords {
+			require.True(t, rec != old, "%q: forgotten record came back", d)
+		}
 		md.record = rec
 	default:
 		require.True(t, rec == md.record, "%q: record replaced", d)
 	}
 
 	s.model.checkInvariants(t, d)
+	s.model.checkHistory(t, d)
 }
 
-// checkInvariants checks seed 000's invariants on d in the model. The model
-// is simple enough to be right by inspection; these checks make sure that it
-// is, so that agreeing with it means obeying the contract.
+func (s *modelTest) checkLeases(t *rapid.T) {
+	got, err := s.m.Leases()
+	require.NoError(t, err)
+	var want []worklease.LeaseInfo
+	for _, d := range modelAllDomains {
+		// Leases revokes nothing: a lease that is due is still listed.
+		if md := s.model.domains[d]; md.leased {
+			want = append(want, md.leaseInfo(d))
+		}
+	}
+	if !slices.Equal(want, got) {
+		require.Equal(t, want, got, "Leases")
+	}
+}
+
+func (s *modelTest) checkDeadLetters(t *rapid.T) {
+	got, err := s.m.DeadLetters("")
+	require.NoError(t, err)
+	var want []worklease.DeadLetter
+	for _, d := range modelAllDomains {
+		want = append(want, s.model.domains[d].deadLetters(d)...)
+	}
+	modelRequireDeadLetters(t, want, got, `DeadLetters("")`)
+}
+
+func modelRequireDeadLetters(t *rapid.T, want, got []worklease.DeadLetter, what string) {
+	if slices.EqualFunc(want, got, func(w, g worklease.DeadLetter) bool {
+		return w.Domain == g.Domain && w.Offset == g.Offset && w.Attempts == g.Attempts && w.At.Equal(g.At) && modelSameCause(w.Cause, g.Cause)
+	}) {
+		return
+	}
+	require.Len(t, got, len(want), "%s: got %v, want %v", what, got, want)
+	for i, w := range want {
+		g := got[i]
+		require.Equal(t, w.Domain, g.Domain, "%s[%d]: Domain", what, i)
+		require.Equal(t, w.Offset, g.Offset, "%s[%d]: Offset", what, i)
+		require.Equal(t, w.Attempts, g.Attempts, "%s[%d] (offset %d): Attempts", what, i, w.Offset)
+		require.True(t, w.At.Equal(g.At), "%s[%d] (offset %d): At %v, want %v", what, i, w.Offset, g.At, w.At)
+		require.True(t, modelSameCause(w.Cause, g.Cause), "%s[%d] (offset %d): Cause %v, want %v", what, i, w.Offset, g.Cause, w.Cause)
+	}
+}
+
+// checkEvents compares the events the observer saw, domain by domain, with
+// the model's.
+func (s *modelTest) checkEvents(t *rapid.T) {
+	if s.obs == nil {
+		return
+	}
+	for _, d := range s.obs.domains() {
+		require.Contains(t, modelAllDomains, d, "event for a domain never used")
+	}
+	for _, d := range modelAllDomains {
+		md := s.model.domains[d]
+		got := s.obs.of(d)
+		if len(got) != len(md.events) {
+			require.Failf(t, "events differ", "%q: observed %s\nwant %s", d, modelFormatEvents(got), modelFormatModelEvents(md.events))
+		}
+		for i := md.observed; i < len(got); i++ {
+			w, g := md.events[i], got[i]
+			if w.kind != g.Kind || d != g.Domain || w.offset != g.Offset || w.attempt != g.Attempt || w.token != g.Token ||
+				!modelSameCause(w.cause, g.Cause) || !w.at.Equal(g.At) {
+				require.Failf(t, "events differ", "%q: event %d: got %+v, want %+v\nobserved %s\nwant     %s", d, i, g, w,
+					modelFormatEvents(got), modelFormatModelEvents(md.events))
+			}
+		}
+		md.observed = len(got)
+	}
+}
+
+func modelFormatEvents(evs []worklease.Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		fmt.Fprintf(&b, " %v(%d,%d)", e.Kind, e.Offset, e.Attempt)
+	}
+	return b.String()
+}
+
+func modelFormatModelEvents(evs []modelEvent) string {
+	var b strings.Builder
+	for _, e := range evs {
+		fmt.Fprintf(&b, " %v(%d,%d)", e.kind, e.offset, e.attempt)
+	}
+	return b.String()
+}
+
+// checkInvariants checks the contract's invariants on d in the model. The
+// model is simple enough to be right by inspection; these checks make sure
+// that it is, so that agreeing with it means obeying the contract.
 func (l *leaseModel) checkInvariants(t *rapid.T, d string) {
 	md := l.domains[d]
+	inBacklog := make(map[int64]bool, len(md.backlog))
+	for _, off := range md.backlog {
+		modelCheck(t, !inBacklog[off], "%q: %d queued twice", d, off)
+		inBacklog[off] = true
+	}
+	terminal := func(off int64) bool { return md.processed[off] || modelHas(md.failed, off) }
 
 	// 1. Single in-flight unit: at most one lease, on the latest grant,
-	// and every earlier grant is terminal.
-	settled := md.granted
+	// and every offset granted since the record was made is in flight,
+	// terminal, or back in the backlog (after an expiry, ForceRelease or
+	// Redrive).
 	if md.leased {
-		require.NotEmpty(t, md.grants, "%q: lease without a grant", d)
-		require.Equal(t, md.grants[len(md.grants)-1], md.lease.token, "%q: lease is not the latest grant", d)
-		require.Equal(t, md.granted[len(md.granted)-1], md.lease.offset, "%q: lease is not the latest grant", d)
-		require.GreaterOrEqual(t, md.lease.retries, 0)
-		require.LessOrEqual(t, md.lease.retries, l.maxRetries, "%q: more retries than allowed", d)
-		settled = settled[:len(settled)-1]
+		modelCheck(t, len(md.grants) > 0 && len(md.granted) > 0, "%q: lease without a grant", d)
+		modelCheck(t, md.grants[len(md.grants)-1] == md.lease.token, "%q: lease is not the latest grant", d)
+		modelCheck(t, md.granted[len(md.granted)-1] == md.lease.offset, "%q: lease is not the latest grant", d)
+		modelCheck(t, md.lease.retries >= 0, "%q: negative retry count", d)
+		modelCheck(t, md.lease.retries <= l.cfg.maxRetries, "%q: more retries than allowed", d)
+		modelCheck(t, (l.cfg.ttl > 0) == !md.lease.expiresAt.IsZero(), "%q: lease expiry %v with TTL %v", d, md.lease.expiresAt, l.cfg.ttl)
 	} else {
-		require.Zero(t, md.lease, "%q: idle domain keeps a lease", d)
+		modelCheck(t, md.lease == modelLease{}, "%q: idle domain keeps a lease", d)
 	}
-	for _, off := range settled {
-		require.True(t, md.processed[off] || md.failed[off], "%q: granted offset %d neither in flight nor terminal", d, off)
+	for _, off := range md.granted {
+		modelCheck(t, terminal(off) || inBacklog[off] || md.leased && md.lease.offset == off,
+			"%q: granted offset %d neither in flight, terminal nor queued", d, off)
 	}
 
 	// 2. Disjointness.
-	inBacklog := map[int64]bool{}
 	for _, off := range md.backlog {
-		require.False(t, inBacklog[off], "%q: %d queued twice", d, off)
-		inBacklog[off] = true
-		require.False(t, md.processed[off] || md.failed[off], "%q: terminal offset %d queued", d, off)
+		modelCheck(t, !terminal(off), "%q: terminal offset %d queued", d, off)
 	}
 	if md.leased {
 		off := md.lease.offset
-		require.False(t, md.processed[off] || md.failed[off] || inBacklog[off], "%q: current offset %d is terminal or queued", d, off)
+		modelCheck(t, !terminal(off) && !inBacklog[off], "%q: current offset %d is terminal or queued", d, off)
 	}
 	for off := range md.processed {
-		require.False(t, md.failed[off], "%q: %d both processed and failed", d, off)
+		modelCheck(t, !modelHas(md.failed, off), "%q: %d both processed and failed", d, off)
+	}
+	for off, a := range md.carried {
+		modelCheck(t, inBacklog[off], "%q: attempts carried for %d, which is not queued", d, off)
+		modelCheck(t, a.retries <= l.cfg.maxRetries, "%q: %d carries more retries than allowed", d, off)
 	}
 
-	// 3. FIFO: offsets leave the backlog only from the head, so those that
-	// left are a prefix of those that entered, and the backlog is the rest.
-	require.Equal(t, len(md.enqueued), len(md.dequeued)+len(md.backlog), "%q: backlog lost or gained offsets", d)
-	modelRequireOffsets(t, md.enqueued[:len(md.dequeued)], md.dequeued, "%q: dequeue order", d)
-	modelRequireOffsets(t, md.enqueued[len(md.dequeued):], md.backlog, "%q: backlog order", d)
-
-	// 4. Idempotence: no offset is granted twice, and every terminal
-	// offset was granted (so it came back neither to the backlog, checked
-	// above, nor to a lease).
-	granted := map[int64]bool{}
+	// 4. Idempotence, in part (the rest is in checkHistory): every
+	// processed offset was granted, and so was every failed one that
+	// was not killed before it ran.
+	granted := make(map[int64]bool, len(md.granted))
 	for _, off := range md.granted {
-		require.False(t, granted[off], "%q: offset %d granted twice", d, off)
 		granted[off] = true
 	}
 	for off := range md.processed {
-		require.True(t, granted[off], "%q: processed %d was never granted", d, off)
+		modelCheck(t, granted[off], "%q: processed %d was never granted", d, off)
 	}
-	for off := range md.failed {
-		require.True(t, granted[off], "%q: failed %d was never granted", d, off)
+	for off, dl := range md.failed {
+		// An offset killed before any grant made no attempt.
+		modelCheck(t, granted[off] || dl.attempts == 0, "%q: failed %d was never granted", d, off)
 	}
-	require.Equal(t, len(md.granted), len(md.processed)+len(md.failed)+modelBtoi(md.leased), "%q: grants do not add up", d)
 
-	// 5. Token fencing: fences of grants strictly increase.
+	// 5. Token fencing: fences of grants strictly increase, across Forgets.
 	for i, tok := range md.grants {
-		require.False(t, tok.IsZero())
+		modelCheck(t, !tok.IsZero(), "%q: zero token granted", d)
+		modelCheck(t, i == 0 || tok.Fence() > md.grants[i-1].Fence(), "%q: fence did not increase", d)
+		modelCheck(t, l.issued[tok] == d, "%q: token %v attributed to %q", d, tok, l.issued[tok])
+	}
+}
+
+// modelCheck fails the test with the message unless ok. The checks that run
+// after every step use it rather than require, whose reflection would
+// dominate the run time.
+func modelCheck(t *rapid.T, ok bool, format string, args ...any) {
+	if !ok {
+		t.Helper()
+		t.Fatalf(format, args...)
+	}
+}
+
+// A modelReplay is a domain's state rebuilt from nothing but its events
+// since its record was made. Replaying checks the history: that offsets
+// entered and left the backlog only as the contract allows (3, FIFO
+// discipline), that no terminal offset came back (4, idempotence), and that
+// every lease ended before the next began (1). The state it ends in must be
+// the model's, so the model's events tell the whole story; when the run
+// observes, the Manager's events are the model's, so they do too.
+type modelReplay struct {
+	leased    bool
+	offset    int64
+	token     worklease.Token
+	retries   int
+	paused    bool
+	processed map[int64]bool
+	failed    map[int64]bool
+	backlog   []int64
+	carried   map[int64]int // failed attempts a queued offset carries to its next grant
+	grants    int           // leases granted
+	ended     int           // leases that ended
+	grantsOf  map[int64]int // grants of each offset
+	returns   map[int64]int // times each offset went back to the backlog after a grant or a failure
+
+	// seedFIFO: offsets have only been appended to the backlog and taken
+	// from its head, so seed 000's FIFO check applies: those that left
+	// are a prefix of those that entered, and the backlog is the rest.
+	seedFIFO bool
+	enqueued []int64 // every offset appended, in order
+	dequeued []int64 // every offset taken from the head, in order
+}
+
+func newModelReplay() modelReplay {
+	return modelReplay{
+		processed: map[int64]bool{}, failed: map[int64]bool{}, carried: map[int64]int{},
+		grantsOf: map[int64]int{}, returns: map[int64]int{}, seedFIFO: true,
+	}
+}
+
+func (r *modelReplay) queued(off int64) bool { return slices.Contains(r.backlog, off) }
+
+func (r *modelReplay) pushFront(off int64) {
+	r.backlog = slices.Insert(r.backlog, 0, off)
+	r.seedFIFO = false
+}
+
+func (r *modelReplay) remove(off int64) {
+	if i := slices.Index(r.backlog, off); i >= 0 {
+		r.backlog = slices.Delete(r.backlog, i, i+1)
+		r.seedFIFO = false
+	}
+}
+
+// checkHistory replays d's new events and compares the result with the
+// model.
+func (l *leaseModel) checkHistory(t *rapid.T, d string) {
+	md := l.domains[d]
+	if md.replayed == 0 {
+		md.replay = newModelReplay()
+	}
+	for ; md.replayed < len(md.events); md.replayed++ {
+		i := md.replayed
+		var prev, next modelEvent
 		if i > 0 {
-			require.Greater(t, tok.Fence(), md.grants[i-1].Fence(), "%q: fence did not increase", d)
+			prev = md.events[i-1]
 		}
-		require.Equal(t, d, l.issued[tok], "%q: token %v attributed to another domain", d, tok)
+		if i+1 < len(md.events) {
+			next = md.events[i+1]
+		}
+		l.replayEvent(t, d, md.events[i], prev, next)
+	}
+
+	r := &md.replay
+	modelCheck(t, md.leased == r.leased, "%q: replayed leased %v, model %v", d, r.leased, md.leased)
+	if md.leased {
+		modelCheck(t, md.lease.offset == r.offset && md.lease.token == r.token && md.lease.retries == r.retries,
+			"%q: replayed lease %d %v %d, model %+v", d, r.offset, r.token, r.retries, md.lease)
+	}
+	modelCheck(t, md.paused == r.paused, "%q: replayed paused %v, model %v", d, r.paused, md.paused)
+	modelRequireOffsets(t, slices.Sorted(maps.Keys(md.processed)), slices.Sorted(maps.Keys(r.processed)), "%q: replayed processed", d)
+	modelRequireOffsets(t, slices.Sorted(maps.Keys(md.failed)), slices.Sorted(maps.Keys(r.failed)), "%q: replayed failed", d)
+	modelRequireOffsets(t, md.backlog, r.backlog, "%q: replayed backlog", d)
+	modelCheck(t, len(r.carried) == len(md.carried), "%q: replayed carried attempts %v, model %v", d, r.carried, md.carried)
+	for off, a := range md.carried {
+		modelCheck(t, a.retries == r.carried[off], "%q: replayed attempts carried by %d: %d, model %d", d, off, r.carried[off], a.retries)
+	}
+	// Every lease ended but the one in flight; and each grant is one the
+	// model recorded.
+	modelCheck(t, r.grants == r.ended+modelBtoi(r.leased), "%q: grants do not add up: %d granted, %d ended, leased %v", d, r.grants, r.ended, r.leased)
+	modelCheck(t, len(md.granted) == r.grants, "%q: replayed %d grants, model %d", d, r.grants, len(md.granted))
+
+	// 3. FIFO, as seed 000 states it, while only seed 000's moves were made.
+	if r.seedFIFO {
+		modelCheck(t, len(r.enqueued) == len(r.dequeued)+len(r.backlog), "%q: backlog lost or gained offsets", d)
+		modelRequireOffsets(t, r.enqueued[:len(r.dequeued)], r.dequeued, "%q: dequeue order", d)
+		modelRequireOffsets(t, r.enqueued[len(r.dequeued):], r.backlog, "%q: backlog order", d)
+	}
+}
+
+// modelWhere names an event in a failure message; it is formatted only if
+// a check fails.
+type modelWhere struct {
+	domain string
+	ev     modelEvent
+}
+
+func (w modelWhere) String() string {
+	return fmt.Sprintf("%q: %v(%d, attempt %d)", w.domain, w.ev.kind, w.ev.offset, w.ev.attempt)
+}
+
+// replayEvent applies one event, checking that the contract allows it;
+// prev and next are its neighbours (zero at either end).
+func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent) {
+	md := l.domains[d]
+	r := &md.replay
+	x := ev.offset
+	where := modelWhere{d, ev}
+	current := func() {
+		modelCheck(t, r.leased && r.offset == x && r.token == ev.token, "%s: not the lease in flight", where)
+	}
+	terminal := r.processed[x] || r.failed[x]
+
+	switch ev.kind {
+	case worklease.EventAcquired:
+		modelCheck(t, !(r.leased), "%s: a lease is already in flight", where)
+		modelCheck(t, !(terminal), "%s: offset is terminal", where)
+		modelCheck(t, !(ev.token.IsZero()), "%s: zero token", where)
+		switch {
+		case len(r.backlog) > 0 && r.backlog[0] == x:
+			r.backlog = r.backlog[1:]
+			r.dequeued = append(r.dequeued, x)
+		case len(r.backlog) > 0:
+			modelCheck(t, l.cfg.bestEffort && prev.kind == worklease.EventOutOfOrder && prev.offset == x,
+				"%s: granted while the backlog's head is %d", where, r.backlog[0])
+		}
+		modelCheck(t, !(r.queued(x)), "%s: granted while still queued", where)
+		require.Equal(t, r.carried[x]+1, ev.attempt, "%s: attempt number", where)
+		delete(r.carried, x)
+		r.grants++
+		r.grantsOf[x]++
+		require.LessOrEqual(t, r.grantsOf[x], 1+r.returns[x], "%s: granted again without going back to the backlog", where)
+		r.leased, r.offset, r.token, r.retries = true, x, ev.token, ev.attempt-1
+	case worklease.EventEnqueued:
+		modelCheck(t, r.leased || r.paused, "%s: enqueued on an idle, running domain", where)
+		modelCheck(t, !(terminal || r.queued(x) || r.leased && r.offset == x), "%s: terminal, queued or in flight", where)
+		if l.cfg.lifo {
+			r.pushFront(x)
+		} else {
+			r.backlog = append(r.backlog, x)
+			r.enqueued = append(r.enqueued, x)
+		}
+	case worklease.EventOutOfOrder:
+		modelCheck(t, l.cfg.bestEffort, "%s: without best-effort ordering", where)
+		modelCheck(t, !(r.leased || r.paused), "%s: domain busy or paused", where)
+		modelCheck(t, len(r.backlog) > 0 && r.backlog[0] != x, "%s: not out of order", where)
+		require.Equal(t, [2]any{worklease.EventAcquired, x}, [2]any{next.kind, next.offset}, "%s: no grant follows", where)
+		r.remove(x)
+	case worklease.EventProcessed:
+		current()
+		require.Equal(t, r.retries+1, ev.attempt, where)
+		r.processed[x] = true
+		r.leased = false
+		r.ended++
+	case worklease.EventRetrying:
+		current()
+		require.Equal(t, r.retries+1, ev.attempt, where)
+		require.LessOrEqual(t, ev.attempt, l.cfg.maxRetries, where)
+		r.retries = ev.attempt
+	case worklease.EventExtended:
+		current()
+		require.Positive(t, l.cfg.ttl, where)
+	case worklease.EventRejected:
+		modelCheck(t, !(r.leased && ev.token == r.token), "%s: the current token was refused", where)
+		if r.leased {
+			require.Equal(t, r.offset, x, where)
+		} else {
+			require.Equal(t, int64(-1), x, where)
+		}
+	case worklease.EventExpired, worklease.EventReleased:
+		current()
+		require.Equal(t, r.retries+1, ev.attempt, where)
+		r.leased = false
+		r.ended++
+		if ev.kind == worklease.EventReleased {
+			r.pushFront(x)
+			r.carried[x] = r.retries // a forced release is not a failed attempt
+			r.returns[x]++
+			break
+		}
+		require.Positive(t, l.cfg.ttl, where)
+		if next.kind == worklease.EventDeadLettered && next.offset == x && next.token == ev.token {
+			require.Equal(t, l.cfg.maxRetries, r.retries, "%s: dead-lettered with retries left", where)
+		} else {
+			require.Less(t, r.retries, l.cfg.maxRetries, "%s: requeued with no retries left", where)
+			r.pushFront(x)
+			r.carried[x] = ev.attempt
+			r.returns[x]++
+		}
+	case worklease.EventKilled:
+		modelCheck(t, !(terminal), "%s: offset is terminal", where)
+		require.Equal(t, [4]any{worklease.EventDeadLettered, x, ev.attempt, ev.token}, [4]any{next.kind, next.offset, next.attempt, next.token},
+			"%s: no dead letter follows", where)
+		switch {
+		case r.leased && r.offset == x:
+			current()
+			require.Equal(t, r.retries+1, ev.attempt, where)
+			r.leased = false
+			r.ended++
+		case r.queued(x):
+			require.Zero(t, ev.token, where)
+			require.Equal(t, r.carried[x], ev.attempt, "%s: attempts of a queued offset", where)
+			delete(r.carried, x)
+			r.remove(x)
+		default:
+			require.Zero(t, ev.token, where)
+			require.Zero(t, ev.attempt, "%s: attempts of an offset never seen", where)
+		}
+	case worklease.EventDeadLettered:
+		modelCheck(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
+		if r.leased && r.offset == x { // Fail gave up
+			current()
+			require.Equal(t, r.retries+1, ev.attempt, where)
+			require.Equal(t, l.cfg.maxRetries, r.retries, "%s: given up with retries left", where)
+			r.leased = false
+			r.ended++
+		} else {
+			require.Contains(t, []worklease.EventKind{worklease.EventKilled, worklease.EventExpired}, prev.kind, "%s: dead letter from nowhere", where)
+			require.Equal(t, [2]any{x, ev.token}, [2]any{prev.offset, prev.token}, where)
+		}
+		r.failed[x] = true
+	case worklease.EventRedriven:
+		modelCheck(t, r.failed[x], "%s: offset not failed", where)
+		delete(r.failed, x)
+		r.pushFront(x)
+		r.returns[x]++
+	case worklease.EventPaused:
+		modelCheck(t, !(r.paused), "%s: already paused", where)
+		if x != -1 { // parked on a dead letter
+			modelCheck(t, l.cfg.park, "%s: parked without WithParkOnDeadLetter", where)
+			require.Equal(t, [2]any{worklease.EventDeadLettered, x}, [2]any{prev.kind, prev.offset}, "%s: parked with no dead letter", where)
+			if i := md.replayed; i >= 2 {
+				require.NotEqual(t, worklease.EventKilled, md.events[i-2].kind, "%s: a kill parked the domain", where)
+			}
+		}
+		r.paused = true
+	case worklease.EventResumed:
+		modelCheck(t, r.paused, "%s: not paused", where)
+		r.paused = false
+	case worklease.EventForgotten:
+		modelCheck(t, !(r.leased || len(r.backlog) > 0), "%s: forgot a busy domain", where)
+		*r = newModelReplay()
+	default:
+		require.Failf(t, "unknown event", "%s", where)
 	}
 }
 
