@@ -133,7 +133,9 @@ func (m *Manager) Domains() ([]string, error) {
 }
 
 // DeadLetters returns domain's failed offsets in ascending order, with why
-// and when each failed. With domain "" it returns those of every domain,
+// and when each failed. Like Leases, it does not revoke expired leases: an
+// offset whose last lease ran out shows up once its domain is touched or
+// reaped. With domain "" it returns those of every domain,
 // ordered by domain then offset.
 func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	if err := m.usable(); err != nil {
@@ -336,7 +338,7 @@ func (m *Manager) Forget(domain string) error {
 	m.raiseFenceFloor(s.issued.fence)
 	r.dropped = true
 	// The record carries the domain's fence so that replay raises the floor too.
-	e.emit(EventForgotten, -1, 0, Token{fence: s.issued.fence}, nil)
+	e.record(Record{Kind: EventForgotten, Offset: -1, Fence: s.issued.fence}, nil)
 	m.snapshots.forgotten(domain, r.lastSeq)
 	if err := m.finish(sh, r, &e); err != nil {
 		return err

@@ -38,7 +38,8 @@ func (r Record) AppendBinary(b []byte) ([]byte, error) {
 	b = appendTime(b, r.AcquiredAt)
 	b = binary.AppendUvarint(b, uint64(r.Retries))
 	b = appendTime(b, r.ExpiresAt)
-	return appendBool(b, r.Front), nil
+	b = appendBool(b, r.Front)
+	return binary.AppendUvarint(b, r.Fence), nil
 }
 
 // MarshalBinary returns the record's binary form.
@@ -63,6 +64,7 @@ func (r *Record) UnmarshalBinary(data []byte) error {
 	out.Retries = d.int()
 	out.ExpiresAt = d.time()
 	out.Front = d.bool()
+	out.Fence = d.uvarint()
 	if d.err == nil && len(d.b) > 0 {
 		d.err = fmt.Errorf("%d bytes after the record", len(d.b))
 	}

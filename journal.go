@@ -42,7 +42,8 @@ type Journal interface {
 }
 
 // WithJournal makes the Manager journal every transition to j. New first
-// rebuilds the Manager's state by replaying j, and Close closes j. With a
+// rebuilds the Manager's state by replaying j, and Close closes j; if New
+// fails, it closes j itself. With a
 // journal, a call returns only once the records it wrote, and those of the
 // domain before them, are durable, as j's Wait defines it; many concurrent
 // calls share the journal's flushes. Times read back from a journal (lease
@@ -111,6 +112,9 @@ type Record struct {
 	// Front: for EventEnqueued, the offset went to the front of the backlog
 	// (LIFO ordering) rather than the back.
 	Front bool
+	// Fence: for EventForgotten, the domain's last fence, which fences of a
+	// domain of the same name stay above.
+	Fence uint64
 }
 
 // causeText is a Fail cause whose text was taken before the domain lock, so

@@ -298,7 +298,7 @@ func TestReplayRejectsRecordsThatBreakInvariants(t *testing.T) {
 			{Kind: worklease.EventEnqueued, Domain: "A", Offset: 2},
 		}},
 		{"redrive what did not fail", []worklease.Record{{Kind: worklease.EventRedriven, Domain: "A", Offset: 3}}},
-		{"forget a busy domain", []worklease.Record{grant(1, 1), {Kind: worklease.EventForgotten, Domain: "A", Offset: -1, Token: tok(1)}}},
+		{"forget a busy domain", []worklease.Record{grant(1, 1), {Kind: worklease.EventForgotten, Domain: "A", Offset: -1, Fence: 1}}},
 		{"a rejection", []worklease.Record{grant(1, 1), {Kind: worklease.EventRejected, Domain: "A", Offset: 1}}},
 		{"a negative offset", []worklease.Record{grant(-4, 1)}},
 	}

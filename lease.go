@@ -78,6 +78,7 @@ func New(opts ...Option) (*Manager, error) {
 	}
 	if m.journal != nil {
 		if err := m.replay(); err != nil {
+			_ = m.journal.Close() // releases what it holds, such as a directory lock; the replay error says more
 			return nil, err
 		}
 	}

@@ -437,7 +437,7 @@ func (md *modelDomain) touch(now time.Time) bool {
 	md.emit(worklease.EventExpired, l.offset, l.retries+1, l.token, nil, now)
 	md.endLease(l.token, worklease.ErrLeaseExpired)
 	if l.retries < md.cfg.maxRetries {
-		md.requeue(l.offset, modelAttempt{retries: l.retries + 1, acquiredAt: l.acquiredAt})
+		md.requeue(l.offset, modelAttempt{retries: l.retries + 1, acquiredAt: l.acquiredAt}, now)
 	} else {
 		md.deadLetter(l.offset, l.retries+1, l.token, worklease.ErrLeaseExpired, now, md.cfg.park)
 	}
@@ -462,9 +462,10 @@ func (md *modelDomain) endLease(tok worklease.Token, why error) {
 }
 
 // requeue puts off at the front of the backlog with the attempts it made.
-func (md *modelDomain) requeue(off int64, a modelAttempt) {
+func (md *modelDomain) requeue(off int64, a modelAttempt, now time.Time) {
 	md.backlog = slices.Insert(md.backlog, 0, off)
 	md.carried[off] = a
+	md.emit(worklease.EventRequeued, off, a.retries, worklease.Token{}, nil, now)
 }
 
 func (md *modelDomain) deadLetter(off int64, attempts int, tok worklease.Token, cause error, now time.Time, park bool) {
@@ -749,7 +750,7 @@ func (md *modelDomain) forceRelease(now time.Time) (int64, bool, error) {
 	l := md.lease
 	md.emit(worklease.EventReleased, l.offset, l.retries+1, l.token, nil, now)
 	md.endLease(l.token, worklease.ErrLeaseRevoked)
-	md.requeue(l.offset, modelAttempt{retries: l.retries, acquiredAt: l.acquiredAt})
+	md.requeue(l.offset, modelAttempt{retries: l.retries, acquiredAt: l.acquiredAt}, now)
 	next, ok := md.next()
 	return next, ok, nil
 }
@@ -825,6 +826,7 @@ func (l *leaseModel) stats() worklease.Stats {
 		Retried:      n[worklease.EventRetrying],
 		DeadLettered: n[worklease.EventDeadLettered],
 		Expired:      n[worklease.EventExpired],
+		Requeued:     n[worklease.EventRequeued],
 		Extended:     n[worklease.EventExtended],
 		Rejected:     n[worklease.EventRejected],
 		OutOfOrder:   n[worklease.EventOutOfOrder],
@@ -1639,9 +1641,9 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		r.leased = false
 		r.ended++
 		if ev.kind == worklease.EventReleased {
-			r.pushFront(x)
-			r.carried[x] = r.retries // a forced release is not a failed attempt
-			r.returns[x]++
+			// A forced release is not a failed attempt.
+			require.Equal(t, [3]any{worklease.EventRequeued, x, r.retries}, [3]any{next.kind, next.offset, next.attempt},
+				"%s: no requeue follows", where)
 			break
 		}
 		require.Positive(t, l.cfg.ttl, where)
@@ -1649,10 +1651,16 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 			require.Equal(t, l.cfg.maxRetries, r.retries, "%s: dead-lettered with retries left", where)
 		} else {
 			require.Less(t, r.retries, l.cfg.maxRetries, "%s: requeued with no retries left", where)
-			r.pushFront(x)
-			r.carried[x] = ev.attempt
-			r.returns[x]++
+			require.Equal(t, [3]any{worklease.EventRequeued, x, ev.attempt}, [3]any{next.kind, next.offset, next.attempt},
+				"%s: no requeue follows", where)
 		}
+	case worklease.EventRequeued:
+		require.Contains(t, []worklease.EventKind{worklease.EventExpired, worklease.EventReleased}, prev.kind, "%s: requeue from nowhere", where)
+		require.Equal(t, x, prev.offset, where)
+		modelCheck(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
+		r.pushFront(x)
+		r.carried[x] = ev.attempt
+		r.returns[x]++
 	case worklease.EventKilled:
 		modelCheck(t, !(terminal), "%s: offset is terminal", where)
 		require.Equal(t, [4]any{worklease.EventDeadLettered, x, ev.attempt, ev.token}, [4]any{next.kind, next.offset, next.attempt, next.token},

@@ -21,6 +21,8 @@ const (
 	// EventProcessed: an offset succeeded and is terminal.
 	EventProcessed
 	// EventRetrying: Fail scheduled a retry; Attempt is the retry count.
+	// With WithLeaseTTL the lease's expiry moves to at least a full TTL from
+	// now, without a separate EventExtended.
 	EventRetrying
 	// EventDeadLettered: an offset ran out of retries, or was killed, and is
 	// failed (terminal); Cause says why.
@@ -134,11 +136,9 @@ func (e *emitter) emit(kind EventKind, offset int64, attempt int, tok Token, cau
 func (e *emitter) record(rec Record, cause error) {
 	e.stats.add(rec.Kind)
 	if e.queue != nil {
-		ev := Event{Kind: rec.Kind, Domain: e.domain, Offset: rec.Offset, Attempt: rec.Attempt, Token: rec.Token, Cause: cause, At: e.now}
-		if rec.Kind == EventForgotten {
-			ev.Token = Token{} // the record's token only carries the domain's last fence
-		}
-		e.queue.pending = append(e.queue.pending, ev)
+		e.queue.pending = append(e.queue.pending, Event{
+			Kind: rec.Kind, Domain: e.domain, Offset: rec.Offset, Attempt: rec.Attempt, Token: rec.Token, Cause: cause, At: e.now,
+		})
 	}
 	if e.journal == nil || e.err != nil || rec.Kind == EventRejected || rec.Kind == EventOutOfOrder {
 		return // rejections and diagnostics change no state

@@ -72,9 +72,9 @@ func (m *Manager) applyForgotten(seq uint64, rec Record) error {
 		r.mu.Unlock()
 		return errors.New("forgets a domain that is not idle and empty")
 	}
-	if rec.Token.fence != s.issued.fence {
+	if rec.Fence != s.issued.fence {
 		r.mu.Unlock()
-		return fmt.Errorf("forgets fence %d, but the domain is at %d", rec.Token.fence, s.issued.fence)
+		return fmt.Errorf("forgets fence %d, but the domain is at %d", rec.Fence, s.issued.fence)
 	}
 	m.raiseFenceFloor(s.issued.fence)
 	r.dropped = true

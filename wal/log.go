@@ -104,7 +104,9 @@ type Recovery struct {
 	Torn *TornTail
 	// Removed lists the files Open deleted: temporary files left by an
 	// interrupted segment or snapshot creation, and segments wholly covered
-	// by the snapshot that an interrupted WriteSnapshot left behind.
+	// by the snapshot (the one being written when a snapshot was taken is
+	// kept until the next snapshot or Open, and so is any an interrupted
+	// WriteSnapshot left behind).
 	Removed []string
 	// ReadOnly is true when the log was opened WithReadOnly. Open then
 	// repaired nothing: Torn describes the tail a writable Open would cut,

@@ -336,7 +336,7 @@ func TestDump(t *testing.T) {
 		seq(3)+"\tRetrying\torders\t4\t"+o+"\t1\t1\tfalse\t2001-02-03T04:05:10Z\t2001-02-03T04:05:09Z\t2001-02-03T04:06:10Z\ttimeout",
 		seq(4)+"\tAcquired\tgone\t0\t"+g+"\t1\t0\tfalse\t2001-02-03T04:05:10Z\t2001-02-03T04:05:10Z\t2001-02-03T04:06:10Z\t-",
 		seq(5)+"\tProcessed\tgone\t0\t"+g+"\t1\t0\tfalse\t2001-02-03T04:05:10Z\t-\t-\t-",
-		seq(6)+"\tForgotten\tgone\t-\t1-0-0000000000000000\t0\t0\tfalse\t2001-02-03T04:05:10Z\t-\t-\t-",
+		seq(6)+"\tForgotten\tgone\t-\t-\t0\t0\tfalse\t2001-02-03T04:05:10Z\t-\t-\t-",
 	), out)
 
 	code, out, _ = runTool("dump", "-json", f.dir)
