@@ -48,4 +48,5 @@ cover: ## coverage profile and per-function summary
 
 ci: lint test ## what .ci/run runs
 	go run ./examples/orchestrator -quiet
+	go run ./examples/durable -quiet
 	go test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null
