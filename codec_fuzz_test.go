@@ -1,0 +1,74 @@
+package worklease_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/internal/memjournal"
+)
+
+// FuzzRecordDecode checks that no bytes make Record.UnmarshalBinary panic,
+// and that whatever it accepts encodes back to the same bytes.
+func FuzzRecordDecode(f *testing.F) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 5, time.UTC)
+	for _, rec := range []worklease.Record{
+		{Kind: worklease.EventAcquired, Domain: "tenant-7", Offset: 42, Attempt: 1, Token: worklease.NewToken(3, 1, 9), At: at, AcquiredAt: at, ExpiresAt: at.Add(time.Minute)},
+		{Kind: worklease.EventDeadLettered, Domain: "a", Offset: 7, Attempt: 4, Cause: "boom", At: at},
+		{Kind: worklease.EventEnqueued, Domain: "", Offset: 0, Front: true},
+		{Kind: worklease.EventForgotten, Domain: "gone", Offset: -1, Fence: 12},
+	} {
+		b, err := rec.MarshalBinary()
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var rec worklease.Record
+		if err := rec.UnmarshalBinary(data); err != nil {
+			return
+		}
+		back, err := rec.MarshalBinary()
+		require.NoError(t, err)
+		var again worklease.Record
+		require.NoError(t, again.UnmarshalBinary(back))
+		require.Equal(t, rec, again)
+	})
+}
+
+// FuzzSnapshotRestore checks that no snapshot bytes make New panic: it
+// either refuses them with ErrReplay or restores state that passes every
+// invariant.
+func FuzzSnapshotRestore(f *testing.F) {
+	j := &memjournal.Journal{}
+	m, err := worklease.New(worklease.WithJournal(j), worklease.WithLeaseTTL(time.Minute))
+	require.NoError(f, err)
+	res, err := m.TryAcquire("a", 1)
+	require.NoError(f, err)
+	_, err = m.TryAcquire("a", 2)
+	require.NoError(f, err)
+	_, err = m.Fail("a", res.Token, nil)
+	require.NoError(f, err)
+	_, _, err = m.Kill("b", 5, "poison")
+	require.NoError(f, err)
+	require.NoError(f, m.Pause("c"))
+	var buf bytes.Buffer
+	require.NoError(f, worklease.EncodeSnapshot(m, &buf))
+	require.NoError(f, m.Close())
+	f.Add(buf.Bytes())
+	f.Add([]byte("wlsnap\x01\x02\x00\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := worklease.New(worklease.WithJournal(&recordsJournal{snapshot: data}))
+		if err != nil {
+			require.ErrorIs(t, err, worklease.ErrReplay)
+			return
+		}
+		require.NoError(t, worklease.CheckInvariants(m))
+		require.NoError(t, m.Close())
+	})
+}
+
