@@ -71,4 +71,3 @@ func FuzzSnapshotRestore(f *testing.F) {
 		require.NoError(t, m.Close())
 	})
 }
-
