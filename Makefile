@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0 # = 2026.1, supports Go
 # The race detector needs cgo (a C compiler); without one, tests run without it.
 RACE := $(shell [ "$$(go env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: all test short example bench fuzz lint fmt vet staticcheck tidy cover ci
+.PHONY: all test short example bench fuzz crash lint fmt vet staticcheck tidy cover ci
 
 all: lint test
 
@@ -24,9 +24,14 @@ bench: ## benchmarks with allocation counts
 	go test -run='^$$' -bench=. -benchmem ./...
 
 fuzz: ## each fuzz target for FUZZTIME (default 10s)
-	@for target in $$(go test -list='^Fuzz' . | grep '^Fuzz'); do \
-		echo "== $$target"; go test -run='^$$' -fuzz="^$$target$$" -fuzztime=$${FUZZTIME:-10s} . || exit 1; \
+	@for pkg in . ./wal; do \
+		for target in $$(go test -list='^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "== $$pkg $$target"; go test -run='^$$' -fuzz="^$$target$$" -fuzztime=$${FUZZTIME:-10s} $$pkg || exit 1; \
+		done; \
 	done
+
+crash: ## the SIGKILL crash test with many kills (CRASH_ITERATIONS, default 100)
+	go test -run=TestProcessCrash -count=1 ./wal -crash.iterations=$${CRASH_ITERATIONS:-100}
 
 lint: fmt vet staticcheck tidy
 
