@@ -129,12 +129,22 @@ type emitter struct {
 }
 
 func (e *emitter) emit(kind EventKind, offset int64, attempt int, tok Token, cause error) {
-	e.record(Record{Kind: kind, Offset: offset, Attempt: attempt, Token: tok}, cause)
+	e.stats.add(kind)
+	if e.queue != nil || e.journal != nil { // else nothing more to build: the common case
+		e.report(Record{Kind: kind, Offset: offset, Attempt: attempt, Token: tok}, cause)
+	}
 }
 
 // record reports the transition rec, with cause as its Event's cause.
 func (e *emitter) record(rec Record, cause error) {
 	e.stats.add(rec.Kind)
+	if e.queue != nil || e.journal != nil {
+		e.report(rec, cause)
+	}
+}
+
+// report queues rec for the observer and journals it.
+func (e *emitter) report(rec Record, cause error) {
 	if e.queue != nil {
 		e.queue.pending = append(e.queue.pending, Event{
 			Kind: rec.Kind, Domain: e.domain, Offset: rec.Offset, Attempt: rec.Attempt, Token: rec.Token, Cause: cause, At: e.now,
