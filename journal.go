@@ -32,7 +32,8 @@ type Journal interface {
 	// SnapshotState replaces the journal's snapshot with the one write
 	// produces, which reflects every record appended before SnapshotState
 	// was called (and maybe some after), and may then drop the records it
-	// covers.
+	// covers. Before the new snapshot takes effect, every record appended
+	// until write returned must be durable: the snapshot may reflect them.
 	SnapshotState(write func(w io.Writer) error) error
 	// SnapshotDue reports that the journal has grown enough since its last
 	// snapshot that the Manager should write one. It must be cheap.

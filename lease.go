@@ -29,6 +29,7 @@ type Manager struct {
 	clock     Clock // nil: time.Now
 	observer  Observer
 	journal   Journal // nil: state lives in memory only
+	replaying bool    // New is replaying the journal; only New's goroutine runs
 	// alwaysNow: every call reads the clock, because leases expire or
 	// events and records carry a time. Otherwise only TryAcquire and Fail
 	// need it.
@@ -124,7 +125,7 @@ func (m *Manager) Close() error {
 	if m.journal == nil {
 		return nil
 	}
-	m.snapshots.wait()
+	m.snapshots.stop()
 	return m.journal.Close()
 }
 
@@ -388,8 +389,9 @@ func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error
 
 // Extend renews the lease under tok so that it expires no sooner than d from
 // now, and returns its expiry. It never shortens a lease. Without
-// WithLeaseTTL leases never expire, and Extend only checks tok and returns
-// the zero time.
+// WithLeaseTTL leases never expire (except one restored from a journal
+// written with a TTL, which keeps its expiry), and Extend only checks tok
+// and returns the zero time.
 //
 // Extend returns an error wrapping ErrInvalidDuration if d is not positive,
 // and otherwise the same errors as Succeed (ErrNoLease after the lease was

@@ -11,6 +11,8 @@ import (
 // fit the state before it is an error. Nothing is counted in Stats or told
 // to an observer; those report new transitions only.
 func (m *Manager) replay() error {
+	m.replaying = true
+	defer func() { m.replaying = false }()
 	var skip map[string]uint64 // domains forgotten while the snapshot was written
 	err := m.journal.ReplayRecords(
 		func(snapshot []byte) error {

@@ -18,7 +18,8 @@ type snapshotter struct {
 	started atomic.Bool    // a background snapshot is under way
 	bg      sync.WaitGroup // the background snapshot, for Close
 
-	mu       sync.Mutex        // guards tracking and dropped
+	mu       sync.Mutex        // guards stopped, tracking and dropped
+	stopped  bool              // Close has begun: start no snapshot
 	tracking bool              // a snapshot is under way: remember Forget calls
 	dropped  []forgottenDomain // domains Forget dropped while it runs
 }
@@ -37,6 +38,12 @@ func (s *snapshotter) maybeStart(m *Manager) {
 	if !m.journal.SnapshotDue() || !s.started.CompareAndSwap(false, true) {
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		s.started.Store(false)
+		return
+	}
 	s.bg.Go(func() {
 		defer s.started.Store(false)
 		// A failure here leaves the journal as it was (the journal decides
@@ -45,7 +52,13 @@ func (s *snapshotter) maybeStart(m *Manager) {
 	})
 }
 
-func (s *snapshotter) wait() { s.bg.Wait() }
+// stop starts no more snapshots and waits for one under way.
+func (s *snapshotter) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.bg.Wait()
+}
 
 // forgotten notes that Forget dropped domain with the record seq.
 func (s *snapshotter) forgotten(domain string, seq uint64) {
@@ -241,7 +254,15 @@ func (m *Manager) restoreSnapshot(data []byte) (map[string]uint64, error) {
 			if end := d.byte(); d.err == nil && (end != snapshotEnd || len(d.b) != 0) {
 				return nil, fmt.Errorf("snapshot does not end after its trailer")
 			}
-			return skip, d.err
+			if d.err != nil {
+				return nil, d.err
+			}
+			// A domain written to the snapshot before Forget dropped it is
+			// gone: drop it again (its records up to the Forget are skipped).
+			for domain, seq := range skip {
+				m.dropRestored(domain, seq)
+			}
+			return skip, nil
 		default:
 			if d.err == nil {
 				return nil, fmt.Errorf("unknown snapshot section %d", tag)
@@ -249,6 +270,25 @@ func (m *Manager) restoreSnapshot(data []byte) (map[string]uint64, error) {
 		}
 	}
 	return nil, d.err
+}
+
+// dropRestored drops domain if the snapshot holds it from before the Forget
+// journaled at seq.
+func (m *Manager) dropRestored(domain string, seq uint64) {
+	sh, r := m.lockRecord(domain, false)
+	if r == nil {
+		return
+	}
+	if r.lastSeq >= seq {
+		r.mu.Unlock()
+		return
+	}
+	m.raiseFenceFloor(r.state.issued.fence)
+	r.dropped = true
+	r.mu.Unlock()
+	sh.mu.Lock()
+	delete(sh.records, domain)
+	sh.mu.Unlock()
 }
 
 // restoreDomain decodes one domain's state into a new record.

@@ -72,7 +72,19 @@ func (l *Log) SnapshotState(write func(w io.Writer) error) error {
 	if last == 0 || last <= covered {
 		return nil
 	}
-	return l.WriteSnapshot(last, write)
+	return l.WriteSnapshot(last, func(w io.Writer) error {
+		if err := write(w); err != nil {
+			return err
+		}
+		// The Manager's snapshot may reflect records appended after last
+		// (each domain is written as it is when reached). Make them durable
+		// before the snapshot can be renamed into place, so that it never
+		// describes records a crash could lose.
+		l.mu.Lock()
+		appended := l.nextSeq - 1
+		l.mu.Unlock()
+		return l.waitFor(appended, true)
+	})
 }
 
 // SnapshotDue implements worklease.Journal: it reports that the records

@@ -3,6 +3,7 @@ package wal_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"testing"
@@ -184,4 +185,32 @@ func utc(l worklease.LeaseInfo) worklease.LeaseInfo {
 		l.ExpiresAt = l.ExpiresAt.UTC().Round(0)
 	}
 	return l
+}
+
+// A Manager's snapshot reflects each domain as the snapshot reaches it, so
+// it may include records appended after the sequence number it covers.
+// SnapshotState must make those durable before the snapshot takes effect,
+// or a crash could leave a snapshot describing records the log lost.
+func TestSnapshotStateMakesLaterRecordsDurable(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []wal.SyncMode{wal.SyncAlways, wal.SyncNone} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			l, err := wal.Open(t.TempDir(), wal.WithSyncMode(mode))
+			require.NoError(t, err)
+			defer func() { require.NoError(t, l.Close()) }()
+			_, err = l.AppendRecord(worklease.Record{Kind: worklease.EventPaused, Domain: "a", Offset: -1})
+			require.NoError(t, err)
+			var during uint64
+			require.NoError(t, l.SnapshotState(func(w io.Writer) error {
+				during, err = l.AppendRecord(worklease.Record{Kind: worklease.EventResumed, Domain: "a", Offset: -1})
+				if err != nil {
+					return err
+				}
+				_, err := w.Write([]byte("state"))
+				return err
+			}))
+			require.GreaterOrEqual(t, l.Stats().Synced, during, "the record appended during the snapshot is fsynced")
+		})
+	}
 }
