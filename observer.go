@@ -205,15 +205,21 @@ func (m *Manager) deliver(r *record) {
 // observeAll calls the observer with each event. If it panics, the record is
 // marked as no longer delivering so that later events still go out.
 func (m *Manager) observeAll(r *record, batch []Event) {
+	sent := 0
 	defer func() {
 		if p := recover(); p != nil {
+			// The events after the one that panicked go out with the next
+			// delivery, ahead of any emitted since.
 			r.mu.Lock()
-			r.events.delivering = false
+			q := r.events
+			q.pending = append(append([]Event(nil), batch[sent+1:]...), q.pending...)
+			q.delivering = false
 			r.mu.Unlock()
 			panic(p)
 		}
 	}()
 	for _, ev := range batch {
 		m.observer.Observe(ev)
+		sent++
 	}
 }

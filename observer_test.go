@@ -467,3 +467,28 @@ func TestObserverPanicDuringReapKeepsOtherExpiries(t *testing.T) {
 		}
 	}
 }
+
+// When an observer panics, the events after the one it panicked on are
+// not lost: they go out, in order, with the domain's next delivery.
+func TestObserverPanicKeepsTheRestOfTheBatch(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var kinds []worklease.EventKind
+	panicked := false
+	obs := worklease.ObserverFunc(func(e worklease.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Kind == worklease.EventDeadLettered && !panicked {
+			panicked = true
+			panic("observer boom")
+		}
+		kinds = append(kinds, e.Kind)
+	})
+	m, _ := newManager(t, worklease.WithObserver(obs), worklease.WithMaxRetries(0), worklease.WithParkOnDeadLetter())
+	res := acquire(t, m, "A", 1, worklease.Acquired)
+	require.PanicsWithValue(t, "observer boom", func() { _, _ = m.Fail("A", res.Token, nil) })
+	acquire(t, m, "A", 2, worklease.Enqueued) // parked: queues
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []worklease.EventKind{worklease.EventAcquired, worklease.EventPaused, worklease.EventEnqueued}, kinds)
+}
