@@ -7,8 +7,8 @@ import (
 
 // Errors returned by the Manager. They report bugs in the caller (seed 000's
 // "hard bugs") or misuse, never a normal outcome, and a call that returns one
-// has changed nothing, except that, like every call, it first revokes its
-// domain's lease if that has expired (see WithLeaseTTL). Returned errors may wrap these with the domain and
+// has changed nothing, except that, like every call on one domain, it first
+// revokes the domain's lease if that has expired (see WithLeaseTTL). Returned errors may wrap these with the domain and
 // other context; test for them with errors.Is.
 var (
 	// ErrBacklogOrder is returned by TryAcquire when the domain is idle, its
@@ -16,8 +16,8 @@ var (
 	// head. The error is always a *BacklogOrderError.
 	ErrBacklogOrder = errors.New("worklease: offset is not the head of the backlog")
 
-	// ErrTokenMismatch is returned by Succeed and Fail when the domain holds a
-	// lease but the token passed is not that lease's token: the caller is a
+	// ErrTokenMismatch is returned by Succeed, Fail and Extend when the
+	// domain holds a lease but the token passed is not that lease's token: the caller is a
 	// stale holder, or passed a token from another domain or manager.
 	ErrTokenMismatch = errors.New("worklease: token does not match the current lease")
 
