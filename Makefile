@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0 # = 2026.1, supports Go
 # The race detector needs cgo (a C compiler); without one, tests run without it.
 RACE := $(shell [ "$$(go env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: all test short example bench fuzz crash lint fmt vet staticcheck tidy cover ci
+.PHONY: all test short example bench profile fuzz crash lint fmt vet staticcheck tidy cover ci
 
 all: lint test
 
@@ -32,6 +32,10 @@ fuzz: ## each fuzz target for FUZZTIME (default 10s)
 
 crash: ## the SIGKILL crash test with many kills (CRASH_ITERATIONS, default 100)
 	go test -run=TestProcessCrash -count=1 ./wal -crash.iterations=$${CRASH_ITERATIONS:-100}
+
+profile: ## CPU and allocation profiles of the in-memory cycle, in cpu.prof and mem.prof
+	go test -run='^$$' -bench='^BenchmarkCycle$$/domains=1000$$' -benchtime=3s -cpuprofile=cpu.prof -memprofile=mem.prof -o worklease.test .
+	@echo "go tool pprof -top worklease.test cpu.prof   # or mem.prof"
 
 lint: fmt vet staticcheck tidy
 

@@ -2,9 +2,13 @@ package worklease_test
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/worklease/worklease"
 )
 
 // floor is the least a correct cycle can cost, as issue 5 defines it: a
@@ -75,4 +79,120 @@ func BenchmarkFloorCycle(b *testing.B) {
 			}
 		})
 	}
+}
+
+// globalFloor is the parallel floor: the same minimal work as floor, under
+// one global mutex instead of a sharded map and per-record locks.
+type globalFloor struct {
+	mu      sync.Mutex
+	records map[string]*floorRecord
+}
+
+func (g *globalFloor) cycle(domain string, offset int64) {
+	now := time.Now()
+	g.mu.Lock()
+	r := g.records[domain]
+	if r.leased || offset <= r.watermark {
+		g.mu.Unlock()
+		panic("global floor: not grantable")
+	}
+	r.leased, r.offset, r.acquiredAt = true, offset, now
+	r.fence++
+	fence := r.fence
+	g.mu.Unlock()
+
+	g.mu.Lock()
+	r = g.records[domain]
+	if !r.leased || r.fence != fence {
+		g.mu.Unlock()
+		panic("global floor: token mismatch")
+	}
+	r.watermark, r.leased = r.offset, false
+	g.mu.Unlock()
+}
+
+// BenchmarkGlobalFloorParallel is BenchmarkCycleParallel's floor: compare
+// their ns/op at the same domain count.
+func BenchmarkGlobalFloorParallel(b *testing.B) {
+	const n = 100_000
+	names := domainNames(n)
+	g := &globalFloor{records: newFloor(names).records}
+	var goroutine atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		gr := int(goroutine.Add(1) - 1)
+		var mine []int
+		for i := gr; i < n; i += 64 {
+			mine = append(mine, i)
+		}
+		offsets := make([]int64, len(mine))
+		for i := 0; pb.Next(); i++ {
+			k := i % len(mine)
+			g.cycle(names[mine[k]], offsets[k])
+			offsets[k]++
+		}
+	})
+}
+
+// heapAfter returns how many heap bytes build leaves live.
+func heapAfter(build func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	build()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if after.HeapAlloc < before.HeapAlloc { // garbage from before was freed
+		return 0
+	}
+	return after.HeapAlloc - before.HeapAlloc
+}
+
+// BenchmarkMemory reports what domains and their history cost: bytes per
+// idle domain with history, bytes for a million offsets processed in order,
+// and bytes per offset when 1% of them are scattered holes. Each iteration
+// builds the state afresh; the metrics are the point, not ns/op.
+func BenchmarkMemory(b *testing.B) {
+	b.Run("idle-domains", func(b *testing.B) {
+		const n = 100_000
+		names := domainNames(n)
+		var perDomain float64
+		for b.Loop() {
+			var m *worklease.Manager
+			used := heapAfter(func() {
+				m = mustNew(b)
+				for _, d := range names {
+					for off := range int64(3) {
+						cycle(m, d, off)
+					}
+				}
+			})
+			perDomain = float64(used) / n
+			runtime.KeepAlive(m)
+		}
+		b.ReportMetric(perDomain, "bytes/domain")
+	})
+	b.Run("offsets", func(b *testing.B) {
+		const n = 1_000_000
+		for _, holes := range []int{0, 100} { // a hole every `holes` offsets; 0: none
+			b.Run(fmt.Sprintf("hole-every=%d", holes), func(b *testing.B) {
+				var used uint64
+				for b.Loop() {
+					m := mustNew(b)
+					cycle(m, "d", 0) // the record exists before measuring
+					used = heapAfter(func() {
+						for off := int64(1); off <= n; off++ {
+							if holes > 0 && off%int64(holes) == 0 {
+								continue
+							}
+							cycle(m, "d", off)
+						}
+					})
+					runtime.KeepAlive(m)
+				}
+				b.ReportMetric(float64(used), "bytes/1M-offsets")
+				b.ReportMetric(float64(used)/n, "bytes/offset")
+			})
+		}
+	})
 }
