@@ -11,6 +11,9 @@ RACE := $(shell [ "$$(go env CGO_ENABLED)" = 1 ] && echo -race)
 
 all: lint test
 
+# Property tests run this many cases each (rapid's default is 100).
+export RAPID_CHECKS ?= 500
+
 test: ## the full test suite, as CI runs it
 	go test $(RACE) -shuffle=on -count=1 ./...
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/internal/memjournal"
 )
 
 // hookJournal is an in-memory journal with hooks that let a test run a call
@@ -159,4 +160,24 @@ func TestReplayFenceFloorRace(t *testing.T) {
 	require.Equal(t, res.Token, info.Lease.Token)
 	e := must(m2.TryAcquire("E", 0))(t) // E comes back above its old fences
 	require.Greater(t, e.Token.Fence(), uint64(3))
+}
+
+// Found by TestJournalReplayProperty: a domain forgotten and then brought
+// back without a grant (here by Kill) must, after a restart, still grant
+// fences above those of its forgotten past.
+func TestReplayKeepsFencesAboveAForgottenPast(t *testing.T) {
+	t.Parallel()
+	j := &memjournal.Journal{}
+	m := must(worklease.New(worklease.WithJournal(j)))(t)
+	old := must(m.TryAcquire("b", 0))(t)
+	must(m.Succeed("b", old.Token))(t)
+	require.NoError(t, m.Forget("b"))
+	_, _, err := m.Kill("b", 0, "poison") // the new b has no grant yet
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+
+	m2 := must(worklease.New(worklease.WithJournal(j.Reopen())))(t)
+	defer func() { require.NoError(t, m2.Close()) }()
+	res := must(m2.TryAcquire("b", 1))(t)
+	require.Greater(t, res.Token.Fence(), old.Token.Fence())
 }

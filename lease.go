@@ -28,8 +28,8 @@ type Manager struct {
 	policy    policy
 	clock     Clock // nil: time.Now
 	observer  Observer
-	journal   Journal // nil: state lives in memory only
-	replaying bool    // New is replaying the journal; only New's goroutine runs
+	journal   Journal      // nil: state lives in memory only
+	replaying *replayState // non-nil while New replays the journal; only New's goroutine runs
 	// alwaysNow: every call reads the clock, because leases expire or
 	// events and records carry a time. Otherwise only TryAcquire and Fail
 	// need it.

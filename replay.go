@@ -11,8 +11,8 @@ import (
 // fit the state before it is an error. Nothing is counted in Stats or told
 // to an observer; those report new transitions only.
 func (m *Manager) replay() error {
-	m.replaying = true
-	defer func() { m.replaying = false }()
+	m.replaying = &replayState{forgotten: make(map[string]uint64)}
+	defer func() { m.replaying = nil }()
 	var skip map[string]uint64 // domains forgotten while the snapshot was written
 	err := m.journal.ReplayRecords(
 		func(snapshot []byte) error {
@@ -38,6 +38,28 @@ func (m *Manager) replay() error {
 		return err
 	}
 	return m.checkInvariants()
+}
+
+// replayState is what replay needs beyond the Manager's own state.
+type replayState struct {
+	// base is the fence floor when the snapshot began, a floor every domain
+	// created afterwards started at or above; forgotten holds the last fence
+	// of each domain a replayed Forget dropped. A domain created during
+	// replay starts at the larger of the two: never above where it started
+	// live (the global floor may have risen through other domains' Forget
+	// calls meanwhile), never below a fence its name had before.
+	base      uint64
+	forgotten map[string]uint64
+}
+
+func (s *replayState) floor(domain string) uint64 { return max(s.base, s.forgotten[domain]) }
+
+// noteForgotten records that domain was dropped at fence.
+func (m *Manager) noteForgotten(domain string, fence uint64) {
+	m.raiseFenceFloor(fence)
+	if m.replaying != nil {
+		m.replaying.forgotten[domain] = max(m.replaying.forgotten[domain], fence)
+	}
 }
 
 // apply applies one journaled record.
@@ -74,11 +96,13 @@ func (m *Manager) applyForgotten(seq uint64, rec Record) error {
 		r.mu.Unlock()
 		return errors.New("forgets a domain that is not idle and empty")
 	}
-	if rec.Fence != s.issued.fence {
+	// The domain may have started live above where replay started it (see
+	// replayState), never below its last grant.
+	if rec.Fence < s.issued.fence {
 		r.mu.Unlock()
 		return fmt.Errorf("forgets fence %d, but the domain is at %d", rec.Fence, s.issued.fence)
 	}
-	m.raiseFenceFloor(s.issued.fence)
+	m.noteForgotten(rec.Domain, rec.Fence)
 	r.dropped = true
 	r.mu.Unlock()
 	sh.mu.Lock()

@@ -82,13 +82,10 @@ func (m *Manager) createRecord(sh *shard, domain string) *record {
 	}
 	r := &record{domain: domain}
 	// A new domain's fences start above those of every forgotten domain, so
-	// a domain that is forgotten and comes back never reuses a fence. During
-	// replay a domain's fences come from its records instead: the floor when
-	// it was created live may have been lower than the floor replay has
-	// reached by then.
+	// a domain that is forgotten and comes back never reuses a fence.
 	floor := m.fenceFloor.Load()
-	if m.replaying {
-		floor = 0
+	if m.replaying != nil {
+		floor = m.replaying.floor(domain)
 	}
 	r.state.issued = Token{fence: floor, domain: m.domainSerial.Add(1), instance: m.instance}
 	if m.observer != nil {

@@ -129,6 +129,9 @@ const (
 // encodeSnapshot writes every domain, locking one at a time, then the
 // Manager's counters and the domains forgotten meanwhile.
 func (m *Manager) encodeSnapshot(w io.Writer) error {
+	// The floor as the snapshot begins: every domain created after this
+	// started at or above it (see replayState).
+	floor := m.fenceFloor.Load()
 	buf := append([]byte(snapshotMagic), snapshotVersion)
 	var err error
 	flush := func() {
@@ -157,7 +160,7 @@ func (m *Manager) encodeSnapshot(w io.Writer) error {
 	m.snapshots.dropped = nil
 	m.snapshots.mu.Unlock()
 	buf = append(buf, snapshotTrailer)
-	buf = binary.AppendUvarint(buf, m.fenceFloor.Load())
+	buf = binary.AppendUvarint(buf, floor)
 	buf = binary.AppendUvarint(buf, m.domainSerial.Load())
 	buf = binary.AppendUvarint(buf, uint64(len(forgotten)))
 	for _, f := range forgotten {
@@ -241,7 +244,11 @@ func (m *Manager) restoreSnapshot(data []byte) (map[string]uint64, error) {
 				return nil, err
 			}
 		case snapshotTrailer:
-			m.raiseFenceFloor(d.uvarint())
+			floor := d.uvarint()
+			m.raiseFenceFloor(floor)
+			if m.replaying != nil {
+				m.replaying.base = floor
+			}
 			if serial := d.uvarint(); serial > m.domainSerial.Load() {
 				m.domainSerial.Store(serial)
 			}
@@ -283,7 +290,7 @@ func (m *Manager) dropRestored(domain string, seq uint64) {
 		r.mu.Unlock()
 		return
 	}
-	m.raiseFenceFloor(r.state.issued.fence)
+	m.noteForgotten(domain, r.state.issued.fence)
 	r.dropped = true
 	r.mu.Unlock()
 	sh.mu.Lock()
