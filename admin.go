@@ -1,6 +1,7 @@
 package worklease
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"strings"
@@ -149,7 +150,10 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 			seq = r.lastSeq
 			r.mu.Unlock()
 		}
-		return out, m.waitDurable(seq)
+		if err := m.waitDurable(seq); err != nil {
+			return nil, err
+		}
+		return out, nil
 	}
 	m.forEachRecord(func(_ *shard, domain string, r *record) {
 		r.mu.Lock()
@@ -163,10 +167,7 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b DeadLetter) int {
-		if c := strings.Compare(a.Domain, b.Domain); c != 0 {
-			return c
-		}
-		return int(min(max(a.Offset-b.Offset, -1), 1))
+		return cmp.Or(strings.Compare(a.Domain, b.Domain), cmp.Compare(a.Offset, b.Offset))
 	})
 	return out, nil
 }

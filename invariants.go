@@ -22,6 +22,11 @@ func (m *Manager) checkInvariants() error {
 			errs = append(errs, fmt.Errorf("domain %q: %w", domain, err))
 		}
 	})
+	for i := range m.shards {
+		if err := m.shards[i].expiry.checkHeap(); err != nil {
+			errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -119,9 +124,8 @@ func (s *offsetSet) check() error {
 	return nil
 }
 
-// check verifies that the index holds r's lease expiry exactly when r has
-// one. r.mu must be held.
-func (x *expiryIndex) check(r *record) error {
+// checkHeap verifies the index's heap order and back-references.
+func (x *expiryIndex) checkHeap() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for i, e := range x.heap {
@@ -132,6 +136,14 @@ func (x *expiryIndex) check(r *record) error {
 			return fmt.Errorf("expiry index is not a heap at %d", i)
 		}
 	}
+	return nil
+}
+
+// check verifies that the index holds r's lease expiry exactly when r has
+// one. r.mu must be held.
+func (x *expiryIndex) check(r *record) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	s := &r.state
 	want := s.leased && !s.lease.expiresAt.IsZero()
 	if !want {
