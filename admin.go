@@ -49,7 +49,7 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	if r == nil {
 		return DomainInfo{}, nil
 	}
-	e := m.emitter(sh, r, now)
+	e := emitter{m: m, sh: sh, r: r, now: now}
 	s := &r.state
 	s.expireIfDue(&m.policy, &e)
 	info := DomainInfo{
@@ -189,7 +189,7 @@ func (m *Manager) adminCall(name, domain string, create bool, unknown error, op 
 		}
 		return 0, false, domainError(name, domain, unknown)
 	}
-	e := m.emitter(sh, r, now)
+	e := emitter{m: m, sh: sh, r: r, now: now}
 	r.state.expireIfDue(&m.policy, &e)
 	if err = op(&r.state, &e); err == nil {
 		next, ok = r.state.next()
@@ -327,7 +327,7 @@ func (m *Manager) Forget(domain string) error {
 	if r == nil {
 		return nil
 	}
-	e := m.emitter(sh, r, now)
+	e := emitter{m: m, sh: sh, r: r, now: now}
 	s := &r.state
 	s.expireIfDue(&m.policy, &e)
 	if s.leased || s.backlog.len() > 0 {
@@ -344,12 +344,7 @@ func (m *Manager) Forget(domain string) error {
 	if err := m.finish(sh, r, &e); err != nil {
 		return err
 	}
-
-	sh.mu.Lock()
-	if sh.records[domain] == r {
-		delete(sh.records, domain)
-	}
-	sh.mu.Unlock()
+	m.unlink(r)
 	return nil
 }
 

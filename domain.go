@@ -57,26 +57,27 @@ type policy struct {
 	park       bool          // pause a domain when one of its offsets is dead-lettered
 }
 
-// acquire is TryAcquire under the domain lock.
-func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireResult, error) {
+// acquire is TryAcquire under the domain lock. With Acquired or
+// AlreadyAcquired, s.lease is the lease to report.
+func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireStatus, error) {
 	s.expireIfDue(p, e)
 	// 1) Terminal checks.
 	if s.processed.contains(offset) {
-		return AcquireResult{Status: AlreadyProcessed}, nil
+		return AlreadyProcessed, nil
 	}
 	if s.failed.contains(offset) {
-		return AcquireResult{Status: AlreadyFailed}, nil
+		return AlreadyFailed, nil
 	}
 	// 2) Active lease exists (or the domain is paused, which queues
 	// everything as if one did).
 	if s.leased && offset == s.lease.offset {
-		return s.lease.result(AlreadyAcquired), nil
+		return AlreadyAcquired, nil
 	}
 	if s.leased || s.paused {
 		if s.enqueue(p, offset) {
 			e.record(Record{Kind: EventEnqueued, Offset: offset, Front: p.lifo}, nil)
 		}
-		return AcquireResult{Status: Enqueued}, nil
+		return Enqueued, nil
 	}
 	// 3) No active lease: only the backlog's head may be granted.
 	if head, ok := s.backlog.front(); ok {
@@ -84,14 +85,14 @@ func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireResul
 		case head == offset:
 			s.backlog.popFront()
 		case !p.bestEffort:
-			return AcquireResult{}, &BacklogOrderError{Domain: e.domain, Expected: head, Got: offset}
+			return 0, &BacklogOrderError{Domain: e.r.domain, Expected: head, Got: offset}
 		default:
 			s.backlog.remove(offset) // if queued at all
 			e.emit(EventOutOfOrder, offset, 0, Token{}, nil)
 		}
 	}
 	s.grant(p, e, offset)
-	return s.lease.result(Acquired), nil
+	return Acquired, nil
 }
 
 // enqueue queues offset behind the lease, once, and reports whether it was
@@ -107,13 +108,16 @@ func (s *domainState) enqueue(p *policy, offset int64) bool {
 func (s *domainState) grant(p *policy, e *emitter, offset int64) {
 	s.issued.fence++
 	s.leased = true
-	s.lease = lease{offset: offset, token: s.issued, acquiredAt: e.now}
-	if a, ok := s.carried[offset]; ok {
-		s.lease.retries, s.lease.acquiredAt = a.retries, a.acquiredAt
-		s.dropCarried(offset)
+	l := &s.lease // zero: release cleared it
+	l.offset, l.token, l.acquiredAt = offset, s.issued, e.now
+	if s.carried != nil {
+		if a, ok := s.carried[offset]; ok {
+			l.retries, l.acquiredAt = a.retries, a.acquiredAt
+			s.dropCarried(offset)
+		}
 	}
 	if p.ttl > 0 {
-		s.lease.expiresAt = e.now.Add(p.ttl)
+		l.expiresAt = e.now.Add(p.ttl)
 	}
 	e.emit(EventAcquired, offset, s.lease.retries+1, s.lease.token, nil)
 }
@@ -267,13 +271,10 @@ func (s *domainState) next() (int64, bool) {
 	return s.backlog.front()
 }
 
-// result reports the lease as an AcquireResult with status st.
-func (l *lease) result(st AcquireStatus) AcquireResult {
-	return AcquireResult{
-		Status:     st,
-		Token:      l.token,
-		AcquiredAt: l.acquiredAt,
-		ExpiresAt:  l.expiresAt,
-		RetryCount: l.retries,
-	}
+// describe fills in res's lease fields from l.
+func (l *lease) describe(res *AcquireResult) {
+	res.Token = l.token
+	res.AcquiredAt = l.acquiredAt
+	res.ExpiresAt = l.expiresAt
+	res.RetryCount = l.retries
 }

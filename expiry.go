@@ -216,7 +216,7 @@ func (m *Manager) reapOne(sh *shard, r *record, now time.Time) (exp Expiry, ok b
 	}
 	s := &r.state
 	l := s.lease
-	e := m.emitter(sh, r, now)
+	e := emitter{m: m, sh: sh, r: r, now: now}
 	expired := s.expireIfDue(&m.policy, &e)
 	sh.expiry.sync(r)
 	if !expired {

@@ -115,56 +115,55 @@ func (f ObserverFunc) Observe(e Event) { f(e) }
 
 // emitter is how the state machine reports transitions while its lock is
 // held: it counts each one, journals it, and, with an observer, queues it on
-// the record to be delivered after the lock is released.
+// the record to be delivered after the lock is released. It is built on
+// every call, so it is kept small: what it needs is reachable from r and m.
 type emitter struct {
-	domain string
-	now    time.Time
-	stats  *counters
-	queue  *eventQueue // nil without an observer
-
-	journal Journal      // nil without one
-	state   *domainState // the domain, for the facts a record carries
-	lastSeq *uint64      // the record's last journaled sequence number
-	err     error        // the first journal error; nothing is journaled after it
+	m   *Manager
+	sh  *shard
+	r   *record // locked
+	now time.Time
+	err error // the first journal error; nothing is journaled after it
 }
 
 func (e *emitter) emit(kind EventKind, offset int64, attempt int, tok Token, cause error) {
-	e.stats.add(kind)
-	if e.queue != nil || e.journal != nil { // else nothing more to build: the common case
+	e.sh.stats.add(kind)
+	if e.m.reporting { // else nothing more to build: the common case
 		e.report(Record{Kind: kind, Offset: offset, Attempt: attempt, Token: tok}, cause)
 	}
 }
 
 // record reports the transition rec, with cause as its Event's cause.
 func (e *emitter) record(rec Record, cause error) {
-	e.stats.add(rec.Kind)
-	if e.queue != nil || e.journal != nil {
+	e.sh.stats.add(rec.Kind)
+	if e.m.reporting {
 		e.report(rec, cause)
 	}
 }
 
 // report queues rec for the observer and journals it.
 func (e *emitter) report(rec Record, cause error) {
-	if e.queue != nil {
-		e.queue.pending = append(e.queue.pending, Event{
-			Kind: rec.Kind, Domain: e.domain, Offset: rec.Offset, Attempt: rec.Attempt, Token: rec.Token, Cause: cause, At: e.now,
+	r := e.r
+	if q := r.events; q != nil {
+		q.pending = append(q.pending, Event{
+			Kind: rec.Kind, Domain: r.domain, Offset: rec.Offset, Attempt: rec.Attempt, Token: rec.Token, Cause: cause, At: e.now,
 		})
 	}
-	if e.journal == nil || e.err != nil || rec.Kind == EventRejected || rec.Kind == EventOutOfOrder {
+	j := e.m.journal
+	if j == nil || e.err != nil || rec.Kind == EventRejected || rec.Kind == EventOutOfOrder {
 		return // rejections and diagnostics change no state
 	}
-	rec.Domain, rec.At, rec.Cause = e.domain, e.now, textOf(cause)
+	rec.Domain, rec.At, rec.Cause = r.domain, e.now, textOf(cause)
 	switch rec.Kind {
 	case EventAcquired, EventRetrying, EventExtended:
-		l := &e.state.lease
+		l := &r.state.lease
 		rec.AcquiredAt, rec.Retries, rec.ExpiresAt = l.acquiredAt, l.retries, l.expiresAt
 	}
-	seq, err := e.journal.AppendRecord(rec)
+	seq, err := j.AppendRecord(rec)
 	if err != nil {
 		e.err = err
 		return
 	}
-	*e.lastSeq = seq
+	r.lastSeq = seq
 }
 
 // eventQueue holds a record's events until they are delivered. Its fields

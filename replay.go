@@ -83,7 +83,7 @@ func (m *Manager) apply(seq uint64, rec Record) error {
 }
 
 func (m *Manager) applyForgotten(seq uint64, rec Record) error {
-	sh, r := m.lockRecord(rec.Domain, false)
+	_, r := m.lockRecord(rec.Domain, false)
 	if r == nil {
 		return errors.New("forgets a domain that does not exist")
 	}
@@ -105,9 +105,7 @@ func (m *Manager) applyForgotten(seq uint64, rec Record) error {
 	m.noteForgotten(rec.Domain, rec.Fence)
 	r.dropped = true
 	r.mu.Unlock()
-	sh.mu.Lock()
-	delete(sh.records, rec.Domain)
-	sh.mu.Unlock()
+	m.unlink(r)
 	return nil
 }
 

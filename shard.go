@@ -13,8 +13,8 @@ import (
 // A shard is one slice of the Manager's domain map, with the expiry index
 // and event counters of its domains.
 type shard struct {
-	mu      sync.RWMutex       // guards records
-	records map[string]*record // a record is replaced only after Forget dropped it
+	mu      sync.RWMutex // guards records
+	records domainMap    // a record is replaced only after Forget dropped it
 
 	expiry expiryIndex // leases with an expiry, soonest first; empty without a TTL
 	stats  counters
@@ -38,25 +38,28 @@ type record struct {
 	heapIdx   int
 }
 
-// shardFor returns the shard that holds domain.
-func (m *Manager) shardFor(domain string) *shard {
-	return &m.shards[maphash.String(m.seed, domain)&m.shardMask]
-}
+// hash returns domain's hash, which picks its shard and keys its record
+// there.
+func (m *Manager) hash(domain string) uint64 { return maphash.String(m.seed, domain) }
+
+// shardOf returns the shard that holds the domain whose hash is h.
+func (m *Manager) shardOf(h uint64) *shard { return &m.shards[h&m.shardMask] }
 
 // lockRecord returns domain's shard and record, with the record locked. If
 // the domain has no record, lockRecord creates one when create is set and
 // otherwise returns a nil record.
 func (m *Manager) lockRecord(domain string, create bool) (*shard, *record) {
-	sh := m.shardFor(domain)
+	h := m.hash(domain)
+	sh := m.shardOf(h)
 	for {
 		sh.mu.RLock()
-		r := sh.records[domain]
+		r := sh.records.get(h, domain)
 		sh.mu.RUnlock()
 		if r == nil {
 			if !create {
 				return sh, nil
 			}
-			r = m.createRecord(sh, domain)
+			r = m.createRecord(sh, h, domain)
 		}
 		r.mu.Lock()
 		if !r.dropped {
@@ -65,19 +68,26 @@ func (m *Manager) lockRecord(domain string, create bool) (*shard, *record) {
 		// Forget dropped r after we found it; make sure it is gone from the
 		// map, then look again.
 		r.mu.Unlock()
-		sh.mu.Lock()
-		if sh.records[domain] == r {
-			delete(sh.records, domain)
-		}
-		sh.mu.Unlock()
+		m.unlink(r)
 	}
 }
 
-// createRecord returns domain's record, creating it if absent.
-func (m *Manager) createRecord(sh *shard, domain string) *record {
+// unlink removes r, which Forget dropped, from its shard's map if it is
+// still there.
+func (m *Manager) unlink(r *record) {
+	h := m.hash(r.domain)
+	sh := m.shardOf(h)
+	sh.mu.Lock()
+	sh.records.remove(h, r)
+	sh.mu.Unlock()
+}
+
+// createRecord returns the record of domain, whose hash is h, creating it if
+// absent.
+func (m *Manager) createRecord(sh *shard, h uint64, domain string) *record {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if r := sh.records[domain]; r != nil { // another goroutine created it first
+	if r := sh.records.get(h, domain); r != nil { // another goroutine created it first
 		return r
 	}
 	r := &record{domain: domain}
@@ -91,16 +101,8 @@ func (m *Manager) createRecord(sh *shard, domain string) *record {
 	if m.observer != nil {
 		r.events = &eventQueue{}
 	}
-	sh.records[domain] = r
+	sh.records.put(h, r)
 	return r
-}
-
-// emitter returns the emitter for a call on r at now. r.mu must be held.
-func (m *Manager) emitter(sh *shard, r *record, now time.Time) emitter {
-	return emitter{
-		domain: r.domain, now: now, stats: &sh.stats, queue: r.events,
-		journal: m.journal, state: &r.state, lastSeq: &r.lastSeq,
-	}
 }
 
 // finish ends a call on r: it brings the shard's expiry index up to date
@@ -135,9 +137,9 @@ func (m *Manager) forEachRecord(f func(sh *shard, domain string, r *record)) {
 		sh := &m.shards[i]
 		entries = entries[:0]
 		sh.mu.RLock()
-		for d, r := range sh.records {
-			entries = append(entries, entry{d, r})
-		}
+		sh.records.all(func(r *record) {
+			entries = append(entries, entry{r.domain, r})
+		})
 		sh.mu.RUnlock()
 		for _, e := range entries {
 			f(sh, e.domain, e.r)

@@ -282,7 +282,7 @@ func (m *Manager) restoreSnapshot(data []byte) (map[string]uint64, error) {
 // dropRestored drops domain if the snapshot holds it from before the Forget
 // journaled at seq.
 func (m *Manager) dropRestored(domain string, seq uint64) {
-	sh, r := m.lockRecord(domain, false)
+	_, r := m.lockRecord(domain, false)
 	if r == nil {
 		return
 	}
@@ -293,9 +293,7 @@ func (m *Manager) dropRestored(domain string, seq uint64) {
 	m.noteForgotten(domain, r.state.issued.fence)
 	r.dropped = true
 	r.mu.Unlock()
-	sh.mu.Lock()
-	delete(sh.records, domain)
-	sh.mu.Unlock()
+	m.unlink(r)
 }
 
 // restoreDomain decodes one domain's state into a new record.
