@@ -59,7 +59,7 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 		Failed:    s.failed.len(),
 	}
 	if s.leased {
-		info.Lease = s.lease.info(domain)
+		info.Lease = s.lease.info(domain, m.loc)
 	}
 	if n := s.backlog.len(); n > 0 {
 		info.Backlog = s.backlog.appendTo(make([]int64, 0, n))
@@ -70,13 +70,13 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	return info, nil
 }
 
-func (l *lease) info(domain string) LeaseInfo {
+func (l *lease) info(domain string, loc *time.Location) LeaseInfo {
 	return LeaseInfo{
 		Domain:     domain,
 		Offset:     l.offset,
 		Token:      l.token,
-		AcquiredAt: l.acquiredAt,
-		ExpiresAt:  l.expiresAt,
+		AcquiredAt: l.acquiredAt.in(loc),
+		ExpiresAt:  l.expiresAt.in(loc),
 		RetryCount: l.retries,
 	}
 }
@@ -94,7 +94,7 @@ func (m *Manager) Leases() ([]LeaseInfo, error) {
 	m.forEachRecord(func(_ *shard, domain string, r *record) {
 		r.mu.Lock()
 		if r.state.leased && !r.dropped {
-			out = append(out, r.state.lease.info(domain))
+			out = append(out, r.state.lease.info(domain, m.loc))
 			seq = max(seq, r.lastSeq)
 		}
 		r.mu.Unlock()
@@ -146,7 +146,7 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	var seq uint64 // the latest record what we report depends on
 	if domain != "" {
 		if _, r := m.lockRecord(domain, false); r != nil {
-			out = r.state.failed.appendTo(out, domain)
+			out = r.state.failed.appendTo(out, domain, m.loc)
 			seq = r.lastSeq
 			r.mu.Unlock()
 		}
@@ -158,7 +158,7 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	m.forEachRecord(func(_ *shard, domain string, r *record) {
 		r.mu.Lock()
 		if !r.dropped && r.state.failed.len() > 0 {
-			out = r.state.failed.appendTo(out, domain)
+			out = r.state.failed.appendTo(out, domain, m.loc)
 			seq = max(seq, r.lastSeq)
 		}
 		r.mu.Unlock()

@@ -185,6 +185,9 @@ func (d *decoder) token() Token {
 	return Token{fence: d.uvarint(), domain: d.uvarint(), instance: d.uvarint()}
 }
 
+// instant reads a time as an instant.
+func (d *decoder) instant() instant { return instantOf(d.time()) }
+
 func (d *decoder) time() time.Time {
 	switch d.byte() {
 	case 0:

@@ -15,7 +15,7 @@ type deadLetters struct {
 type deadLetter struct {
 	cause    error // as passed to Fail, ErrLeaseExpired, or the reason given to Kill; may be nil
 	attempts int   // attempts made, the failing one included; 0 if killed before any
-	at       time.Time
+	at       instant
 }
 
 func (d *deadLetters) len() int64 { return int64(len(d.m)) }
@@ -64,10 +64,10 @@ type DeadLetter struct {
 	At       time.Time // when it failed
 }
 
-func (d *deadLetters) appendTo(dst []DeadLetter, domain string) []DeadLetter {
+func (d *deadLetters) appendTo(dst []DeadLetter, domain string, loc *time.Location) []DeadLetter {
 	for _, off := range d.offsets() {
 		dl := d.m[off]
-		dst = append(dst, DeadLetter{Domain: domain, Offset: off, Cause: dl.cause, Attempts: dl.attempts, At: dl.at})
+		dst = append(dst, DeadLetter{Domain: domain, Offset: off, Cause: dl.cause, Attempts: dl.attempts, At: dl.at.in(loc)})
 	}
 	return dst
 }

@@ -37,15 +37,15 @@ type domainState struct {
 type lease struct {
 	offset     int64
 	token      Token
-	acquiredAt time.Time // first grant of this offset; retries keep it
-	expiresAt  time.Time // zero: never expires
-	retries    int       // failed attempts of this offset so far
+	acquiredAt instant // first grant of this offset; retries keep it
+	expiresAt  instant // zero: never expires
+	retries    int     // failed attempts of this offset so far
 }
 
 // attempt is what carries over from one grant of an offset to the next.
 type attempt struct {
 	retries    int
-	acquiredAt time.Time
+	acquiredAt instant
 }
 
 // policy is the configuration the state machine reads. Immutable.
@@ -117,7 +117,7 @@ func (s *domainState) grant(p *policy, e *emitter, offset int64) {
 		}
 	}
 	if p.ttl > 0 {
-		l.expiresAt = e.now.Add(p.ttl)
+		l.expiresAt = e.now.add(p.ttl)
 	}
 	e.emit(EventAcquired, offset, s.lease.retries+1, s.lease.token, nil)
 }
@@ -168,7 +168,7 @@ func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error) (FailR
 	}
 	if s.lease.retries < p.maxRetries {
 		s.lease.retries++ // acquiredAt stays: it marks the offset's first grant
-		if at := e.now.Add(p.ttl); p.ttl > 0 && at.After(s.lease.expiresAt) {
+		if at := e.now.add(p.ttl); p.ttl > 0 && at > s.lease.expiresAt {
 			s.lease.expiresAt = at // the next attempt gets at least a full TTL
 		}
 		e.emit(EventRetrying, s.lease.offset, s.lease.retries, tok, cause)
@@ -188,15 +188,15 @@ func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error) (FailR
 
 // extend is Extend under the domain lock: the lease now expires no sooner
 // than now+d. It returns the lease's expiry, zero if it never expires.
-func (s *domainState) extend(p *policy, e *emitter, tok Token, d time.Duration) (time.Time, error) {
+func (s *domainState) extend(p *policy, e *emitter, tok Token, d time.Duration) (instant, error) {
 	s.expireIfDue(p, e)
 	if err := s.checkToken(e, tok); err != nil {
-		return time.Time{}, err
+		return 0, err
 	}
 	if p.ttl == 0 {
-		return time.Time{}, nil // leases never expire; nothing to extend
+		return 0, nil // leases never expire; nothing to extend
 	}
-	if at := e.now.Add(d); at.After(s.lease.expiresAt) {
+	if at := e.now.add(d); at > s.lease.expiresAt {
 		s.lease.expiresAt = at
 		e.emit(EventExtended, s.lease.offset, s.lease.retries+1, tok, nil)
 	}
@@ -208,7 +208,7 @@ func (s *domainState) extend(p *policy, e *emitter, tok Token, d time.Duration) 
 // goes back to the front of the line to be granted again under a new token;
 // without, it is dead-lettered.
 func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
-	if !s.leased || s.lease.expiresAt.IsZero() || e.now.Before(s.lease.expiresAt) {
+	if !s.leased || s.lease.expiresAt == 0 || e.now < s.lease.expiresAt {
 		return false
 	}
 	l := s.lease
@@ -229,7 +229,7 @@ func (s *domainState) requeue(e *emitter, offset int64, a attempt) {
 		s.carried = make(map[int64]attempt)
 	}
 	s.carried[offset] = a
-	e.record(Record{Kind: EventRequeued, Offset: offset, Attempt: a.retries, Retries: a.retries, AcquiredAt: a.acquiredAt}, nil)
+	e.record(Record{Kind: EventRequeued, Offset: offset, Attempt: a.retries, Retries: a.retries, AcquiredAt: a.acquiredAt.in(time.UTC)}, nil)
 }
 
 func (s *domainState) dropCarried(offset int64) {
@@ -271,10 +271,10 @@ func (s *domainState) next() (int64, bool) {
 	return s.backlog.front()
 }
 
-// describe fills in res's lease fields from l.
-func (l *lease) describe(res *AcquireResult) {
+// describe fills in res's lease fields from l, with times in loc.
+func (l *lease) describe(res *AcquireResult, loc *time.Location) {
 	res.Token = l.token
-	res.AcquiredAt = l.acquiredAt
-	res.ExpiresAt = l.expiresAt
+	res.AcquiredAt = l.acquiredAt.in(loc)
+	res.ExpiresAt = l.expiresAt.in(loc)
 	res.RetryCount = l.retries
 }

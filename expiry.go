@@ -2,11 +2,9 @@ package worklease
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 )
 
 // expiryIndex is a min-heap of a shard's leases that have an expiry, keyed by
@@ -18,53 +16,41 @@ type expiryIndex struct {
 }
 
 type expiryEntry struct {
-	at int64 // the lease's expiry, in Unix nanoseconds
+	at instant // the lease's expiry
 	r  *record
 }
 
 // sync makes the index hold r's current lease expiry, or nothing for r if
 // its lease has none. r.mu must be held.
 func (x *expiryIndex) sync(r *record) {
-	var want time.Time
+	var want instant
 	if r.state.leased {
 		want = r.state.lease.expiresAt
 	}
-	if want.Equal(r.expiresAt) && want.IsZero() == r.expiresAt.IsZero() {
+	if want == r.expiresAt {
 		return
 	}
 	x.mu.Lock()
 	switch {
-	case want.IsZero():
+	case want == 0:
 		if r.heapIdx != 0 {
 			x.remove(r.heapIdx - 1)
 		}
 	case r.heapIdx == 0:
-		x.push(expiryEntry{at: expiryKey(want), r: r})
+		x.push(expiryEntry{at: want, r: r})
 	default:
 		i := r.heapIdx - 1
-		x.heap[i].at = expiryKey(want)
+		x.heap[i].at = want
 		x.fix(i)
 	}
 	x.mu.Unlock()
 	r.expiresAt = want
 }
 
-// maxExpiryKey is the latest time a Unix nanosecond count can hold, in 2262.
-var maxExpiryKey = time.Unix(0, math.MaxInt64)
-
-// expiryKey orders expiries; the rare expiry past 2262 sorts last.
-func expiryKey(t time.Time) int64 {
-	if t.After(maxExpiryKey) {
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
 // popDue removes and returns the entries due at or before now.
-func (x *expiryIndex) popDue(now time.Time, dst []expiryEntry) []expiryEntry {
-	t := expiryKey(now)
+func (x *expiryIndex) popDue(now instant, dst []expiryEntry) []expiryEntry {
 	x.mu.Lock()
-	for len(x.heap) > 0 && x.heap[0].at <= t {
+	for len(x.heap) > 0 && x.heap[0].at <= now {
 		dst = append(dst, x.heap[0])
 		x.remove(0)
 	}
@@ -207,10 +193,10 @@ func (m *Manager) Reap() ([]Expiry, error) {
 // reapOne expires r's lease if it is due, leaving its events to deliver
 // and its records to wait for: it returns the record's latest sequence
 // number and any journal error. r was just taken out of the expiry index.
-func (m *Manager) reapOne(sh *shard, r *record, now time.Time) (exp Expiry, ok bool, seq uint64, err error) {
+func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok bool, seq uint64, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.expiresAt = time.Time{} // no longer in the index; sync puts it back if still leased
+	r.expiresAt = 0 // no longer in the index; sync puts it back if still leased
 	if r.dropped {
 		return Expiry{}, false, 0, nil
 	}

@@ -3,6 +3,7 @@ package worklease
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // checkInvariants checks seed 000's invariants, and the data structures' own,
@@ -145,7 +146,7 @@ func (x *expiryIndex) check(r *record) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	s := &r.state
-	want := s.leased && !s.lease.expiresAt.IsZero()
+	want := s.leased && s.lease.expiresAt != 0
 	if !want {
 		if r.heapIdx != 0 {
 			return fmt.Errorf("idle or never-expiring lease is in the expiry index")
@@ -153,9 +154,9 @@ func (x *expiryIndex) check(r *record) error {
 		return nil
 	}
 	if r.heapIdx == 0 {
-		return fmt.Errorf("lease expiring at %v is missing from the expiry index", s.lease.expiresAt)
+		return fmt.Errorf("lease expiring at %v is missing from the expiry index", s.lease.expiresAt.in(time.UTC))
 	}
-	if got, want := x.heap[r.heapIdx-1].at, expiryKey(s.lease.expiresAt); got != want {
+	if got, want := x.heap[r.heapIdx-1].at, s.lease.expiresAt; got != want {
 		return fmt.Errorf("expiry index has %d for a lease expiring at %d", got, want)
 	}
 	return nil

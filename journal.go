@@ -48,7 +48,8 @@ type Journal interface {
 // journal, a call returns only once the records it wrote, and those of the
 // domain before them, are durable, as j's Wait defines it; many concurrent
 // calls share the journal's flushes. Times read back from a journal (lease
-// and dead-letter times) are the same instants, in UTC. See the wal package.
+// and dead-letter times) are the same instants, in UTC; a Manager that replays
+// them reports them in its own clock's time zone. See the wal package.
 func WithJournal(j Journal) Option {
 	return optionFunc(func(c *config) { c.journal = j })
 }

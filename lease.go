@@ -26,7 +26,9 @@ type Manager struct {
 	seed      maphash.Seed
 	instance  uint64 // random, non-zero; makes this Manager's tokens unique
 	policy    policy
-	clock     Clock // nil: time.Now
+	clock     Clock          // nil: the system clock, read through timeline
+	timeline  timeline       // reads the system clock when clock is nil
+	loc       *time.Location // the clock's time zone, which reported times are in
 	observer  Observer
 	journal   Journal      // nil: state lives in memory only
 	replaying *replayState // non-nil while New replays the journal; only New's goroutine runs
@@ -73,10 +75,15 @@ func New(opts ...Option) (*Manager, error) {
 			park:       cfg.park,
 		},
 		clock:     cfg.clock,
+		timeline:  newTimeline(),
+		loc:       time.Local,
 		observer:  cfg.observer,
 		journal:   cfg.journal,
 		alwaysNow: cfg.ttl > 0 || cfg.observer != nil || cfg.journal != nil,
 		reporting: cfg.observer != nil || cfg.journal != nil,
+	}
+	if m.clock != nil {
+		m.loc = m.clock.Now().Location()
 	}
 	for i := range m.shards {
 		m.shards[i].records = newDomainMap()
@@ -102,17 +109,17 @@ func newInstanceID() uint64 {
 	}
 }
 
-func (m *Manager) now() time.Time {
+func (m *Manager) now() instant {
 	if m.clock == nil {
-		return time.Now()
+		return m.timeline.now()
 	}
-	return m.clock.Now()
+	return instantOf(m.clock.Now())
 }
 
 // nowIfNeeded reads the clock only if leases expire or events carry a time.
-func (m *Manager) nowIfNeeded() time.Time {
+func (m *Manager) nowIfNeeded() instant {
 	if !m.alwaysNow {
-		return time.Time{}
+		return 0
 	}
 	return m.now()
 }
@@ -326,7 +333,7 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 	// a tenth of a cycle.
 	res.Status, err = r.state.acquire(&m.policy, &e, offset)
 	if res.Status == Acquired || res.Status == AlreadyAcquired {
-		r.state.lease.describe(&res)
+		r.state.lease.describe(&res, m.loc)
 	}
 	if ferr := m.finish(sh, r, &e); ferr != nil {
 		return AcquireResult{}, ferr
@@ -426,7 +433,7 @@ func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, 
 	if err != nil {
 		return time.Time{}, domainError("Extend", domain, err)
 	}
-	return at, nil
+	return at.in(m.loc), nil
 }
 
 // invalidStatus names a status value that is not one of its type's constants.

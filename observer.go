@@ -121,7 +121,7 @@ type emitter struct {
 	m   *Manager
 	sh  *shard
 	r   *record // locked
-	now time.Time
+	now instant
 	err error // the first journal error; nothing is journaled after it
 }
 
@@ -145,18 +145,19 @@ func (e *emitter) report(rec Record, cause error) {
 	r := e.r
 	if q := r.events; q != nil {
 		q.pending = append(q.pending, Event{
-			Kind: rec.Kind, Domain: r.domain, Offset: rec.Offset, Attempt: rec.Attempt, Token: rec.Token, Cause: cause, At: e.now,
+			Kind: rec.Kind, Domain: r.domain, Offset: rec.Offset, Attempt: rec.Attempt, Token: rec.Token, Cause: cause, At: e.now.in(e.m.loc),
 		})
 	}
 	j := e.m.journal
 	if j == nil || e.err != nil || rec.Kind == EventRejected || rec.Kind == EventOutOfOrder {
 		return // rejections and diagnostics change no state
 	}
-	rec.Domain, rec.At, rec.Cause = r.domain, e.now, textOf(cause)
+	// A journal keeps times as Unix time; their zone does not matter.
+	rec.Domain, rec.At, rec.Cause = r.domain, e.now.in(time.UTC), textOf(cause)
 	switch rec.Kind {
 	case EventAcquired, EventRetrying, EventExtended:
 		l := &r.state.lease
-		rec.AcquiredAt, rec.Retries, rec.ExpiresAt = l.acquiredAt, l.retries, l.expiresAt
+		rec.AcquiredAt, rec.Retries, rec.ExpiresAt = l.acquiredAt.in(time.UTC), l.retries, l.expiresAt.in(time.UTC)
 	}
 	seq, err := j.AppendRecord(rec)
 	if err != nil {

@@ -76,6 +76,14 @@ func WithMaxRetries(n int) Option {
 // WithClock makes the Manager read time from c instead of the system clock.
 // The Manager calls c.Now outside its locks, so c may take locks of its own.
 // A nil c means the system clock, the default.
+//
+// Times the Manager reports (grant and expiry times, dead-letter and event
+// times) are in the time zone of c's reading at New, or the local zone for
+// the system clock, at nanosecond precision, clamped to the years 1678 to
+// 2262. The system clock is read as its wall time at New advanced by the
+// monotonic clock since, so a step of the wall clock (by an administrator
+// or NTP) never makes leases expire early or late; it is also cheaper to
+// read than time.Now.
 func WithClock(c Clock) Option {
 	return optionFunc(func(cfg *config) { cfg.clock = c })
 }

@@ -138,7 +138,7 @@ func (s *domainState) apply(rec Record) error {
 		s.dropCarried(off)
 		s.issued.fence = rec.Token.fence
 		s.leased = true
-		s.lease = lease{offset: off, token: rec.Token, acquiredAt: rec.AcquiredAt, expiresAt: rec.ExpiresAt, retries: rec.Retries}
+		s.lease = lease{offset: off, token: rec.Token, acquiredAt: instantOf(rec.AcquiredAt), expiresAt: instantOf(rec.ExpiresAt), retries: rec.Retries}
 	case EventProcessed:
 		if !holds {
 			return errors.New("completes a lease that is not held")
@@ -149,14 +149,14 @@ func (s *domainState) apply(rec Record) error {
 		if !holds || rec.Retries != s.lease.retries+1 {
 			return errors.New("retries a lease that is not held, or skips a retry")
 		}
-		s.lease.retries, s.lease.expiresAt = rec.Retries, rec.ExpiresAt
+		s.lease.retries, s.lease.expiresAt = rec.Retries, instantOf(rec.ExpiresAt)
 	case EventExtended:
-		if !holds || !rec.ExpiresAt.After(s.lease.expiresAt) {
+		if !holds || instantOf(rec.ExpiresAt) <= s.lease.expiresAt {
 			return errors.New("extends a lease that is not held, or not later")
 		}
-		s.lease.expiresAt = rec.ExpiresAt
+		s.lease.expiresAt = instantOf(rec.ExpiresAt)
 	case EventExpired:
-		if !holds || s.lease.expiresAt.IsZero() || rec.At.Before(s.lease.expiresAt) {
+		if !holds || s.lease.expiresAt == 0 || instantOf(rec.At) < s.lease.expiresAt {
 			return errors.New("expires a lease that is not held, or not yet due")
 		}
 		s.revoke(rec.Token, ErrLeaseExpired)
@@ -183,7 +183,7 @@ func (s *domainState) apply(rec Record) error {
 		if s.carried == nil {
 			s.carried = make(map[int64]attempt)
 		}
-		s.carried[off] = attempt{retries: rec.Retries, acquiredAt: rec.AcquiredAt}
+		s.carried[off] = attempt{retries: rec.Retries, acquiredAt: instantOf(rec.AcquiredAt)}
 	case EventDeadLettered:
 		if terminal {
 			return errors.New("dead-letters a terminal offset")
@@ -196,7 +196,7 @@ func (s *domainState) apply(rec Record) error {
 		}
 		s.backlog.remove(off)
 		s.dropCarried(off)
-		s.failed.add(off, deadLetter{cause: causeFromText(rec.Cause), attempts: rec.Attempt, at: rec.At})
+		s.failed.add(off, deadLetter{cause: causeFromText(rec.Cause), attempts: rec.Attempt, at: instantOf(rec.At)})
 	case EventRedriven:
 		if _, ok := s.failed.remove(off); !ok {
 			return errors.New("redrives an offset that is not failed")

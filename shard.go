@@ -3,7 +3,6 @@ package worklease
 import (
 	"hash/maphash"
 	"sync"
-	"time"
 )
 
 // Lock order: record.mu, then shard.expiry.mu. A shard's mu is held only to
@@ -34,7 +33,7 @@ type record struct {
 	// expiresAt is the lease expiry the shard's expiry index holds for this
 	// record (zero: none). heapIdx is its position there plus one (zero:
 	// absent); unlike the rest, it is guarded by the shard's expiry.mu.
-	expiresAt time.Time
+	expiresAt instant
 	heapIdx   int
 }
 

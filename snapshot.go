@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // snapshotter runs a journaled Manager's snapshots: one at a time, either on
@@ -184,8 +185,8 @@ func (r *record) appendSnapshot(b []byte, domain string) []byte {
 		l := &s.lease
 		b = binary.AppendVarint(b, l.offset)
 		b = appendToken(b, l.token)
-		b = appendTime(b, l.acquiredAt)
-		b = appendTime(b, l.expiresAt)
+		b = appendTime(b, l.acquiredAt.in(time.UTC))
+		b = appendTime(b, l.expiresAt.in(time.UTC))
 		b = binary.AppendUvarint(b, uint64(l.retries))
 	}
 	b = appendToken(b, s.revoked)
@@ -211,14 +212,14 @@ func (r *record) appendSnapshot(b []byte, domain string) []byte {
 		dl := s.failed.m[off]
 		b = binary.AppendVarint(b, off)
 		b = binary.AppendUvarint(b, uint64(dl.attempts))
-		b = appendTime(b, dl.at)
+		b = appendTime(b, dl.at.in(time.UTC))
 		b = appendString(b, textOf(dl.cause))
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.carried)))
 	for off, a := range s.carried {
 		b = binary.AppendVarint(b, off)
 		b = binary.AppendUvarint(b, uint64(a.retries))
-		b = appendTime(b, a.acquiredAt)
+		b = appendTime(b, a.acquiredAt.in(time.UTC))
 	}
 	return b
 }
@@ -313,7 +314,7 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 	s.issued.fence = d.uvarint()
 	s.paused = d.bool()
 	if s.leased = d.bool(); s.leased {
-		s.lease = lease{offset: d.varint(), token: d.token(), acquiredAt: d.time(), expiresAt: d.time(), retries: d.int()}
+		s.lease = lease{offset: d.varint(), token: d.token(), acquiredAt: d.instant(), expiresAt: d.instant(), retries: d.int()}
 	}
 	s.revoked = d.token()
 	switch d.byte() {
@@ -340,14 +341,14 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 		s.processed.n += int64(n) + 1
 	}
 	for range d.count(4) {
-		off, attempts, at, cause := d.varint(), d.int(), d.time(), d.string()
+		off, attempts, at, cause := d.varint(), d.int(), d.instant(), d.string()
 		if off < 0 || s.failed.contains(off) {
 			d.fail(fmt.Errorf("bad failed offset %d", off))
 		}
 		s.failed.add(off, deadLetter{cause: causeFromText(cause), attempts: attempts, at: at})
 	}
 	for range d.count(3) {
-		off, retries, at := d.varint(), d.int(), d.time()
+		off, retries, at := d.varint(), d.int(), d.instant()
 		if s.carried == nil {
 			s.carried = make(map[int64]attempt)
 		}
