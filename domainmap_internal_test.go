@@ -3,6 +3,7 @@ package worklease
 import (
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"pgregory.net/rapid"
@@ -61,4 +62,9 @@ func TestDomainMapRemoveIsIdempotent(t *testing.T) {
 	assert.Same(t, a, d.get(7, "a"))
 	assert.Same(t, b, d.get(7, "b"))
 	assert.Equal(t, 2, d.len())
+}
+
+func TestShardSize(t *testing.T) {
+	size := unsafe.Sizeof(shard{})
+	assert.Zero(t, size%shardAlign, "shard is %d bytes; adjust its padding to reach a multiple of %d", size, shardAlign)
 }
