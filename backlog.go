@@ -1,21 +1,27 @@
 package worklease
 
+import (
+	"errors"
+	"fmt"
+)
+
 // backlog is one domain's queue of offsets waiting behind the current lease:
-// a ring-buffer deque plus a membership index, so push, pop, peek, contains
-// and de-duplication are all O(1).
+// a ring-buffer deque that never holds an offset twice.
 //
-// Small backlogs, the common case, need no index: while the backlog holds at
-// most smallBacklog offsets, contains scans the ring, which is faster than a
-// map lookup at that size. Past that, a map indexes every member; it is kept
-// until the backlog empties.
+// Offsets usually arrive in increasing order, and then the ring is sorted:
+// an offset above the back is new without looking further, and membership
+// is a binary search, so a push costs about what a slice append does. Once
+// an offset arrives out of order, the backlog is unordered until it empties:
+// while it holds at most smallBacklog offsets membership is a scan of the
+// ring, and past that a map indexes every member.
 //
-// The zero backlog is empty and allocates nothing; it never holds an offset
-// twice.
+// The zero backlog is empty and allocates nothing.
 type backlog struct {
-	buf   []int64            // ring; len(buf) is zero or a power of two
-	head  int                // index in buf of the front
-	n     int                // number of offsets held
-	index map[int64]struct{} // members when non-nil; built once n exceeds smallBacklog
+	buf       []int64            // ring; len(buf) is zero or a power of two
+	head      int                // index in buf of the front
+	n         int                // number of offsets held
+	unordered bool               // the ring may not be sorted ascending from front to back
+	index     map[int64]struct{} // members when non-nil: unordered, and n exceeded smallBacklog
 }
 
 const (
@@ -39,9 +45,21 @@ func (b *backlog) front() (int64, bool) {
 
 // contains reports whether x is in the backlog.
 func (b *backlog) contains(x int64) bool {
-	if b.index != nil {
+	switch {
+	case b.index != nil:
 		_, ok := b.index[x]
 		return ok
+	case !b.unordered:
+		lo, hi := 0, b.n // binary search of the sorted ring
+		for lo < hi {
+			mid := int(uint(lo+hi) >> 1)
+			if b.at(mid) < x {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		return lo < b.n && b.at(lo) == x
 	}
 	for i := range b.n {
 		if b.at(i) == x {
@@ -54,27 +72,31 @@ func (b *backlog) contains(x int64) bool {
 // pushBack appends x at the back unless it is already present, and reports
 // whether it was added.
 func (b *backlog) pushBack(x int64) bool {
-	if b.contains(x) {
+	// In order, x is new without a search; an unordered backlog may hold
+	// anything anywhere.
+	inOrder := b.n == 0 || (!b.unordered && x > b.at(b.n-1))
+	if !inOrder && b.contains(x) {
 		return false
 	}
 	b.grow()
 	b.buf[(b.head+b.n)&(len(b.buf)-1)] = x
 	b.n++
-	b.indexAdd(x)
+	b.added(x, inOrder)
 	return true
 }
 
 // pushFront inserts x at the front unless it is already present, and reports
 // whether it was added.
 func (b *backlog) pushFront(x int64) bool {
-	if b.contains(x) {
+	inOrder := b.n == 0 || (!b.unordered && x < b.buf[b.head])
+	if !inOrder && b.contains(x) {
 		return false
 	}
 	b.grow()
 	b.head = (b.head - 1) & (len(b.buf) - 1)
 	b.buf[b.head] = x
 	b.n++
-	b.indexAdd(x)
+	b.added(x, inOrder)
 	return true
 }
 
@@ -123,12 +145,18 @@ func (b *backlog) grow() {
 	b.buf, b.head = buf, 0
 }
 
-func (b *backlog) indexAdd(x int64) {
-	if b.index != nil {
-		b.index[x] = struct{}{}
-		return
+// added updates the index after x joined the backlog; inOrder reports that
+// the ring was sorted and still is.
+func (b *backlog) added(x int64, inOrder bool) {
+	if !inOrder {
+		b.unordered = true
 	}
-	if b.n > smallBacklog {
+	switch {
+	case !b.unordered:
+		return // the ring is sorted: no index needed
+	case b.index != nil:
+		b.index[x] = struct{}{}
+	case b.n > smallBacklog:
 		b.index = make(map[int64]struct{}, 2*b.n)
 		for i := range b.n {
 			b.index[b.at(i)] = struct{}{}
@@ -144,11 +172,35 @@ func (b *backlog) removed(x int64) {
 	}
 	if b.n == 0 {
 		b.index = nil
+		b.unordered = false
 		b.head = 0
 		if len(b.buf) > keepBacklogCap {
 			b.buf = nil
 		}
 	}
+}
+
+// check verifies the backlog's own invariants: a backlog not marked
+// unordered is sorted and has no index, and an index appears only past
+// smallBacklog.
+func (b *backlog) check() error {
+	if !b.unordered {
+		if b.index != nil {
+			return errors.New("an ordered backlog has an index")
+		}
+		for i := 1; i < b.n; i++ {
+			if b.at(i-1) >= b.at(i) {
+				return fmt.Errorf("ordered backlog has %d before %d", b.at(i-1), b.at(i))
+			}
+		}
+	}
+	if b.index == nil && b.unordered && b.n > smallBacklog {
+		return fmt.Errorf("%d unordered offsets but no index", b.n)
+	}
+	if b.n == 0 && (b.unordered || b.head != 0) {
+		return fmt.Errorf("empty backlog is marked unordered (%t) or has head %d", b.unordered, b.head)
+	}
+	return nil
 }
 
 // appendTo appends the backlog's offsets, front first, to dst.

@@ -45,8 +45,8 @@ func backlogCheck(b *backlog, want []int64) error {
 			return fmt.Errorf("contains(%d) = false for a member", x)
 		}
 	}
-	if b.n > smallBacklog && b.index == nil {
-		return fmt.Errorf("%d offsets but no index", b.n)
+	if err := b.check(); err != nil {
+		return err
 	}
 	if b.n == 0 && (b.index != nil || b.head != 0) {
 		return fmt.Errorf("empty backlog keeps index %v, head %d", b.index, b.head)
@@ -255,25 +255,45 @@ func TestBacklogGrowth(t *testing.T) {
 
 func TestBacklogIndex(t *testing.T) {
 	t.Parallel()
-	t.Run("built past smallBacklog by pushBack", func(t *testing.T) {
+	t.Run("none while offsets arrive in order", func(t *testing.T) {
 		t.Parallel()
-		b := fill(t, seq(0, smallBacklog)...)
-		require.Nil(t, b.index, "a small backlog is scanned")
-		require.True(t, b.pushBack(smallBacklog))
-		require.NotNil(t, b.index)
-		checkBacklog(t, b, seq(0, smallBacklog+1))
+		want := seq(0, 3*smallBacklog)
+		b := fill(t, want...)
+		require.Nil(t, b.index, "a sorted backlog is searched")
+		require.False(t, b.unordered)
+		require.False(t, b.pushBack(5), "de-duplication by binary search")
+		require.False(t, b.pushFront(20))
+		require.True(t, b.pushFront(-1), "below the front: still in order")
+		require.Nil(t, b.index)
+		checkBacklog(t, b, append([]int64{-1}, want...))
 	})
-	t.Run("built past smallBacklog by pushFront", func(t *testing.T) {
+	t.Run("built past smallBacklog by an out-of-order pushBack", func(t *testing.T) {
 		t.Parallel()
 		b := fill(t, seq(1, smallBacklog+1)...)
 		require.Nil(t, b.index)
-		require.True(t, b.pushFront(0))
+		require.True(t, b.pushBack(0))
+		require.True(t, b.unordered)
 		require.NotNil(t, b.index)
-		checkBacklog(t, b, seq(0, smallBacklog+1))
+		checkBacklog(t, b, append(seq(1, smallBacklog+1), 0))
+	})
+	t.Run("built past smallBacklog by an out-of-order pushFront", func(t *testing.T) {
+		t.Parallel()
+		b := fill(t, seq(0, smallBacklog)...)
+		require.True(t, b.pushFront(100))
+		require.NotNil(t, b.index)
+		checkBacklog(t, b, append([]int64{100}, seq(0, smallBacklog)...))
+	})
+	t.Run("small unordered backlogs are scanned", func(t *testing.T) {
+		t.Parallel()
+		b := fill(t, 5, 3, 4)
+		require.True(t, b.unordered)
+		require.Nil(t, b.index)
+		require.False(t, b.pushBack(3), "de-duplication by scanning")
+		checkBacklog(t, b, []int64{5, 3, 4})
 	})
 	t.Run("kept consistent while shrinking and dropped when empty", func(t *testing.T) {
 		t.Parallel()
-		want := seq(0, 3*smallBacklog)
+		want := append(seq(1, 3*smallBacklog), 0)
 		b := fill(t, want...)
 		require.NotNil(t, b.index)
 		require.False(t, b.pushBack(5), "de-duplication through the index")
@@ -294,10 +314,11 @@ func TestBacklogIndex(t *testing.T) {
 			checkBacklog(t, b, want)
 		}
 		require.Nil(t, b.index)
+		require.False(t, b.unordered, "an empty backlog is in order")
 	})
 	t.Run("dropped when emptied by remove", func(t *testing.T) {
 		t.Parallel()
-		want := seq(0, smallBacklog+1)
+		want := append(seq(1, smallBacklog+1), 0)
 		b := fill(t, want...)
 		for _, x := range want {
 			require.True(t, b.remove(x))
@@ -307,7 +328,7 @@ func TestBacklogIndex(t *testing.T) {
 	})
 	t.Run("rebuilt after refill", func(t *testing.T) {
 		t.Parallel()
-		b := fill(t, seq(0, 2*smallBacklog)...)
+		b := fill(t, append(seq(1, 2*smallBacklog), 0)...)
 		for b.len() > 0 {
 			_, _ = b.popFront()
 		}
@@ -315,7 +336,7 @@ func TestBacklogIndex(t *testing.T) {
 		for _, x := range seq(100, 100+smallBacklog) {
 			require.True(t, b.pushBack(x))
 		}
-		require.Nil(t, b.index, "a refilled small backlog is scanned again")
+		require.Nil(t, b.index, "a refilled backlog in order needs no index")
 		require.False(t, b.contains(0), "no stale members")
 		require.True(t, b.pushBack(0))
 		require.NotNil(t, b.index)

@@ -80,6 +80,9 @@ func (s *domainState) checkInvariants(instance uint64) error {
 	if s.backlog.index != nil && len(s.backlog.index) != s.backlog.len() {
 		bad("backlog index has %d entries for %d offsets", len(s.backlog.index), s.backlog.len())
 	}
+	if err := s.backlog.check(); err != nil {
+		bad("backlog: %w", err)
+	}
 	for off := range s.failed.m {
 		if s.processed.contains(off) {
 			bad("offset %d is both processed and failed", off)
