@@ -166,6 +166,7 @@ func (r results) procs(name, unit string) []int {
 // median returns a row value: q's median.
 func median(q quantity) func(results) (float64, bool) {
 	return func(r results) (float64, bool) {
+		q := q // the row may be evaluated again, on other results
 		if q.procs == 0 {
 			ps := r.procs(q.name, q.unit)
 			if len(ps) == 0 {
@@ -182,6 +183,7 @@ func median(q quantity) func(results) (float64, bool) {
 // or neither has.
 func ratio(num, den quantity) func(results) (float64, bool) {
 	return func(r results) (float64, bool) {
+		num, den := num, den // the row may be evaluated again, on other results
 		if num.procs == 0 && den.procs == 0 {
 			nps, dps := r.procs(num.name, num.unit), r.procs(den.name, den.unit)
 			i := slices.IndexFunc(nps, func(p int) bool { return slices.Contains(dps, p) })

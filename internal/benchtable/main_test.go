@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 
@@ -185,4 +186,21 @@ func TestNumber(t *testing.T) {
 	} {
 		assert.Equal(t, want, number(x), "%v", x)
 	}
+}
+
+// TestEvaluateAgain checks that evaluating the rows leaves them as they were:
+// the GOMAXPROCS a row picks from one input must not stick to the next.
+func TestEvaluateAgain(t *testing.T) {
+	t.Parallel()
+	rs := []row{dequeRow(8)}
+	at2, _, err := read(strings.NewReader(
+		"BenchmarkDeque/impl=backlog/depth=8-2 1 12 ns/op\nBenchmarkDeque/impl=slice/depth=8-2 1 4 ns/op\n"), io.Discard)
+	require.NoError(t, err)
+	at1, _, err := read(strings.NewReader(
+		"BenchmarkDeque/impl=backlog/depth=8 1 8 ns/op\nBenchmarkDeque/impl=slice/depth=8 1 4 ns/op\n"), io.Discard)
+	require.NoError(t, err)
+	assert.InDelta(t, 3.0, evaluate(rs, at2)[0].v, 1e-9)
+	v := evaluate(rs, at1)[0]
+	require.True(t, v.ran)
+	assert.InDelta(t, 2.0, v.v, 1e-9)
 }
