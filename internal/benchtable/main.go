@@ -1,0 +1,357 @@
+// Command benchtable reads the output of go test -bench on standard input,
+// copies it to standard output unchanged, and then prints a Markdown table
+// that compares the benchmarks against issue 5's performance targets:
+// ratios between pairs of benchmarks, memory figures, and bytes allocated
+// per operation on the hot path. make bench runs it:
+//
+//	go test -run='^$' -bench=. -count=5 -cpu=1,2 -benchmem . | go run ./internal/benchtable
+//
+// Every figure is the median of a benchmark's runs in the input (run with
+// -count to get several), taken separately for each GOMAXPROCS value that
+// -cpu asked for; a ratio divides two such medians. A row whose benchmarks
+// are missing from the input reads "not run". Benchmark names are assumed
+// to be unique across packages.
+//
+// The exit status is always 0, even if standard input cannot be read to
+// the end: the table reports on the targets, it does not enforce them, as
+// timings vary from machine to machine. make bench takes its own status
+// from go test.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The targets. A quantity with procs 0 is taken at the lowest GOMAXPROCS
+// that the input has for it (for a ratio, the lowest that both sides have):
+// the benchmarks it names are sequential, so GOMAXPROCS should not matter.
+var rows = []row{
+	cycleRow(1),
+	cycleRow(1_000),
+	cycleRow(100_000),
+	{
+		measure: "BenchmarkCycleParallel/domains=100000 ÷ BenchmarkGlobalFloorParallel, ns/op at cpu=2",
+		meaning: "with two cores, the sharded Manager takes at most 3/4 of the time of one global mutex",
+		value: ratio(
+			quantity{"BenchmarkCycleParallel/domains=100000", 2, "ns/op"},
+			quantity{"BenchmarkGlobalFloorParallel", 2, "ns/op"}),
+		atMost: true, target: 0.75,
+	},
+	{
+		measure: "BenchmarkCycleParallel/domains=100000, ns/op at cpu=1 ÷ at cpu=2",
+		meaning: "two cores do at least 1.7 times the work of one",
+		value: ratio(
+			quantity{"BenchmarkCycleParallel/domains=100000", 1, "ns/op"},
+			quantity{"BenchmarkCycleParallel/domains=100000", 2, "ns/op"}),
+		atMost: false, target: 1.7,
+	},
+	dequeRow(8),
+	dequeRow(1000),
+	{
+		measure: "BenchmarkMemory/idle-domains, bytes/domain",
+		meaning: "an idle domain with history costs at most 400 bytes",
+		value:   median(quantity{"BenchmarkMemory/idle-domains", 0, "bytes/domain"}),
+		atMost:  true, target: 400,
+	},
+	{
+		measure: "BenchmarkMemory/offsets/hole-every=0, bytes/1M-offsets",
+		meaning: "a million offsets processed in order leave at most 1 KiB of history",
+		value:   median(quantity{"BenchmarkMemory/offsets/hole-every=0", 0, "bytes/1M-offsets"}),
+		atMost:  true, target: 1024,
+	},
+	{
+		measure: "BenchmarkMemory/offsets/hole-every=100, bytes/offset",
+		meaning: "with a hole every 100 offsets, history costs at most half a byte per offset",
+		value:   median(quantity{"BenchmarkMemory/offsets/hole-every=100", 0, "bytes/offset"}),
+		atMost:  true, target: 0.5,
+	},
+	allocRow("BenchmarkCycle"),
+	allocRow("BenchmarkFailRetry"),
+	allocRow("BenchmarkEnqueueHandOff"),
+}
+
+func cycleRow(domains int) row {
+	suffix := "/domains=" + strconv.Itoa(domains)
+	return row{
+		measure: "BenchmarkCycle" + suffix + " ÷ BenchmarkFloorCycle" + suffix + ", ns/op",
+		meaning: "a cycle costs at most 1.5 times the least a correct one can",
+		value: ratio(
+			quantity{"BenchmarkCycle" + suffix, 0, "ns/op"},
+			quantity{"BenchmarkFloorCycle" + suffix, 0, "ns/op"}),
+		atMost: true, target: 1.5,
+	}
+}
+
+func dequeRow(depth int) row {
+	suffix := "/depth=" + strconv.Itoa(depth)
+	return row{
+		measure: "BenchmarkDeque/impl=backlog" + suffix + " ÷ impl=slice" + suffix + ", ns/op",
+		meaning: "a backlog's pop and push cost at most 3 times a slice's",
+		value: ratio(
+			quantity{"BenchmarkDeque/impl=backlog" + suffix, 0, "ns/op"},
+			quantity{"BenchmarkDeque/impl=slice" + suffix, 0, "ns/op"}),
+		atMost: true, target: 3,
+	}
+}
+
+func allocRow(name string) row {
+	return row{
+		measure: name + ", B/op",
+		meaning: "the hot path allocates nothing",
+		value:   largest(name, "B/op"),
+		atMost:  true, target: 0,
+	}
+}
+
+// A row is one line of the table: a value computed from the results and the
+// target it must meet.
+type row struct {
+	measure string                        // what is measured
+	meaning string                        // why it matters, in one line
+	value   func(results) (float64, bool) // false if a benchmark is missing
+	atMost  bool                          // the target is an upper bound; else a lower one
+	target  float64
+}
+
+// A quantity names one benchmark's median in one unit.
+type quantity struct {
+	name  string // the full name without the -N GOMAXPROCS suffix
+	procs int    // GOMAXPROCS; 0 for the lowest the input has
+	unit  string // as go test prints it: "ns/op", "B/op" or a custom metric's unit
+}
+
+// A key identifies one benchmark run at one GOMAXPROCS.
+type key struct {
+	name  string
+	procs int
+}
+
+// results holds every value read, by benchmark and unit, in input order.
+type results map[key]map[string][]float64
+
+// median returns the median of q's values, and false if there are none.
+func (r results) median(q quantity) (float64, bool) {
+	vs := r[key{q.name, q.procs}][q.unit]
+	if len(vs) == 0 {
+		return 0, false
+	}
+	s := slices.Sorted(slices.Values(vs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2], true
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2, true
+}
+
+// procs returns, in increasing order, the GOMAXPROCS values at which the
+// input has values of unit for the benchmark name.
+func (r results) procs(name, unit string) []int {
+	var ps []int
+	for k, units := range r {
+		if k.name == name && len(units[unit]) > 0 {
+			ps = append(ps, k.procs)
+		}
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// median returns a row value: q's median.
+func median(q quantity) func(results) (float64, bool) {
+	return func(r results) (float64, bool) {
+		q := q // the row may be evaluated again, on other results
+		if q.procs == 0 {
+			ps := r.procs(q.name, q.unit)
+			if len(ps) == 0 {
+				return 0, false
+			}
+			q.procs = ps[0]
+		}
+		return r.median(q)
+	}
+}
+
+// ratio returns a row value: num's median divided by den's. Either both
+// have procs 0, and then both are taken at the lowest GOMAXPROCS they share,
+// or neither has.
+func ratio(num, den quantity) func(results) (float64, bool) {
+	return func(r results) (float64, bool) {
+		num, den := num, den // the row may be evaluated again, on other results
+		if num.procs == 0 && den.procs == 0 {
+			nps, dps := r.procs(num.name, num.unit), r.procs(den.name, den.unit)
+			i := slices.IndexFunc(nps, func(p int) bool { return slices.Contains(dps, p) })
+			if i < 0 {
+				return 0, false
+			}
+			num.procs, den.procs = nps[i], nps[i]
+		}
+		n, ok1 := r.median(num)
+		d, ok2 := r.median(den)
+		if !ok1 || !ok2 || d == 0 { // a zero time means no real measurement
+			return 0, false
+		}
+		return n / d, true
+	}
+}
+
+// largest returns a row value: the largest median of unit over the
+// benchmark name, its sub-benchmarks, and every GOMAXPROCS. The footnote in
+// write says so.
+func largest(name, unit string) func(results) (float64, bool) {
+	return func(r results) (float64, bool) {
+		found, most := false, math.Inf(-1)
+		for k := range r {
+			if k.name != name && !strings.HasPrefix(k.name, name+"/") {
+				continue
+			}
+			if v, ok := r.median(quantity{k.name, k.procs, unit}); ok {
+				found, most = true, max(most, v)
+			}
+		}
+		return most, found
+	}
+}
+
+// read copies in to out unchanged, line by line so that progress shows, and
+// collects the benchmark results on the way. It reports whether the input
+// ended with a newline (an empty input counts as one).
+func read(in io.Reader, out io.Writer) (r results, newline bool, err error) {
+	r, newline = make(results), true
+	br := bufio.NewReader(in)
+	for {
+		line, err := br.ReadString('\n')
+		if len(line) > 0 {
+			newline = line[len(line)-1] == '\n'
+		}
+		if _, werr := io.WriteString(out, line); werr != nil {
+			return r, newline, werr
+		}
+		r.add(line)
+		if errors.Is(err, io.EOF) {
+			return r, newline, nil
+		}
+		if err != nil {
+			return r, newline, err
+		}
+	}
+}
+
+// add records the values on line if it is a benchmark result, such as
+//
+//	BenchmarkCycle/domains=1000-2   	 1234567	       812.3 ns/op	       0 B/op
+//
+// and ignores it otherwise.
+func (r results) add(line string) {
+	f := strings.Fields(line)
+	if len(f) < 4 || len(f)%2 != 0 || !strings.HasPrefix(f[0], "Benchmark") {
+		return
+	}
+	if _, err := strconv.ParseUint(f[1], 10, 64); err != nil { // the iteration count
+		return
+	}
+	k := parseName(f[0])
+	for i := 2; i < len(f); i += 2 {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return
+		}
+		if r[k] == nil {
+			r[k] = make(map[string][]float64)
+		}
+		r[k][f[i+1]] = append(r[k][f[i+1]], v)
+	}
+}
+
+// parseName splits a benchmark's printed name into its name and GOMAXPROCS.
+// go test appends "-N" for GOMAXPROCS N, except when N is 1.
+func parseName(s string) key {
+	i := strings.LastIndexByte(s, '-')
+	if i < 0 || strings.ContainsFunc(s[i+1:], func(c rune) bool { return c < '0' || c > '9' }) {
+		return key{s, 1}
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil || n < 1 { // empty, zero or out of range: not a suffix
+		return key{s, 1}
+	}
+	return key{s[:i], n}
+}
+
+// A verdict is one row evaluated.
+type verdict struct {
+	row
+	v   float64
+	ran bool
+	met bool
+}
+
+func evaluate(rs []row, r results) []verdict {
+	vs := make([]verdict, len(rs))
+	for i, rw := range rs {
+		v, ok := rw.value(r)
+		vs[i] = verdict{row: rw, v: v, ran: ok}
+		if ok {
+			vs[i].met = v <= rw.target
+			if !rw.atMost {
+				vs[i].met = v >= rw.target
+			}
+		}
+	}
+	return vs
+}
+
+// write prints vs as a Markdown table.
+func write(w io.Writer, vs []verdict) error {
+	var b strings.Builder
+	b.WriteString("\n| Measure | Value | Target | Result | Meaning |\n")
+	b.WriteString("|---|---:|---:|---|---|\n")
+	for _, v := range vs {
+		value, result := "–", "not run"
+		if v.ran {
+			value, result = number(v.v), "not met"
+			if v.met {
+				result = "met"
+			}
+		}
+		op := "≥"
+		if v.atMost {
+			op = "≤"
+		}
+		target := strconv.FormatFloat(v.target, 'g', -1, 64)
+		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s |\n", v.measure, value, op, target, result, v.meaning)
+	}
+	b.WriteString("\nValues are medians of each benchmark's runs, and a ratio divides two medians.\n" +
+		"Ratios without a cpu compare the lowest cpu the input has for both sides; a B/op row\n" +
+		"shows the largest median over the benchmark's sub-benchmarks and cpus.\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// number formats x with three significant digits, or as a whole number from
+// 100 up, never with an exponent.
+func number(x float64) string {
+	if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	digits := 2 - int(math.Floor(math.Log10(math.Abs(x))))
+	return strconv.FormatFloat(x, 'f', max(digits, 0), 64)
+}
+
+func main() {
+	r, newline, err := read(os.Stdin, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+	}
+	if !newline {
+		fmt.Println()
+	}
+	if err := write(os.Stdout, evaluate(rows, r)); err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+	}
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// sample is go test -bench output as -cpu=1,2 -count=N prints it, cut down:
+// at cpu=1 names have no suffix, at cpu=2 they end in -2.
+const sample = `goos: linux
+goarch: amd64
+pkg: github.com/worklease/worklease
+cpu: AMD EPYC
+BenchmarkCycle/domains=1-2               	 1000000	       150.0 ns/op	       8 B/op	       0 allocs/op
+BenchmarkCycle/domains=1000              	 1000000	       300.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkCycle/domains=1000              	 1000000	       310.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkCycle/domains=1000              	 1000000	       900.0 ns/op	      16 B/op	       1 allocs/op
+BenchmarkCycle/domains=1000-2            	 1000000	       100.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkCycle/domains=100000            	 1000000	       400.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkFloorCycle/domains=1-2          	 1000000	        50.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkFloorCycle/domains=1000         	 1000000	       210.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkFloorCycle/domains=1000         	 1000000	       200.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkFloorCycle/domains=1000         	 1000000	       220.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkFloorCycle/domains=1000-2       	 1000000	       999.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkCycleParallel/domains=1000-2    	 1000000	        99.0 ns/op	      64 B/op	       1 allocs/op
+BenchmarkCycleParallel/domains=100000    	 1000000	       400.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkCycleParallel/domains=100000    	 1000000	       420.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkCycleParallel/domains=100000-2  	 1000000	       210.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkCycleParallel/domains=100000-2  	 1000000	       200.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkGlobalFloorParallel-2           	 1000000	       250.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkFailRetry                       	 1000000	        80.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkFailRetry-2                     	 1000000	        81.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkDeque/impl=backlog/depth=8      	100000000	        14.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkDeque/impl=slice/depth=8        	100000000	         4.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkDeque/impl=backlog/depth=1000   	100000000	       118.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkDeque/impl=list/depth=1000      	100000000	        80.0 ns/op	      56 B/op	       2 allocs/op
+PASS
+ok  	github.com/worklease/worklease	30.000s
+pkg: github.com/worklease/worklease
+BenchmarkMemory/idle-domains-2           	       1	 123456789 ns/op	       312.5 bytes/domain
+BenchmarkMemory/offsets/hole-every=0-2   	       1	 234567890 ns/op	       800.0 bytes/1M-offsets	         0.0008000 bytes/offset
+BenchmarkMemory/offsets/hole-every=100-2 	       1	 234567890 ns/op	    600000 bytes/1M-offsets	         0.6000 bytes/offset
+BenchmarkBroken-2                        	--- FAIL: BenchmarkBroken-2
+    bench_test.go:1: failed
+FAIL
+`
+
+func TestParseName(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want key
+	}{
+		{"BenchmarkFailRetry", key{"BenchmarkFailRetry", 1}},
+		{"BenchmarkFailRetry-2", key{"BenchmarkFailRetry", 2}},
+		{"BenchmarkCycle/domains=1000-16", key{"BenchmarkCycle/domains=1000", 16}},
+		{"BenchmarkMemory/offsets/hole-every=0", key{"BenchmarkMemory/offsets/hole-every=0", 1}},
+		{"BenchmarkMemory/offsets/hole-every=0-2", key{"BenchmarkMemory/offsets/hole-every=0", 2}},
+		{"BenchmarkX-", key{"BenchmarkX-", 1}},
+		{"BenchmarkX-+2", key{"BenchmarkX-+2", 1}},
+	} {
+		assert.Equal(t, tt.want, parseName(tt.in), tt.in)
+	}
+}
+
+func TestReadPassesThrough(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{sample, strings.TrimSuffix(sample, "\n"), ""} {
+		var out bytes.Buffer
+		_, newline, err := read(strings.NewReader(in), &out)
+		require.NoError(t, err)
+		require.Equal(t, in, out.String())
+		require.Equal(t, in == "" || strings.HasSuffix(in, "\n"), newline)
+	}
+}
+
+func TestRead(t *testing.T) {
+	t.Parallel()
+	r, _, err := read(strings.NewReader(sample), new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, []float64{300, 310, 900}, r[key{"BenchmarkCycle/domains=1000", 1}]["ns/op"])
+	assert.Equal(t, []float64{0, 0, 16}, r[key{"BenchmarkCycle/domains=1000", 1}]["B/op"])
+	assert.Equal(t, []float64{100}, r[key{"BenchmarkCycle/domains=1000", 2}]["ns/op"])
+	assert.Equal(t, []float64{0.0008}, r[key{"BenchmarkMemory/offsets/hole-every=0", 2}]["bytes/offset"])
+	assert.Equal(t, []int{1, 2}, r.procs("BenchmarkFailRetry", "ns/op"))
+	assert.Empty(t, r.procs("BenchmarkFailRetry", "bytes/domain"))
+	for k := range r {
+		assert.NotContains(t, k.name, "Broken")
+	}
+
+	m, ok := r.median(quantity{"BenchmarkCycle/domains=1000", 1, "ns/op"}) // odd count
+	require.True(t, ok)
+	assert.Equal(t, 310.0, m)
+	m, ok = r.median(quantity{"BenchmarkCycleParallel/domains=100000", 1, "ns/op"}) // even count
+	require.True(t, ok)
+	assert.Equal(t, 410.0, m)
+	_, ok = r.median(quantity{"BenchmarkCycleParallel/domains=100000", 4, "ns/op"})
+	assert.False(t, ok)
+}
+
+func TestEvaluate(t *testing.T) {
+	t.Parallel()
+	r, _, err := read(strings.NewReader(sample), new(bytes.Buffer))
+	require.NoError(t, err)
+	got := make(map[string]verdict)
+	for _, v := range evaluate(rows, r) {
+		got[v.measure] = v
+	}
+	require.Len(t, got, len(rows), "measures are unique")
+
+	type want struct {
+		v        float64
+		ran, met bool
+	}
+	for measure, w := range map[string]want{
+		// Only cpu=2 ran: 150 / 50.
+		"BenchmarkCycle/domains=1 ÷ BenchmarkFloorCycle/domains=1, ns/op": {3, true, false},
+		// cpu=1 medians, 310 / 210; cpu=2 (100 / 999) is not used.
+		"BenchmarkCycle/domains=1000 ÷ BenchmarkFloorCycle/domains=1000, ns/op": {310.0 / 210, true, true},
+		// No floor at this size.
+		"BenchmarkCycle/domains=100000 ÷ BenchmarkFloorCycle/domains=100000, ns/op": {0, false, false},
+		// 205 / 250.
+		"BenchmarkCycleParallel/domains=100000 ÷ BenchmarkGlobalFloorParallel, ns/op at cpu=2": {0.82, true, false},
+		// 410 / 205: a lower bound, met.
+		"BenchmarkCycleParallel/domains=100000, ns/op at cpu=1 ÷ at cpu=2":      {2, true, true},
+		"BenchmarkDeque/impl=backlog/depth=8 ÷ impl=slice/depth=8, ns/op":       {3.5, true, false},
+		"BenchmarkDeque/impl=backlog/depth=1000 ÷ impl=slice/depth=1000, ns/op": {0, false, false},
+		"BenchmarkMemory/idle-domains, bytes/domain":                            {312.5, true, true},
+		"BenchmarkMemory/offsets/hole-every=0, bytes/1M-offsets":                {800, true, true},
+		"BenchmarkMemory/offsets/hole-every=100, bytes/offset":                  {0.6, true, false},
+		// domains=1-2 allocates 8 B/op; domains=1000's median is 0 despite
+		// one run of 16; CycleParallel's 64 is another benchmark.
+		"BenchmarkCycle, B/op":          {8, true, false},
+		"BenchmarkFailRetry, B/op":      {0, true, true},
+		"BenchmarkEnqueueHandOff, B/op": {0, false, false},
+	} {
+		v, ok := got[measure]
+		require.True(t, ok, "no row %q", measure)
+		assert.Equal(t, w.ran, v.ran, measure)
+		assert.Equal(t, w.met, v.met, measure)
+		if w.ran {
+			assert.InDelta(t, w.v, v.v, 1e-9, measure)
+		}
+	}
+}
+
+func TestWrite(t *testing.T) {
+	t.Parallel()
+	r, _, err := read(strings.NewReader(sample), new(bytes.Buffer))
+	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, write(&out, evaluate(rows, r)))
+	lines := strings.Split(out.String(), "\n")
+	require.Equal(t, "", lines[0], "a blank line separates the table from go test's output")
+	require.Equal(t, "| Measure | Value | Target | Result | Meaning |", lines[1])
+	table := out.String()
+	for _, line := range []string{
+		"| BenchmarkCycle/domains=1000 ÷ BenchmarkFloorCycle/domains=1000, ns/op | 1.48 | ≤ 1.5 | met | a cycle costs at most 1.5 times the least a correct one can |",
+		"| BenchmarkCycleParallel/domains=100000, ns/op at cpu=1 ÷ at cpu=2 | 2.00 | ≥ 1.7 | met | two cores do at least 1.7 times the work of one |",
+		"| BenchmarkDeque/impl=backlog/depth=1000 ÷ impl=slice/depth=1000, ns/op | – | ≤ 3 | not run | a backlog's pop and push cost at most 3 times a slice's |",
+		"| BenchmarkMemory/offsets/hole-every=100, bytes/offset | 0.600 | ≤ 0.5 | not met | with a hole every 100 offsets, history costs at most half a byte per offset |",
+		"| BenchmarkMemory/offsets/hole-every=0, bytes/1M-offsets | 800 | ≤ 1024 | met | a million offsets processed in order leave at most 1 KiB of history |",
+	} {
+		assert.Contains(t, table, line+"\n")
+	}
+}
+
+func TestNumber(t *testing.T) {
+	t.Parallel()
+	for x, want := range map[float64]string{
+		0:         "0",
+		2:         "2.00",
+		1.4762:    "1.48",
+		0.0008:    "0.000800",
+		312.5:     "312", // round half to even
+		123456789: "123456789",
+		-0.25:     "-0.250",
+	} {
+		assert.Equal(t, want, number(x), "%v", x)
+	}
+}
+
+// TestEvaluateAgain checks that evaluating the rows leaves them as they were:
+// the GOMAXPROCS a row picks from one input must not stick to the next.
+func TestEvaluateAgain(t *testing.T) {
+	t.Parallel()
+	rs := []row{dequeRow(8)}
+	at2, _, err := read(strings.NewReader(
+		"BenchmarkDeque/impl=backlog/depth=8-2 1 12 ns/op\nBenchmarkDeque/impl=slice/depth=8-2 1 4 ns/op\n"), io.Discard)
+	require.NoError(t, err)
+	at1, _, err := read(strings.NewReader(
+		"BenchmarkDeque/impl=backlog/depth=8 1 8 ns/op\nBenchmarkDeque/impl=slice/depth=8 1 4 ns/op\n"), io.Discard)
+	require.NoError(t, err)
+	assert.InDelta(t, 3.0, evaluate(rs, at2)[0].v, 1e-9)
+	v := evaluate(rs, at1)[0]
+	require.True(t, v.ran)
+	assert.InDelta(t, 2.0, v.v, 1e-9)
+}
