@@ -39,7 +39,11 @@ func (i instant) in(loc *time.Location) time.Time {
 	if i == 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, int64(i)).In(loc)
+	t := time.Unix(0, int64(i)) // in time.Local
+	if loc != time.Local {
+		t = t.In(loc)
+	}
+	return t
 }
 
 // add returns i+d, saturating instead of wrapping around.

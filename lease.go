@@ -32,10 +32,11 @@ type Manager struct {
 	observer  Observer
 	journal   Journal      // nil: state lives in memory only
 	replaying *replayState // non-nil while New replays the journal; only New's goroutine runs
-	// alwaysNow: every call reads the clock, because leases expire or
-	// events and records carry a time. Otherwise only TryAcquire and Fail
-	// need it.
-	alwaysNow bool
+	// extras: leases expire, or transitions are observed or journaled.
+	// Then every call reads the clock, as leases expire and events and
+	// records carry a time, and finishing a call is more than unlocking.
+	// Otherwise only TryAcquire and Fail read the clock.
+	extras bool
 	// reporting: transitions are reported to an observer or a journal, not
 	// only counted.
 	reporting bool
@@ -79,7 +80,7 @@ func New(opts ...Option) (*Manager, error) {
 		loc:       time.Local,
 		observer:  cfg.observer,
 		journal:   cfg.journal,
-		alwaysNow: cfg.ttl > 0 || cfg.observer != nil || cfg.journal != nil,
+		extras:    cfg.ttl > 0 || cfg.observer != nil || cfg.journal != nil,
 		reporting: cfg.observer != nil || cfg.journal != nil,
 	}
 	if m.clock != nil {
@@ -118,7 +119,7 @@ func (m *Manager) now() instant {
 
 // nowIfNeeded reads the clock only if leases expire or events carry a time.
 func (m *Manager) nowIfNeeded() instant {
-	if !m.alwaysNow {
+	if !m.extras {
 		return 0
 	}
 	return m.now()
