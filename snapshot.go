@@ -357,7 +357,7 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 	if d.err != nil {
 		return fmt.Errorf("domain %q: %w", domain, d.err)
 	}
-	if err := s.checkInvariants(m.instance); err != nil {
+	if err := s.checkInvariants(&m.policy, m.instance); err != nil {
 		return fmt.Errorf("domain %q: %w", domain, err)
 	}
 	if m.policy.ttl > 0 {
