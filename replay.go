@@ -11,7 +11,7 @@ import (
 // fit the state before it is an error. Nothing is counted in Stats or told
 // to an observer; those report new transitions only.
 func (m *Manager) replay() error {
-	m.replaying = &replayState{forgotten: make(map[string]uint64)}
+	m.replaying = &replayState{forgotten: make(map[string]uint64), ended: make(map[string]endedLease)}
 	defer func() { m.replaying = nil }()
 	var skip map[string]uint64 // domains forgotten while the snapshot was written
 	err := m.journal.ReplayRecords(
@@ -50,6 +50,34 @@ type replayState struct {
 	// calls meanwhile), never below a fence its name had before.
 	base      uint64
 	forgotten map[string]uint64
+	// ended holds, per domain, the lease the domain's latest record ended
+	// without its holder (an expiry, a forced release or a kill in flight).
+	// Live, the same call's next record of the domain requeues or fails
+	// its offset; until replay applies that record, the offset is neither
+	// leased, queued nor terminal, which under WithMonotonicOffsets would
+	// make it count as processed if it is below the highest terminal
+	// offset.
+	ended map[string]endedLease
+}
+
+// endedLease is a lease a replayed record ended, with the domain's revoked
+// token before it.
+type endedLease struct {
+	lease      lease
+	revoked    Token
+	revokedErr error
+}
+
+// endsLease reports whether rec ends the domain's lease without its holder,
+// leaving its offset to the record that follows.
+func endsLease(rec Record) bool {
+	switch rec.Kind {
+	case EventExpired, EventReleased:
+		return true
+	case EventKilled:
+		return !rec.Token.IsZero() // a kill in flight
+	}
+	return false
 }
 
 func (s *replayState) floor(domain string) uint64 { return max(s.base, s.forgotten[domain]) }
@@ -64,6 +92,16 @@ func (m *Manager) noteForgotten(domain string, fence uint64) {
 
 // apply applies one journaled record.
 func (m *Manager) apply(seq uint64, rec Record) error {
+	ended, pending := m.replaying.ended[rec.Domain]
+	endedOffset := int64(-1)
+	if pending {
+		// Live, the record that ended the lease and the one that requeued
+		// or failed its offset are written together; nothing comes between.
+		endedOffset = ended.lease.offset
+		if rec.Kind != EventRequeued && rec.Kind != EventDeadLettered || rec.Offset != endedOffset {
+			return fmt.Errorf("the lease on offset %d ended, but the next record neither requeues nor fails it", endedOffset)
+		}
+	}
 	if rec.Kind == EventForgotten {
 		return m.applyForgotten(seq, rec)
 	}
@@ -72,8 +110,19 @@ func (m *Manager) apply(seq uint64, rec Record) error {
 	if seq <= r.lastSeq {
 		return nil // the snapshot already holds it
 	}
-	if err := r.state.apply(rec); err != nil {
+	s := &r.state
+	var before endedLease
+	if endsLease(rec) {
+		before = endedLease{lease: s.lease, revoked: s.revoked, revokedErr: s.revokedErr}
+	}
+	if err := s.apply(&m.policy, rec, endedOffset); err != nil {
 		return err
+	}
+	switch {
+	case endsLease(rec):
+		m.replaying.ended[rec.Domain] = before
+	case pending:
+		delete(m.replaying.ended, rec.Domain)
 	}
 	r.lastSeq = seq
 	if m.policy.ttl > 0 {
@@ -109,13 +158,16 @@ func (m *Manager) applyForgotten(seq uint64, rec Record) error {
 	return nil
 }
 
-// apply changes the state as rec says, after checking that rec fits it.
-func (s *domainState) apply(rec Record) error {
+// apply changes the state as rec says under p, after checking that rec fits
+// it. ended is the offset of the lease the domain's previous record ended
+// (see replayState.ended), or -1: it is not terminal, whatever isProcessed
+// says of it before rec puts it back in the backlog or fails it.
+func (s *domainState) apply(p *policy, rec Record, ended int64) error {
 	off := rec.Offset
 	if off < 0 && rec.Kind != EventPaused && rec.Kind != EventResumed {
 		return fmt.Errorf("negative offset")
 	}
-	terminal := s.processed.contains(off) || s.failed.contains(off)
+	terminal := s.failed.contains(off) || off != ended && s.isProcessed(p, off)
 	holds := s.leased && s.lease.token == rec.Token && s.lease.offset == off
 	switch rec.Kind {
 	case EventEnqueued:
@@ -143,7 +195,7 @@ func (s *domainState) apply(rec Record) error {
 		if !holds {
 			return errors.New("completes a lease that is not held")
 		}
-		s.processed.add(off)
+		s.markTerminal(p, off, true)
 		s.release()
 	case EventRetrying:
 		if !holds || rec.Retries != s.lease.retries+1 {
@@ -197,6 +249,7 @@ func (s *domainState) apply(rec Record) error {
 		s.backlog.remove(off)
 		s.dropCarried(off)
 		s.failed.add(off, deadLetter{cause: causeFromText(rec.Cause), attempts: rec.Attempt, at: instantOf(rec.At)})
+		s.markTerminal(p, off, false)
 	case EventRedriven:
 		if _, ok := s.failed.remove(off); !ok {
 			return errors.New("redrives an offset that is not failed")
