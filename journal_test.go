@@ -301,23 +301,6 @@ func TestReplayRejectsRecordsThatBreakInvariants(t *testing.T) {
 		{"forget a busy domain", []worklease.Record{grant(1, 1), {Kind: worklease.EventForgotten, Domain: "A", Offset: -1, Fence: 1}}},
 		{"a rejection", []worklease.Record{grant(1, 1), {Kind: worklease.EventRejected, Domain: "A", Offset: 1}}},
 		{"a negative offset", []worklease.Record{grant(-4, 1)}},
-		// A record that ends a lease without its holder is followed by the
-		// one that requeues or fails its offset, and by nothing else.
-		{"expire, then grant", []worklease.Record{
-			{Kind: worklease.EventAcquired, Domain: "A", Offset: 1, Token: tok(1), ExpiresAt: at},
-			{Kind: worklease.EventExpired, Domain: "A", Offset: 1, Token: tok(1), At: at},
-			grant(2, 2),
-		}},
-		{"release, then forget", []worklease.Record{
-			grant(1, 1),
-			{Kind: worklease.EventReleased, Domain: "A", Offset: 1, Token: tok(1)},
-			{Kind: worklease.EventForgotten, Domain: "A", Offset: -1, Fence: 1},
-		}},
-		{"kill in flight, then requeue another offset", []worklease.Record{
-			grant(1, 1),
-			{Kind: worklease.EventKilled, Domain: "A", Offset: 1, Token: tok(1)},
-			{Kind: worklease.EventRequeued, Domain: "A", Offset: 2},
-		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 // fit the state before it is an error. Nothing is counted in Stats or told
 // to an observer; those report new transitions only.
 func (m *Manager) replay() error {
-	m.replaying = &replayState{forgotten: make(map[string]uint64), ended: make(map[string]endedLease)}
+	m.replaying = &replayState{forgotten: make(map[string]uint64), ended: make(map[string]lease)}
 	defer func() { m.replaying = nil }()
 	var skip map[string]uint64 // domains forgotten while the snapshot was written
 	err := m.journal.ReplayRecords(
@@ -37,6 +37,9 @@ func (m *Manager) replay() error {
 		}
 		return err
 	}
+	for domain, l := range m.replaying.ended {
+		m.settleEnded(domain, l)
+	}
 	return m.checkInvariants()
 }
 
@@ -56,16 +59,8 @@ type replayState struct {
 	// its offset; until replay applies that record, the offset is neither
 	// leased, queued nor terminal, which under WithMonotonicOffsets would
 	// make it count as processed if it is below the highest terminal
-	// offset.
-	ended map[string]endedLease
-}
-
-// endedLease is a lease a replayed record ended, with the domain's revoked
-// token before it.
-type endedLease struct {
-	lease      lease
-	revoked    Token
-	revokedErr error
+	// offset. See settleEnded for a call cut short between the two.
+	ended map[string]lease
 }
 
 // endsLease reports whether rec ends the domain's lease without its holder,
@@ -90,16 +85,45 @@ func (m *Manager) noteForgotten(domain string, fence uint64) {
 	}
 }
 
+// settleEnded settles the offset of lease l, which the domain's last
+// replayed record ended, when the record that should follow is missing: the
+// call that wrote them was cut short (a crash between two batches, or an
+// append that failed), never returned, and the Manager went on after a
+// restart without it. Without WithMonotonicOffsets the offset is then
+// neither leased, queued nor terminal: free, as the Manager replaying the
+// journal then found it. With the option, an offset at or below hw would
+// count as processed although it never finished; it goes back to the front
+// of the backlog instead, keeping its attempts, as ForceRelease puts one.
+// Every replay settles alike, so the Manager that went on after the restart
+// wrote records that fit.
+func (m *Manager) settleEnded(domain string, l lease) {
+	_, r := m.lockRecord(domain, false)
+	if r == nil {
+		return // unreachable: only a Forgotten record drops a domain, and it was not applied
+	}
+	defer r.mu.Unlock()
+	s := &r.state
+	if !s.isProcessed(&m.policy, l.offset) {
+		return
+	}
+	s.backlog.pushFront(l.offset)
+	if s.carried == nil {
+		s.carried = make(map[int64]attempt)
+	}
+	s.carried[l.offset] = attempt{retries: l.retries, acquiredAt: l.acquiredAt}
+}
+
 // apply applies one journaled record.
 func (m *Manager) apply(seq uint64, rec Record) error {
-	ended, pending := m.replaying.ended[rec.Domain]
+	// A record that ended a lease is followed, live, by the one that
+	// requeues or fails its offset; nothing else comes between.
 	endedOffset := int64(-1)
-	if pending {
-		// Live, the record that ended the lease and the one that requeued
-		// or failed its offset are written together; nothing comes between.
-		endedOffset = ended.lease.offset
-		if rec.Kind != EventRequeued && rec.Kind != EventDeadLettered || rec.Offset != endedOffset {
-			return fmt.Errorf("the lease on offset %d ended, but the next record neither requeues nor fails it", endedOffset)
+	if l, pending := m.replaying.ended[rec.Domain]; pending {
+		delete(m.replaying.ended, rec.Domain)
+		if (rec.Kind == EventRequeued || rec.Kind == EventDeadLettered) && rec.Offset == l.offset {
+			endedOffset = l.offset
+		} else {
+			m.settleEnded(rec.Domain, l)
 		}
 	}
 	if rec.Kind == EventForgotten {
@@ -111,18 +135,12 @@ func (m *Manager) apply(seq uint64, rec Record) error {
 		return nil // the snapshot already holds it
 	}
 	s := &r.state
-	var before endedLease
-	if endsLease(rec) {
-		before = endedLease{lease: s.lease, revoked: s.revoked, revokedErr: s.revokedErr}
-	}
+	l := s.lease // the lease rec may end
 	if err := s.apply(&m.policy, rec, endedOffset); err != nil {
 		return err
 	}
-	switch {
-	case endsLease(rec):
-		m.replaying.ended[rec.Domain] = before
-	case pending:
-		delete(m.replaying.ended, rec.Domain)
+	if endsLease(rec) {
+		m.replaying.ended[rec.Domain] = l
 	}
 	r.lastSeq = seq
 	if m.policy.ttl > 0 {
