@@ -1251,9 +1251,9 @@ func modelTokenPart(t require.TestingT, tok worklease.Token, i int) uint64 {
 // due. (Leases is documented to revoke nothing; whether DeadLetters(d) does,
 // like Inspect, is not said, so the test does not depend on it.)
 type modelSnapshot struct {
-	inspected         bool
-	info              worklease.DomainInfo
-	lease             []worklease.LeaseInfo // d's entry in Leases
+	inspected   bool
+	info        worklease.DomainInfo
+	lease       []worklease.LeaseInfo // d's entry in Leases
 	deadLetters []worklease.DeadLetter
 	processed   [][2]int64 // as stored: runs
 	failed      []int64
