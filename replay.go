@@ -116,7 +116,8 @@ func (m *Manager) settleEnded(domain string, l lease) {
 // apply applies one journaled record.
 func (m *Manager) apply(seq uint64, rec Record) error {
 	// A record that ended a lease is followed, live, by the one that
-	// requeues or fails its offset; nothing else comes between.
+	// requeues or fails its offset. Any other record means the call was
+	// cut short between the two; settleEnded decides.
 	endedOffset := int64(-1)
 	if l, pending := m.replaying.ended[rec.Domain]; pending {
 		delete(m.replaying.ended, rec.Domain)
