@@ -22,7 +22,9 @@ type DomainInfo struct {
 	Paused bool
 	// Backlog lists the queued offsets, the next one to be granted first.
 	Backlog []int64
-	// Processed and Failed count the domain's terminal offsets.
+	// Processed and Failed count the domain's terminal offsets. With
+	// WithMonotonicOffsets, Processed counts every offset that counts as
+	// processed, those the domain never saw included, up to math.MaxInt64.
 	Processed int64
 	Failed    int64
 }
@@ -55,7 +57,7 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	info := DomainInfo{
 		Leased:    s.leased,
 		Paused:    s.paused,
-		Processed: s.processed.len(),
+		Processed: s.processedCount(&m.policy),
 		Failed:    s.failed.len(),
 	}
 	if s.leased {
@@ -207,7 +209,8 @@ func (m *Manager) adminCall(name, domain string, create bool, unknown error, op 
 // (seed 001's TaskDead): a queued offset leaves the backlog; an offset in
 // flight loses its lease, whose holder is then refused with ErrLeaseRevoked;
 // an offset never seen is failed before it arrives. Killing a failed offset
-// changes nothing; killing a processed one returns ErrAlreadyProcessed.
+// changes nothing; killing a processed one returns ErrAlreadyProcessed (with
+// WithMonotonicOffsets, any offset that counts as processed).
 //
 // If the domain is then idle and running with a backlog, Kill returns its
 // head as next with ok true: acquire it to keep the domain moving.
@@ -220,13 +223,13 @@ func (m *Manager) Kill(domain string, offset int64, reason string) (next int64, 
 	}
 	cause := errors.New(reason)
 	return m.adminCall("Kill", domain, true, nil, func(s *domainState, e *emitter) error {
-		return s.kill(e, offset, cause)
+		return s.kill(&m.policy, e, offset, cause)
 	})
 }
 
-func (s *domainState) kill(e *emitter, offset int64, cause error) error {
+func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) error {
 	switch {
-	case s.processed.contains(offset):
+	case s.isProcessed(p, offset):
 		return ErrAlreadyProcessed
 	case s.failed.contains(offset):
 		return nil
@@ -241,7 +244,7 @@ func (s *domainState) kill(e *emitter, offset int64, cause error) error {
 		s.dropCarried(offset)
 	}
 	e.emit(EventKilled, offset, attempts, tok, cause)
-	s.deadLetter(e, offset, attempts, tok, cause, false) // a deliberate kill does not park
+	s.deadLetter(p, e, offset, attempts, tok, cause, false) // a deliberate kill does not park
 	return nil
 }
 

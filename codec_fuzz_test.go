@@ -40,34 +40,50 @@ func FuzzRecordDecode(f *testing.F) {
 	})
 }
 
-// FuzzSnapshotRestore checks that no snapshot bytes make New panic: it
-// either refuses them with ErrReplay or restores state that passes every
-// invariant.
+// FuzzSnapshotRestore checks that no snapshot bytes make New panic, with
+// or without WithMonotonicOffsets: it either refuses them with ErrReplay or
+// restores state that passes every invariant.
 func FuzzSnapshotRestore(f *testing.F) {
-	j := &memjournal.Journal{}
-	m, err := worklease.New(worklease.WithJournal(j), worklease.WithLeaseTTL(time.Minute))
-	require.NoError(f, err)
-	res, err := m.TryAcquire("a", 1)
-	require.NoError(f, err)
-	_, err = m.TryAcquire("a", 2)
-	require.NoError(f, err)
-	_, err = m.Fail("a", res.Token, nil)
-	require.NoError(f, err)
-	_, _, err = m.Kill("b", 5, "poison")
-	require.NoError(f, err)
-	require.NoError(f, m.Pause("c"))
-	var buf bytes.Buffer
-	require.NoError(f, worklease.EncodeSnapshot(m, &buf))
-	require.NoError(f, m.Close())
-	f.Add(buf.Bytes())
+	for _, monotonic := range []bool{false, true} {
+		opts := []worklease.Option{worklease.WithLeaseTTL(time.Minute), worklease.WithOrdering(worklease.LIFO)}
+		if monotonic {
+			opts = append(opts, worklease.WithMonotonicOffsets())
+		}
+		j := &memjournal.Journal{}
+		m, err := worklease.New(append(opts, worklease.WithJournal(j))...)
+		require.NoError(f, err)
+		res, err := m.TryAcquire("a", 1)
+		require.NoError(f, err)
+		_, err = m.TryAcquire("a", 2)
+		require.NoError(f, err)
+		_, err = m.TryAcquire("a", 3)
+		require.NoError(f, err)
+		_, err = m.Fail("a", res.Token, nil)
+		require.NoError(f, err)
+		_, err = m.Succeed("a", res.Token)
+		require.NoError(f, err)
+		res, err = m.TryAcquire("a", 3) // LIFO: 3 before 2
+		require.NoError(f, err)
+		_, err = m.Succeed("a", res.Token) // with the option, 2 is queued below hw
+		require.NoError(f, err)
+		_, _, err = m.Kill("b", 5, "poison")
+		require.NoError(f, err)
+		require.NoError(f, m.Pause("c"))
+		var buf bytes.Buffer
+		require.NoError(f, worklease.EncodeSnapshot(m, &buf))
+		require.NoError(f, m.Close())
+		f.Add(buf.Bytes())
+	}
 	f.Add([]byte("wlsnap\x01\x02\x00\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := worklease.New(worklease.WithJournal(&recordsJournal{snapshot: data}))
-		if err != nil {
-			require.ErrorIs(t, err, worklease.ErrReplay)
-			return
+		for _, opts := range [][]worklease.Option{nil, {worklease.WithMonotonicOffsets()}} {
+			m, err := worklease.New(append(opts, worklease.WithJournal(&recordsJournal{snapshot: data}))...)
+			if err != nil {
+				require.ErrorIs(t, err, worklease.ErrReplay)
+				continue
+			}
+			require.NoError(t, worklease.CheckInvariants(m))
+			require.NoError(t, m.Close())
 		}
-		require.NoError(t, worklease.CheckInvariants(m))
-		require.NoError(t, m.Close())
 	})
 }

@@ -84,6 +84,12 @@
 //     turn, reporting it as [EventOutOfOrder].
 //   - [WithParkOnDeadLetter] pauses a domain when one of its offsets is
 //     dead-lettered, until [Manager.Resume].
+//   - [WithMonotonicOffsets] is for domains whose offsets only grow, such as
+//     a Kafka partition split by key: every offset at or below a domain's
+//     highest terminal offset that is not failed, queued or in flight counts
+//     as processed, as with Kafka's committed offsets. Memory per domain
+//     stays constant however sparse the offsets, and offsets replayed after
+//     a consumer restart answer [AlreadyProcessed].
 //   - [WithObserver] reports every transition as an [Event].
 //
 // # Operators
@@ -119,5 +125,7 @@
 //
 // Terminal offsets are kept as sorted runs of consecutive offsets, so their
 // cost grows with the holes between them, not with how many there are: a
-// domain that processed a million offsets in order keeps one run.
+// domain that processed a million offsets in order keeps one run. With
+// [WithMonotonicOffsets] the holes cost nothing either: processed offsets
+// are one run from 0 to the highest terminal offset.
 package worklease

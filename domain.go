@@ -1,6 +1,9 @@
 package worklease
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // domainState is one domain's state machine: seed 000's contract step by
 // step, plus the optional behaviour of time-limited leases, ordering modes,
@@ -14,7 +17,9 @@ type domainState struct {
 	backlog backlog
 	// processed and failed are the terminal offsets (seed 000 "processed"
 	// and "failed"): offsets that succeeded, and offsets that were given up
-	// or killed, which keep why.
+	// or killed, which keep why. With WithMonotonicOffsets, processed is
+	// instead empty or the one run [0, hw], hw being the highest terminal
+	// offset; isProcessed says which offsets count as processed either way.
 	processed offsetSet
 	failed    deadLetters
 	// carried holds the history of offsets that went back into the backlog
@@ -55,6 +60,7 @@ type policy struct {
 	lifo       bool          // grant the newest queued offset first
 	bestEffort bool          // allow acquiring a queued offset out of turn
 	park       bool          // pause a domain when one of its offsets is dead-lettered
+	monotonic  bool          // offsets only grow: processed is a watermark (WithMonotonicOffsets)
 }
 
 // acquire is TryAcquire under the domain lock. With Acquired or
@@ -62,7 +68,7 @@ type policy struct {
 func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireStatus, error) {
 	s.expireIfDue(p, e)
 	// 1) Terminal checks.
-	if s.processed.contains(offset) {
+	if s.isProcessed(p, offset) {
 		return AlreadyProcessed, nil
 	}
 	if s.failed.contains(offset) {
@@ -93,6 +99,61 @@ func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireStatu
 	}
 	s.grant(p, e, offset)
 	return Acquired, nil
+}
+
+// isProcessed reports whether offset counts as processed: it succeeded or,
+// with WithMonotonicOffsets, it is at or below the domain's highest terminal
+// offset and is neither failed, queued nor in flight. Every check of seed
+// 000's "offset ∈ processed" goes through it.
+func (s *domainState) isProcessed(p *policy, offset int64) bool {
+	if !s.processed.contains(offset) {
+		return false
+	}
+	if !p.monotonic {
+		return true
+	}
+	// The run [0, hw] holds the offsets below hw that are still to run, or
+	// failed: they do not count.
+	return !s.failed.contains(offset) && !(s.leased && s.lease.offset == offset) && !s.backlog.contains(offset)
+}
+
+// processedCount is the number of offsets that count as processed, which
+// Inspect reports. With WithMonotonicOffsets it is hw+1 less the failed,
+// queued and leased offsets at or below hw (every failed offset is),
+// saturating at math.MaxInt64 when hw is math.MaxInt64.
+func (s *domainState) processedCount(p *policy) int64 {
+	if !p.monotonic {
+		return s.processed.len()
+	}
+	if len(s.processed.runs) == 0 {
+		return 0
+	}
+	hw := s.processed.runs[0].hi
+	pending := s.failed.len()
+	for i := range s.backlog.len() {
+		if s.backlog.at(i) <= hw {
+			pending++
+		}
+	}
+	if s.leased && s.lease.offset <= hw {
+		pending++
+	}
+	if pending == 0 && hw == math.MaxInt64 {
+		return math.MaxInt64 // hw+1 would overflow
+	}
+	return hw - pending + 1
+}
+
+// markTerminal records that offset reached a terminal state. Without
+// WithMonotonicOffsets only a success touches processed; with it, every
+// terminal offset raises the domain's highest terminal offset.
+func (s *domainState) markTerminal(p *policy, offset int64, succeeded bool) {
+	switch {
+	case p.monotonic:
+		s.processed.raiseTo(offset)
+	case succeeded:
+		s.processed.add(offset)
+	}
 }
 
 // enqueue queues offset behind the lease, once, and reports whether it was
@@ -151,7 +212,7 @@ func (s *domainState) succeed(p *policy, e *emitter, tok Token) (SucceedResult, 
 	if err := s.checkToken(e, tok); err != nil {
 		return SucceedResult{}, err
 	}
-	s.processed.add(s.lease.offset)
+	s.markTerminal(p, s.lease.offset, true)
 	e.emit(EventProcessed, s.lease.offset, s.lease.retries+1, tok, nil)
 	s.release()
 	if next, ok := s.backlog.front(); ok {
@@ -175,7 +236,7 @@ func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error) (FailR
 		return FailResult{Status: RetryScheduled, RetryCount: s.lease.retries}, nil
 	}
 	retries := s.lease.retries
-	s.deadLetter(e, s.lease.offset, retries+1, tok, cause, p.park)
+	s.deadLetter(p, e, s.lease.offset, retries+1, tok, cause, p.park)
 	s.release()
 	if s.paused {
 		return FailResult{Status: GiveUpParked, RetryCount: retries}, nil
@@ -217,7 +278,7 @@ func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
 	if l.retries < p.maxRetries {
 		s.requeue(e, l.offset, attempt{retries: l.retries + 1, acquiredAt: l.acquiredAt})
 	} else {
-		s.deadLetter(e, l.offset, l.retries+1, l.token, ErrLeaseExpired, p.park)
+		s.deadLetter(p, e, l.offset, l.retries+1, l.token, ErrLeaseExpired, p.park)
 	}
 	return true
 }
@@ -241,8 +302,9 @@ func (s *domainState) dropCarried(offset int64) {
 
 // deadLetter makes offset failed after attempts attempts, and parks the
 // domain if park is set.
-func (s *domainState) deadLetter(e *emitter, offset int64, attempts int, tok Token, cause error, park bool) {
+func (s *domainState) deadLetter(p *policy, e *emitter, offset int64, attempts int, tok Token, cause error, park bool) {
 	s.failed.add(offset, deadLetter{cause: cause, attempts: attempts, at: e.now})
+	s.markTerminal(p, offset, false)
 	e.emit(EventDeadLettered, offset, attempts, tok, cause)
 	if park && !s.paused {
 		s.paused = true

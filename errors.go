@@ -44,7 +44,8 @@ var (
 	// failed.
 	ErrNotDeadLettered = errors.New("worklease: offset is not dead-lettered")
 
-	// ErrAlreadyProcessed is returned by Kill for an offset that succeeded.
+	// ErrAlreadyProcessed is returned by Kill for an offset that succeeded
+	// (with WithMonotonicOffsets, one that counts as processed).
 	ErrAlreadyProcessed = errors.New("worklease: offset already processed")
 
 	// ErrDomainBusy is returned by Forget for a domain that holds a lease or

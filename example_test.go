@@ -211,6 +211,41 @@ func ExampleManager_Redrive() {
 	// 1 true [1 2]
 }
 
+// A Kafka partition split by key: the key "user-1" sees a sparse,
+// increasing subsequence of the partition's offsets. After a consumer
+// restart the partition is read again from its last commit, and the offsets
+// already done come back AlreadyProcessed, as does every offset below the
+// highest this key finished, even one that was another key's. The domain
+// keeps its processed offsets as one run from 0, however many holes.
+func ExampleWithMonotonicOffsets() {
+	m, err := worklease.New(worklease.WithMonotonicOffsets())
+	if err != nil {
+		panic(err)
+	}
+	for _, off := range []int64{3, 17, 42, 108} {
+		res, _ := m.TryAcquire("user-1", off)
+		_, _ = m.Succeed("user-1", res.Token)
+	}
+
+	// The restart: the partition is replayed from offset 17.
+	for _, off := range []int64{17, 42, 50, 108, 131} {
+		res, _ := m.TryAcquire("user-1", off)
+		fmt.Println(off, res.Status)
+		if res.Status == worklease.Acquired {
+			_, _ = m.Succeed("user-1", res.Token)
+		}
+	}
+	info, _ := m.Inspect("user-1")
+	fmt.Println("processed:", info.Processed)
+	// Output:
+	// 17 AlreadyProcessed
+	// 42 AlreadyProcessed
+	// 50 AlreadyProcessed
+	// 108 AlreadyProcessed
+	// 131 Acquired
+	// processed: 132
+}
+
 func ExampleWithObserver() {
 	m, _ := worklease.New(worklease.WithObserver(worklease.ObserverFunc(func(e worklease.Event) {
 		fmt.Println(e.Kind, e.Domain, e.Offset, "attempt", e.Attempt)

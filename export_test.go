@@ -20,7 +20,12 @@ func RecordOf(m *Manager, domain string) any {
 }
 
 // Terminal returns domain's processed and failed offsets in ascending order.
+// It panics for a Manager with WithMonotonicOffsets, whose processed set
+// may span every offset: use TerminalRuns and CountsProcessed there.
 func Terminal(m *Manager, domain string) (processed, failed []int64) {
+	if m.policy.monotonic {
+		panic("Terminal: the processed set of WithMonotonicOffsets is a watermark; use TerminalRuns")
+	}
 	_, r := m.lockRecord(domain, false)
 	if r == nil {
 		return nil, nil
@@ -40,3 +45,34 @@ func NewToken(fence, domain, instance uint64) Token {
 
 // EncodeSnapshot writes m's snapshot to w.
 func EncodeSnapshot(m *Manager, w io.Writer) error { return m.encodeSnapshot(w) }
+
+// TerminalRuns returns domain's terminal offsets as they are stored: the
+// processed set's runs, [lo, hi] each, in ascending order (with
+// WithMonotonicOffsets, none or the one run [0, hw]), and the failed offsets
+// in ascending order.
+func TerminalRuns(m *Manager, domain string) (processed [][2]int64, failed []int64) {
+	_, r := m.lockRecord(domain, false)
+	if r == nil {
+		return nil, nil
+	}
+	defer r.mu.Unlock()
+	for _, run := range r.state.processed.runs {
+		processed = append(processed, [2]int64{run.lo, run.hi})
+	}
+	if r.state.failed.len() > 0 {
+		failed = r.state.failed.offsets()
+	}
+	return processed, failed
+}
+
+// CountsProcessed reports whether offset counts as processed in domain, the
+// check behind TryAcquire's AlreadyProcessed, without changing anything: it
+// revokes no expired lease.
+func CountsProcessed(m *Manager, domain string, offset int64) bool {
+	_, r := m.lockRecord(domain, false)
+	if r == nil {
+		return false
+	}
+	defer r.mu.Unlock()
+	return r.state.isProcessed(&m.policy, offset)
+}

@@ -169,27 +169,56 @@ func heapAfter(build func()) uint64 {
 
 // BenchmarkMemory reports what domains and their history cost: bytes per
 // idle domain with history, bytes for a million offsets processed in order,
-// and bytes per offset when 1% of them are scattered holes. Each iteration
-// builds the state afresh; the metrics are the point, not ns/op.
+// bytes per offset when 1% of them are scattered holes, and bytes for a
+// million sparse offsets (every 7th) with and without WithMonotonicOffsets.
+// Each iteration builds the state afresh; the metrics are the point, not
+// ns/op.
 func BenchmarkMemory(b *testing.B) {
-	b.Run("idle-domains", func(b *testing.B) {
-		const n = 100_000
-		names := domainNames(n)
-		var perDomain float64
-		for b.Loop() {
-			var m *worklease.Manager
-			used := heapAfter(func() {
-				m = mustNew(b)
-				for _, d := range names {
-					for off := range int64(3) {
-						cycle(m, d, off)
+	idle := func(opts ...worklease.Option) func(b *testing.B) {
+		return func(b *testing.B) {
+			const n = 100_000
+			names := domainNames(n)
+			var perDomain float64
+			for b.Loop() {
+				var m *worklease.Manager
+				used := heapAfter(func() {
+					m = mustNew(b, opts...)
+					for _, d := range names {
+						for off := range int64(3) {
+							cycle(m, d, off)
+						}
 					}
-				}
-			})
-			perDomain = float64(used) / n
-			runtime.KeepAlive(m)
+				})
+				perDomain = float64(used) / n
+				runtime.KeepAlive(m)
+			}
+			b.ReportMetric(perDomain, "bytes/domain")
 		}
-		b.ReportMetric(perDomain, "bytes/domain")
+	}
+	b.Run("idle-domains", idle())
+	b.Run("idle-domains-monotonic", idle(worklease.WithMonotonicOffsets()))
+	b.Run("sparse-offsets", func(b *testing.B) {
+		const n, every = 1_000_000, 7
+		for _, monotonic := range []bool{false, true} {
+			b.Run(fmt.Sprintf("every=%d/monotonic=%v", every, monotonic), func(b *testing.B) {
+				var opts []worklease.Option
+				if monotonic {
+					opts = append(opts, worklease.WithMonotonicOffsets())
+				}
+				var used uint64
+				for b.Loop() {
+					m := mustNew(b, opts...)
+					cycle(m, "d", 0) // the record exists before measuring
+					used = heapAfter(func() {
+						for i := int64(1); i <= n; i++ {
+							cycle(m, "d", i*every)
+						}
+					})
+					runtime.KeepAlive(m)
+				}
+				b.ReportMetric(float64(used), "bytes/1M-offsets")
+			})
+		}
 	})
 	b.Run("offsets", func(b *testing.B) {
 		const n = 1_000_000

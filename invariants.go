@@ -14,7 +14,7 @@ func (m *Manager) checkInvariants() error {
 	var errs []error
 	m.forEachRecord(func(sh *shard, domain string, r *record) {
 		r.mu.Lock()
-		err := r.state.checkInvariants(m.instance)
+		err := r.state.checkInvariants(&m.policy, m.instance)
 		if err == nil && !r.dropped && m.policy.ttl > 0 {
 			err = sh.expiry.check(r)
 		}
@@ -31,8 +31,8 @@ func (m *Manager) checkInvariants() error {
 	return errors.Join(errs...)
 }
 
-// checkInvariants checks one domain. s's record lock must be held.
-func (s *domainState) checkInvariants(instance uint64) error {
+// checkInvariants checks one domain under p. s's record lock must be held.
+func (s *domainState) checkInvariants(p *policy, instance uint64) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
@@ -59,7 +59,7 @@ func (s *domainState) checkInvariants(instance uint64) error {
 	// hold no terminal offset, and the current offset is not queued.
 	if s.leased {
 		off := s.lease.offset
-		if s.processed.contains(off) || s.failed.contains(off) || s.backlog.contains(off) {
+		if s.isProcessed(p, off) || s.failed.contains(off) || s.backlog.contains(off) {
 			bad("current offset %d is also processed, failed or queued", off)
 		}
 	}
@@ -70,7 +70,7 @@ func (s *domainState) checkInvariants(instance uint64) error {
 			bad("backlog holds %d twice", x)
 		}
 		seen[x] = true
-		if s.processed.contains(x) || s.failed.contains(x) {
+		if s.isProcessed(p, x) || s.failed.contains(x) {
 			bad("backlog holds terminal offset %d", x)
 		}
 		if !s.backlog.contains(x) {
@@ -84,9 +84,24 @@ func (s *domainState) checkInvariants(instance uint64) error {
 		bad("backlog: %w", err)
 	}
 	for off := range s.failed.m {
-		if s.processed.contains(off) {
+		if s.isProcessed(p, off) {
 			bad("offset %d is both processed and failed", off)
 		}
+	}
+	// With WithMonotonicOffsets, processed is the watermark's run [0, hw],
+	// and hw is the highest terminal offset: no failed offset is above it.
+	if p.monotonic && len(s.processed.runs) > 0 {
+		if r := s.processed.runs; len(r) != 1 || r[0].lo != 0 {
+			bad("monotonic processed set is not one run from 0: %v", r)
+		} else {
+			for off := range s.failed.m {
+				if off > r[0].hi {
+					bad("failed offset %d is above the highest terminal offset %d", off, r[0].hi)
+				}
+			}
+		}
+	} else if p.monotonic && s.failed.len() > 0 {
+		bad("failed offsets but no highest terminal offset")
 	}
 	if s.failed.m != nil && len(s.failed.m) == 0 {
 		bad("empty dead-letter map kept")

@@ -3,6 +3,7 @@ package worklease_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -180,4 +181,64 @@ func TestReplayKeepsFencesAboveAForgottenPast(t *testing.T) {
 	defer func() { require.NoError(t, m2.Close()) }()
 	res := must(m2.TryAcquire("b", 1))(t)
 	require.Greater(t, res.Token.Fence(), old.Token.Fence())
+}
+
+// A call whose first record ends a lease (here ForceRelease's Released)
+// can reach the journal without its second, which requeues the offset: an
+// append fails between them, or a crash keeps one batch and not the next.
+// The call never returned. Replay must leave the journal replayable after
+// the restarted Manager goes on, and, with WithMonotonicOffsets, must not
+// let the offset count as processed: it never finished.
+func TestReplaySettlesACallCutShort(t *testing.T) {
+	t.Parallel()
+	for _, monotonic := range []bool{false, true} {
+		t.Run(fmt.Sprint("monotonic=", monotonic), func(t *testing.T) {
+			t.Parallel()
+			opts := []worklease.Option{worklease.WithOrdering(worklease.LIFO)}
+			if monotonic {
+				opts = append(opts, worklease.WithMonotonicOffsets())
+			}
+			j := &memjournal.Journal{}
+			open := func() *worklease.Manager {
+				return must(worklease.New(append(opts, worklease.WithJournal(j.Reopen()))...))(t)
+			}
+			m := open()
+			five := must(m.TryAcquire("A", 5))(t)  // record 1
+			must(m.TryAcquire("A", 3))(t)          // 2: queued below 5
+			must(m.Succeed("A", five.Token))(t)    // 3
+			three := must(m.TryAcquire("A", 3))(t) // 4
+			require.Equal(t, worklease.Acquired, three.Status)
+			j.FailAppendAt(6) // ForceRelease writes Released (5), then fails on Requeued (6)
+			_, _, err := m.ForceRelease("A")
+			require.ErrorIs(t, err, worklease.ErrJournalFailed)
+			require.NoError(t, m.Close())
+
+			// Without the option, 3 is free, as replay has always left it;
+			// with it, 3 is back at the front of the line.
+			m = open()
+			info := must(m.Inspect("A"))(t)
+			require.False(t, info.Leased)
+			if monotonic {
+				require.Equal(t, []int64{3}, info.Backlog)
+				require.False(t, worklease.CountsProcessed(m, "A", 3), "3 never finished")
+			} else {
+				require.Empty(t, info.Backlog)
+			}
+			again := must(m.TryAcquire("A", 3))(t)
+			require.Equal(t, worklease.Acquired, again.Status)
+			require.Greater(t, again.Token.Fence(), three.Token.Fence())
+			must(m.Succeed("A", again.Token))(t)
+			require.NoError(t, m.Close())
+
+			// The journal now holds the lone Released, then the restarted
+			// Manager's records; it replays to the same state every time.
+			m = open()
+			defer func() { require.NoError(t, m.Close()) }()
+			info = must(m.Inspect("A"))(t)
+			require.False(t, info.Leased)
+			require.Empty(t, info.Backlog)
+			res := must(m.TryAcquire("A", 3))(t)
+			require.Equal(t, worklease.AlreadyProcessed, res.Status)
+		})
+	}
 }

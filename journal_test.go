@@ -16,26 +16,36 @@ import (
 )
 
 // domainDump is everything the Manager holds for one domain, for comparing
-// a Manager with the one rebuilt from its journal.
+// a Manager with the one rebuilt from its journal: its processed set as
+// stored (runs) and which of the offsets below dumpOffsets count as
+// processed, which with WithMonotonicOffsets is more than the runs say.
 type domainDump struct {
-	Info              worklease.DomainInfo
-	Processed, Failed []int64
-	DeadLetters       []string
+	Info        worklease.DomainInfo
+	Processed   [][2]int64
+	Failed      []int64
+	Counts      []bool
+	DeadLetters []string
 }
+
+const dumpOffsets = 8
 
 func dumpDomains(t require.TestingT, m *worklease.Manager, domains []string) map[string]domainDump {
 	out := map[string]domainDump{}
 	for _, d := range domains {
 		info, err := m.Inspect(d)
 		require.NoError(t, err)
-		p, f := worklease.Terminal(m, d)
+		p, f := worklease.TerminalRuns(m, d)
+		var counts []bool
+		for off := range int64(dumpOffsets) {
+			counts = append(counts, worklease.CountsProcessed(m, d, off))
+		}
 		dls, err := m.DeadLetters(d)
 		require.NoError(t, err)
 		var letters []string
 		for _, dl := range dls {
 			letters = append(letters, fmt.Sprintf("%d %d %v %v", dl.Offset, dl.Attempts, dl.At.UTC(), dl.Cause))
 		}
-		out[d] = domainDump{info, p, f, letters}
+		out[d] = domainDump{info, p, f, counts, letters}
 	}
 	return out
 }
@@ -63,6 +73,9 @@ func TestJournalReplayProperty(t *testing.T) {
 		}
 		if rapid.Bool().Draw(t, "park") {
 			opts = append(opts, worklease.WithParkOnDeadLetter())
+		}
+		if rapid.Bool().Draw(t, "monotonic") {
+			opts = append(opts, worklease.WithMonotonicOffsets())
 		}
 		j := &memjournal.Journal{}
 		open := func() *worklease.Manager {

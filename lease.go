@@ -74,6 +74,7 @@ func New(opts ...Option) (*Manager, error) {
 			lifo:       cfg.ordering == LIFO,
 			bestEffort: cfg.bestEffort,
 			park:       cfg.park,
+			monotonic:  cfg.monotonic,
 		},
 		clock:     cfg.clock,
 		timeline:  newTimeline(),

@@ -28,8 +28,9 @@ import (
 // was written: no option but WithMaxRetries, and only the calls of seed 000
 // (TryAcquire, Succeed, Fail, Inspect). The others draw a lease TTL (none or
 // modelTTL), FIFO or LIFO ordering, best-effort ordering, parking on dead
-// letters, one or four shards and an observer, and add Extend, Reap and the
-// admin calls. The model is written from the godoc of each call.
+// letters, monotonic offsets, one or four shards and an observer, and add
+// Extend, Reap and the admin calls. The model is written from the godoc of
+// each call.
 //
 // TryAcquire, Kill and Pause, the calls that create a domain's record, draw
 // their domain from modelLeasedDomains only, so "z" never gets a record:
@@ -77,7 +78,8 @@ type modelConfig struct {
 	lifo       bool
 	bestEffort bool
 	park       bool
-	shards     int // 0: the default
+	monotonic  bool // WithMonotonicOffsets: processed is a watermark
+	shards     int  // 0: the default
 	observe    bool
 }
 
@@ -94,6 +96,7 @@ func drawModelConfig(t *rapid.T) modelConfig {
 	c.park = rapid.Bool().Draw(t, "park")
 	c.shards = rapid.SampledFrom([]int{1, 4}).Draw(t, "shards") // 1: every lease in one expiry heap
 	c.observe = rapid.Bool().Draw(t, "observe")
+	c.monotonic = rapid.Bool().Draw(t, "monotonic")
 	return c
 }
 
@@ -113,6 +116,9 @@ func (c *modelConfig) options(clk worklease.Clock, obs worklease.Observer) []wor
 	}
 	if c.park {
 		opts = append(opts, worklease.WithParkOnDeadLetter())
+	}
+	if c.monotonic {
+		opts = append(opts, worklease.WithMonotonicOffsets())
 	}
 	if c.shards > 0 {
 		opts = append(opts, worklease.WithShards(c.shards))
@@ -357,12 +363,15 @@ type modelEvent struct {
 type modelDomain struct {
 	cfg *modelConfig
 
-	// Seed 000's state.
+	// Seed 000's state. processed holds the offsets that succeeded, with
+	// or without WithMonotonicOffsets; isProcessed says which offsets count
+	// as processed.
 	leased    bool
 	lease     modelLease // zero unless leased
 	processed map[int64]bool
 	failed    map[int64]modelDeadLetter
 	backlog   []int64 // head first
+	hw        int64   // the highest terminal offset since the record was made; -1: none
 
 	// The optional behaviour's.
 	paused     bool
@@ -393,6 +402,7 @@ func newModelDomain(cfg *modelConfig) *modelDomain {
 func (md *modelDomain) reset() {
 	md.leased, md.lease, md.paused = false, modelLease{}, false
 	md.processed, md.failed, md.backlog, md.carried = map[int64]bool{}, map[int64]modelDeadLetter{}, nil, map[int64]modelAttempt{}
+	md.hw = -1
 	md.revoked, md.revokedErr = worklease.Token{}, nil
 	md.created, md.granted = false, nil
 	if md.record != nil {
@@ -470,11 +480,68 @@ func (md *modelDomain) requeue(off int64, a modelAttempt, now time.Time) {
 
 func (md *modelDomain) deadLetter(off int64, attempts int, tok worklease.Token, cause error, now time.Time, park bool) {
 	md.failed[off] = modelDeadLetter{cause: cause, attempts: attempts, at: now}
+	md.hw = max(md.hw, off)
 	md.emit(worklease.EventDeadLettered, off, attempts, tok, cause, now)
 	if park && !md.paused {
 		md.paused = true
 		md.emit(worklease.EventPaused, off, 0, worklease.Token{}, cause, now)
 	}
+}
+
+// isProcessed reports whether off counts as processed, as WithMonotonicOffsets
+// and seed 000 define it: it succeeded; or, with the option, it is at or
+// below the highest terminal offset and neither failed, queued nor in
+// flight.
+func (md *modelDomain) isProcessed(off int64) bool {
+	if !md.cfg.monotonic {
+		return md.processed[off]
+	}
+	return off <= md.hw && !modelHas(md.failed, off) && !slices.Contains(md.backlog, off) && !(md.leased && md.lease.offset == off)
+}
+
+// processedCount is Inspect's Processed: with WithMonotonicOffsets, hw+1
+// less the failed, queued and leased offsets at or below hw, at most
+// math.MaxInt64.
+func (md *modelDomain) processedCount() int64 {
+	if !md.cfg.monotonic {
+		return int64(len(md.processed))
+	}
+	if md.hw < 0 {
+		return 0
+	}
+	var pending int64
+	for off := range md.failed {
+		if off <= md.hw {
+			pending++
+		}
+	}
+	for _, off := range md.backlog {
+		if off <= md.hw {
+			pending++
+		}
+	}
+	if md.leased && md.lease.offset <= md.hw {
+		pending++
+	}
+	if pending == 0 && md.hw == math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return md.hw - pending + 1
+}
+
+// probeOffsets are the offsets whose standing the model test compares with
+// the Manager's after every step: every offset the runs draw below
+// math.MaxInt64-2, those at the top, and hw and the one after it.
+func (md *modelDomain) probeOffsets() []int64 {
+	offs := make([]int64, 0, 3*maxModelOffset+6)
+	for off := range int64(3*maxModelOffset + 1) {
+		offs = append(offs, off)
+	}
+	offs = append(offs, math.MaxInt64-2, math.MaxInt64-1, math.MaxInt64)
+	if md.hw >= 0 && md.hw < math.MaxInt64-3 {
+		offs = append(offs, md.hw, md.hw+1)
+	}
+	return offs
 }
 
 // next is the offset an idle, running domain grants next, which admin
@@ -505,7 +572,7 @@ func (md *modelDomain) acquire(domain string, off int64, now time.Time) (worklea
 	md.created = true
 	md.touch(now)
 	switch {
-	case md.processed[off]:
+	case md.isProcessed(off):
 		return worklease.AcquireResult{Status: worklease.AlreadyProcessed}, nil
 	case modelHas(md.failed, off):
 		return worklease.AcquireResult{Status: worklease.AlreadyFailed}, nil
@@ -596,6 +663,7 @@ func (md *modelDomain) succeed(tok worklease.Token, now time.Time) (worklease.Su
 	}
 	md.emit(worklease.EventProcessed, md.lease.offset, md.lease.retries+1, tok, nil, now)
 	md.processed[md.lease.offset] = true
+	md.hw = max(md.hw, md.lease.offset)
 	md.leased, md.lease = false, modelLease{}
 	if next, ok := md.hint(); ok {
 		return worklease.SucceedResult{Status: worklease.NextHint, Next: next}, nil
@@ -658,7 +726,7 @@ func (md *modelDomain) info(domain string) worklease.DomainInfo {
 	info := worklease.DomainInfo{
 		Leased:    md.leased,
 		Paused:    md.paused,
-		Processed: int64(len(md.processed)),
+		Processed: md.processedCount(),
 		Failed:    int64(len(md.failed)),
 	}
 	if md.leased {
@@ -701,7 +769,7 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 	}
 	md.created = true
 	md.touch(now)
-	if md.processed[off] {
+	if md.isProcessed(off) {
 		return 0, false, worklease.ErrAlreadyProcessed
 	}
 	if modelHas(md.failed, off) {
@@ -1146,6 +1214,12 @@ func (s *modelTest) drawKnownOffset(t *rapid.T, d string) int64 {
 	offs = append(offs, md.backlog...)
 	offs = append(offs, slices.Sorted(maps.Keys(md.failed))...)
 	offs = append(offs, slices.Sorted(maps.Keys(md.processed))...)
+	if md.cfg.monotonic && md.hw >= 0 {
+		offs = append(offs, md.hw)
+		if md.hw < math.MaxInt64 {
+			offs = append(offs, md.hw+1)
+		}
+	}
 	return rapid.SampledFrom(offs).Draw(t, "knownOffset")
 }
 
@@ -1177,12 +1251,13 @@ func modelTokenPart(t require.TestingT, tok worklease.Token, i int) uint64 {
 // due. (Leases is documented to revoke nothing; whether DeadLetters(d) does,
 // like Inspect, is not said, so the test does not depend on it.)
 type modelSnapshot struct {
-	inspected         bool
-	info              worklease.DomainInfo
-	lease             []worklease.LeaseInfo // d's entry in Leases
-	deadLetters       []worklease.DeadLetter
-	processed, failed []int64
-	record            any
+	inspected   bool
+	info        worklease.DomainInfo
+	lease       []worklease.LeaseInfo // d's entry in Leases
+	deadLetters []worklease.DeadLetter
+	processed   [][2]int64 // as stored: runs
+	failed      []int64
+	record      any
 }
 
 // before takes the snapshot that requireUnchanged compares with after a
@@ -1216,7 +1291,7 @@ func (s *modelTest) snapshot(t *rapid.T, d string, inspect bool) modelSnapshot {
 			snap.lease = append(snap.lease, l)
 		}
 	}
-	snap.processed, snap.failed = worklease.Terminal(s.m, d)
+	snap.processed, snap.failed = worklease.TerminalRuns(s.m, d)
 	snap.record = worklease.RecordOf(s.m, d)
 	return snap
 }
@@ -1270,9 +1345,28 @@ func (s *modelTest) checkDomain(t *rapid.T, d string) {
 		modelRequireDeadLetters(t, md.deadLetters(d), dls, fmt.Sprintf("DeadLetters(%q)", d))
 	}
 
-	processed, failed := worklease.Terminal(s.m, d)
-	modelRequireOffsets(t, slices.Sorted(maps.Keys(md.processed)), processed, "%q: processed", d)
-	modelRequireOffsets(t, slices.Sorted(maps.Keys(md.failed)), failed, "%q: failed", d)
+	if s.model.cfg.monotonic {
+		// The processed set is the run [0, hw]: compare hw, and the
+		// standing of every offset the run may have used.
+		runs, failed := worklease.TerminalRuns(s.m, d)
+		var want [][2]int64
+		if md.hw >= 0 {
+			want = [][2]int64{{0, md.hw}}
+		}
+		if !slices.Equal(want, runs) {
+			require.Failf(t, "processed runs differ", "%q: got %v, want %v", d, runs, want)
+		}
+		modelRequireOffsets(t, slices.Sorted(maps.Keys(md.failed)), failed, "%q: failed", d)
+		for _, off := range md.probeOffsets() {
+			if got, want := worklease.CountsProcessed(s.m, d, off), md.isProcessed(off); got != want {
+				require.Failf(t, "processed differs", "%q: offset %d counts as processed: %v, want %v (hw %d)", d, off, got, want, md.hw)
+			}
+		}
+	} else {
+		processed, failed := worklease.Terminal(s.m, d)
+		modelRequireOffsets(t, slices.Sorted(maps.Keys(md.processed)), processed, "%q: processed", d)
+		modelRequireOffsets(t, slices.Sorted(maps.Keys(md.failed)), failed, "%q: failed", d)
+	}
 
 	// 6. Stable monitor: a domain gets its record when first used, and
 	// keeps it until Forget drops it; the next use makes a new one.
@@ -1389,7 +1483,7 @@ func (l *leaseModel) checkInvariants(t *rapid.T, d string) {
 		modelCheck(t, !inBacklog[off], "%q: %d queued twice", d, off)
 		inBacklog[off] = true
 	}
-	terminal := func(off int64) bool { return md.processed[off] || modelHas(md.failed, off) }
+	terminal := func(off int64) bool { return md.isProcessed(off) || modelHas(md.failed, off) }
 
 	// 1. Single in-flight unit: at most one lease, on the latest grant,
 	// and every offset granted since the record was made is in flight,
@@ -1420,6 +1514,13 @@ func (l *leaseModel) checkInvariants(t *rapid.T, d string) {
 	}
 	for off := range md.processed {
 		modelCheck(t, !modelHas(md.failed, off), "%q: %d both processed and failed", d, off)
+		// What succeeded counts as processed, with WithMonotonicOffsets
+		// too: nothing takes it back.
+		modelCheck(t, md.isProcessed(off), "%q: %d succeeded but does not count as processed", d, off)
+		modelCheck(t, off <= md.hw, "%q: %d succeeded above the highest terminal offset %d", d, off, md.hw)
+	}
+	for off := range md.failed {
+		modelCheck(t, off <= md.hw, "%q: %d failed above the highest terminal offset %d", d, off, md.hw)
 	}
 	for off, a := range md.carried {
 		modelCheck(t, inBacklog[off], "%q: attempts carried for %d, which is not queued", d, off)
@@ -1474,12 +1575,16 @@ type modelReplay struct {
 	paused    bool
 	processed map[int64]bool
 	failed    map[int64]bool
+	hw        int64 // the highest offset processed or failed; -1: none
 	backlog   []int64
 	carried   map[int64]int // failed attempts a queued offset carries to its next grant
 	grants    int           // leases granted
 	ended     int           // leases that ended
 	grantsOf  map[int64]int // grants of each offset
 	returns   map[int64]int // times each offset went back to the backlog after a grant or a failure
+	// outOfOrderQueued: the offset of the latest EventOutOfOrder was queued
+	// until that event took it out for the grant that follows.
+	outOfOrderQueued bool
 
 	// seedFIFO: offsets have only been appended to the backlog and taken
 	// from its head, so seed 000's FIFO check applies: those that left
@@ -1491,7 +1596,7 @@ type modelReplay struct {
 
 func newModelReplay() modelReplay {
 	return modelReplay{
-		processed: map[int64]bool{}, failed: map[int64]bool{}, carried: map[int64]int{},
+		processed: map[int64]bool{}, failed: map[int64]bool{}, hw: -1, carried: map[int64]int{},
 		grantsOf: map[int64]int{}, returns: map[int64]int{}, seedFIFO: true,
 	}
 }
@@ -1536,6 +1641,7 @@ func (l *leaseModel) checkHistory(t *rapid.T, d string) {
 			"%q: replayed lease %d %v %d, model %+v", d, r.offset, r.token, r.retries, md.lease)
 	}
 	modelCheck(t, md.paused == r.paused, "%q: replayed paused %v, model %v", d, r.paused, md.paused)
+	modelCheck(t, md.hw == r.hw, "%q: replayed highest terminal offset %d, model %d", d, r.hw, md.hw)
 	modelRequireOffsets(t, slices.Sorted(maps.Keys(md.processed)), slices.Sorted(maps.Keys(r.processed)), "%q: replayed processed", d)
 	modelRequireOffsets(t, slices.Sorted(maps.Keys(md.failed)), slices.Sorted(maps.Keys(r.failed)), "%q: replayed failed", d)
 	modelRequireOffsets(t, md.backlog, r.backlog, "%q: replayed backlog", d)
@@ -1578,6 +1684,22 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		modelCheck(t, r.leased && r.offset == x && r.token == ev.token, "%s: not the lease in flight", where)
 	}
 	terminal := r.processed[x] || r.failed[x]
+	if l.cfg.monotonic {
+		// Every offset at or below hw counts as processed unless it is
+		// failed, queued or in flight. held covers an offset the event
+		// before took out of the backlog or the lease only to hand it to
+		// this one: an out-of-order grant, or the requeue or dead letter
+		// after an expiry, a release or a kill.
+		held := r.queued(x) || r.leased && r.offset == x
+		switch {
+		case ev.kind == worklease.EventAcquired && prev.kind == worklease.EventOutOfOrder && prev.offset == x:
+			held = held || r.outOfOrderQueued
+		case (ev.kind == worklease.EventRequeued || ev.kind == worklease.EventDeadLettered) && prev.offset == x &&
+			(prev.kind == worklease.EventExpired || prev.kind == worklease.EventReleased || prev.kind == worklease.EventKilled):
+			held = true
+		}
+		terminal = r.failed[x] || x <= r.hw && !held
+	}
 
 	switch ev.kind {
 	case worklease.EventAcquired:
@@ -1613,11 +1735,13 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		modelCheck(t, !(r.leased || r.paused), "%s: domain busy or paused", where)
 		modelCheck(t, len(r.backlog) > 0 && r.backlog[0] != x, "%s: not out of order", where)
 		require.Equal(t, [2]any{worklease.EventAcquired, x}, [2]any{next.kind, next.offset}, "%s: no grant follows", where)
+		r.outOfOrderQueued = r.queued(x)
 		r.remove(x)
 	case worklease.EventProcessed:
 		current()
 		require.Equal(t, r.retries+1, ev.attempt, where)
 		r.processed[x] = true
+		r.hw = max(r.hw, x)
 		r.leased = false
 		r.ended++
 	case worklease.EventRetrying:
@@ -1693,6 +1817,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 			require.Equal(t, [2]any{x, ev.token}, [2]any{prev.offset, prev.token}, where)
 		}
 		r.failed[x] = true
+		r.hw = max(r.hw, x)
 	case worklease.EventRedriven:
 		modelCheck(t, r.failed[x], "%s: offset not failed", where)
 		delete(r.failed, x)

@@ -40,6 +40,7 @@ type config struct {
 	ordering   Ordering
 	bestEffort bool
 	park       bool
+	monotonic  bool
 	observer   Observer
 	journal    Journal
 }
@@ -159,6 +160,59 @@ func WithBestEffortOrdering() Option {
 // GiveUpParked. The default is seed 000's: give up on the offset and move on.
 func WithParkOnDeadLetter() Option {
 	return optionFunc(func(c *config) { c.park = true })
+}
+
+// WithMonotonicOffsets tells the Manager that each domain's offsets only
+// grow, so that it can remember processed offsets the way Kafka remembers a
+// committed offset: as a watermark. It is for callers whose domains each see
+// an increasing but sparse subsequence of offsets. A Kafka partition split by
+// key is one: the key "user-1" may see offsets 3, 17, 42 and 108 of its
+// partition, the other keys' records in between. Kept exactly, such offsets
+// cost memory one by one, since a hole follows each; and after a consumer
+// restart, which replays the partition from its last commit, offsets a
+// domain never saw would be granted as new work.
+//
+// With the option, each domain keeps its highest terminal offset, hw: the
+// largest offset that succeeded or failed (given up on by Fail, expired on
+// its last attempt, or killed). An offset counts as processed if and only if
+// it is at or below hw and is not failed, not queued in the backlog and not
+// the offset in flight. So TryAcquire answers AlreadyProcessed for a replayed
+// offset, and for an offset at or below hw the domain never saw. A failed
+// offset still answers AlreadyFailed; Redrive queues it again, and it counts
+// as processed only once it succeeds. An offset queued below hw (LIFO or
+// best-effort ordering, an expiry or a redrive can put one there) stays
+// queued and is granted as usual. Kill returns ErrAlreadyProcessed for any
+// offset that counts as processed, and killing an offset above hw raises hw
+// to it. Inspect reports as DomainInfo.Processed the number of offsets that
+// count as processed: hw+1 less the failed, queued and leased offsets at or
+// below hw. Forget drops a domain's hw with the rest of its history.
+//
+// Memory: a domain's processed offsets are one run, [0, hw], whatever the
+// holes between them, so a domain costs the same after a million sparse
+// offsets as after one; failed and queued offsets are kept one by one, as
+// without the option.
+//
+// The default is seed 000's exact rule: an offset counts as processed only if
+// it succeeded, and an offset never seen is never reported processed.
+//
+// With WithJournal, replay applies the journal's records under the same
+// rule, so a Manager restarts to the state it had. Switching the option for
+// an existing journal:
+//
+//   - On: a snapshot written without the option is restored with hw the
+//     largest processed or failed offset it holds. Records are replayed under
+//     the watermark rule; if the journal's offsets did not grow, a record
+//     that grants or queues an offset which by then counts as processed makes
+//     New fail with ErrReplay. To switch such a journal over, open it without
+//     the option, call Snapshot, Close, and open it again with the option.
+//   - Off: records are replayed under the exact rule, so that only offsets
+//     that succeeded count as processed, except those a snapshot written with
+//     the option holds: it stores the run [0, hw], and every offset in it
+//     stays processed. If any offset at or below hw was failed, queued or in
+//     flight when that snapshot was written, the run breaks the exact rule's
+//     invariants and New returns ErrReplay (a *ReplayError).
+func WithMonotonicOffsets() Option {
+	return optionFunc(func(c *config) { c.monotonic = true })
 }
 
 // WithObserver makes the Manager tell o about every transition of every

@@ -11,7 +11,7 @@ import (
 // fit the state before it is an error. Nothing is counted in Stats or told
 // to an observer; those report new transitions only.
 func (m *Manager) replay() error {
-	m.replaying = &replayState{forgotten: make(map[string]uint64)}
+	m.replaying = &replayState{forgotten: make(map[string]uint64), ended: make(map[string]lease)}
 	defer func() { m.replaying = nil }()
 	var skip map[string]uint64 // domains forgotten while the snapshot was written
 	err := m.journal.ReplayRecords(
@@ -37,6 +37,9 @@ func (m *Manager) replay() error {
 		}
 		return err
 	}
+	for domain, l := range m.replaying.ended {
+		m.settleEnded(domain, l)
+	}
 	return m.checkInvariants()
 }
 
@@ -50,6 +53,26 @@ type replayState struct {
 	// calls meanwhile), never below a fence its name had before.
 	base      uint64
 	forgotten map[string]uint64
+	// ended holds, per domain, the lease the domain's latest record ended
+	// without its holder (an expiry, a forced release or a kill in flight).
+	// Live, the same call's next record of the domain requeues or fails
+	// its offset; until replay applies that record, the offset is neither
+	// leased, queued nor terminal, which under WithMonotonicOffsets would
+	// make it count as processed if it is below the highest terminal
+	// offset. See settleEnded for a call cut short between the two.
+	ended map[string]lease
+}
+
+// endsLease reports whether rec ends the domain's lease without its holder,
+// leaving its offset to the record that follows.
+func endsLease(rec Record) bool {
+	switch rec.Kind {
+	case EventExpired, EventReleased:
+		return true
+	case EventKilled:
+		return !rec.Token.IsZero() // a kill in flight
+	}
+	return false
 }
 
 func (s *replayState) floor(domain string) uint64 { return max(s.base, s.forgotten[domain]) }
@@ -62,8 +85,48 @@ func (m *Manager) noteForgotten(domain string, fence uint64) {
 	}
 }
 
+// settleEnded settles the offset of lease l, which the domain's last
+// replayed record ended, when the record that should follow is missing: the
+// call that wrote them was cut short (a crash between two batches, or an
+// append that failed), never returned, and the Manager went on after a
+// restart without it. Without WithMonotonicOffsets the offset is then
+// neither leased, queued nor terminal: free, as the Manager replaying the
+// journal then found it. With the option, an offset at or below hw would
+// count as processed although it never finished; it goes back to the front
+// of the backlog instead, keeping its attempts, as ForceRelease puts one.
+// Every replay settles alike, so the Manager that went on after the restart
+// wrote records that fit.
+func (m *Manager) settleEnded(domain string, l lease) {
+	_, r := m.lockRecord(domain, false)
+	if r == nil {
+		return // unreachable: only a Forgotten record drops a domain, and it was not applied
+	}
+	defer r.mu.Unlock()
+	s := &r.state
+	if !s.isProcessed(&m.policy, l.offset) {
+		return
+	}
+	s.backlog.pushFront(l.offset)
+	if s.carried == nil {
+		s.carried = make(map[int64]attempt)
+	}
+	s.carried[l.offset] = attempt{retries: l.retries, acquiredAt: l.acquiredAt}
+}
+
 // apply applies one journaled record.
 func (m *Manager) apply(seq uint64, rec Record) error {
+	// A record that ended a lease is followed, live, by the one that
+	// requeues or fails its offset. Any other record means the call was
+	// cut short between the two; settleEnded decides.
+	endedOffset := int64(-1)
+	if l, pending := m.replaying.ended[rec.Domain]; pending {
+		delete(m.replaying.ended, rec.Domain)
+		if (rec.Kind == EventRequeued || rec.Kind == EventDeadLettered) && rec.Offset == l.offset {
+			endedOffset = l.offset
+		} else {
+			m.settleEnded(rec.Domain, l)
+		}
+	}
 	if rec.Kind == EventForgotten {
 		return m.applyForgotten(seq, rec)
 	}
@@ -72,8 +135,13 @@ func (m *Manager) apply(seq uint64, rec Record) error {
 	if seq <= r.lastSeq {
 		return nil // the snapshot already holds it
 	}
-	if err := r.state.apply(rec); err != nil {
+	s := &r.state
+	l := s.lease // the lease rec may end
+	if err := s.apply(&m.policy, rec, endedOffset); err != nil {
 		return err
+	}
+	if endsLease(rec) {
+		m.replaying.ended[rec.Domain] = l
 	}
 	r.lastSeq = seq
 	if m.policy.ttl > 0 {
@@ -109,13 +177,16 @@ func (m *Manager) applyForgotten(seq uint64, rec Record) error {
 	return nil
 }
 
-// apply changes the state as rec says, after checking that rec fits it.
-func (s *domainState) apply(rec Record) error {
+// apply changes the state as rec says under p, after checking that rec fits
+// it. ended is the offset of the lease the domain's previous record ended
+// (see replayState.ended), or -1: it is not terminal, whatever isProcessed
+// says of it before rec puts it back in the backlog or fails it.
+func (s *domainState) apply(p *policy, rec Record, ended int64) error {
 	off := rec.Offset
 	if off < 0 && rec.Kind != EventPaused && rec.Kind != EventResumed {
 		return fmt.Errorf("negative offset")
 	}
-	terminal := s.processed.contains(off) || s.failed.contains(off)
+	terminal := s.failed.contains(off) || off != ended && s.isProcessed(p, off)
 	holds := s.leased && s.lease.token == rec.Token && s.lease.offset == off
 	switch rec.Kind {
 	case EventEnqueued:
@@ -143,7 +214,7 @@ func (s *domainState) apply(rec Record) error {
 		if !holds {
 			return errors.New("completes a lease that is not held")
 		}
-		s.processed.add(off)
+		s.markTerminal(p, off, true)
 		s.release()
 	case EventRetrying:
 		if !holds || rec.Retries != s.lease.retries+1 {
@@ -197,6 +268,7 @@ func (s *domainState) apply(rec Record) error {
 		s.backlog.remove(off)
 		s.dropCarried(off)
 		s.failed.add(off, deadLetter{cause: causeFromText(rec.Cause), attempts: rec.Attempt, at: instantOf(rec.At)})
+		s.markTerminal(p, off, false)
 	case EventRedriven:
 		if _, ok := s.failed.remove(off); !ok {
 			return errors.New("redrives an offset that is not failed")

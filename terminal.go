@@ -112,6 +112,29 @@ func (s *offsetSet) remove(x int64) bool {
 	return true
 }
 
+// raiseTo makes the set the single run [0, hw], where hw is the larger of x
+// (non-negative) and the set's largest member: the whole representation of
+// a processed set under WithMonotonicOffsets, which covers every offset up to
+// the domain's highest terminal one whatever the holes below. Any runs the
+// set held before are absorbed. Raising the run is O(1) and allocates only
+// for the first run.
+//
+// A run of every non-negative offset, [0, math.MaxInt64], holds 2^63
+// offsets, one more than an int64 counts: len then wraps to a negative
+// number. Callers that report a monotonic set's size compute it from the
+// run, not from len.
+func (s *offsetSet) raiseTo(x int64) {
+	n := len(s.runs)
+	if n > 0 {
+		x = max(x, s.runs[n-1].hi)
+	}
+	if n != 1 || cap(s.runs) != 1 { // keep no spare capacity from runs absorbed
+		s.runs = make([]offsetRun, 1)
+	}
+	s.runs[0] = offsetRun{0, x}
+	s.n = x + 1 // wraps for x == math.MaxInt64; check counts the same way
+}
+
 // all calls yield for each offset in ascending order until yield returns false.
 func (s *offsetSet) all(yield func(int64) bool) {
 	for _, r := range s.runs {

@@ -208,6 +208,54 @@ func TestOffsetSetInOrderMillion(t *testing.T) {
 	assert.False(t, s.contains(n))
 }
 
+func TestOffsetSetRaiseTo(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		start []int64 // added first
+		x     int64
+		want  offsetRun
+	}{
+		{"empty, to zero", nil, 0, offsetRun{0, 0}},
+		{"empty, to a sparse offset", nil, 41, offsetRun{0, 41}},
+		{"raises the run", []int64{0, 1, 2}, 9, offsetRun{0, 9}},
+		{"below the run changes nothing", []int64{0, 1, 2, 3}, 1, offsetRun{0, 3}},
+		{"absorbs sparse runs", []int64{3, 7, 8, 20}, 10, offsetRun{0, 20}},
+		{"to max", []int64{5}, maxOff, offsetRun{0, maxOff}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newOffsetSet(t, tt.start...)
+			s.raiseTo(tt.x)
+			require.NoError(t, s.check())
+			require.Equal(t, []offsetRun{tt.want}, s.runs)
+			assert.Equal(t, 1, cap(s.runs), "no spare capacity kept")
+			assert.True(t, s.contains(0))
+			assert.True(t, s.contains(tt.want.hi))
+			if tt.want.hi < maxOff {
+				assert.False(t, s.contains(tt.want.hi+1))
+				assert.Equal(t, tt.want.hi+1, s.len())
+			}
+		})
+	}
+}
+
+// TestOffsetSetRaiseToSparse raises the run through a million sparse
+// offsets: one run, however sparse, and no allocation after the first.
+func TestOffsetSetRaiseToSparse(t *testing.T) { // not parallel: AllocsPerRun
+	var s offsetSet
+	s.raiseTo(0)
+	allocs := testing.AllocsPerRun(1, func() {
+		for x := int64(7); x <= 7_000_000; x += 7 {
+			s.raiseTo(x)
+		}
+	})
+	assert.Zero(t, allocs)
+	require.NoError(t, s.check())
+	require.Equal(t, []offsetRun{{0, 7_000_000}}, s.runs)
+}
+
 // TestOffsetSetMemory checks that the set costs memory in proportion to its
 // holes: a million offsets with 1% of them missing at random cost at most
 // half a byte per offset held.

@@ -33,7 +33,11 @@
 // no lease is found expired (which would journal a transition): leases are
 // reported as the journal left them, with their expiry, whether or not it
 // has passed. The Manager is only asked questions that change nothing, and
-// the read-only log refuses any write anyway.
+// the read-only log refuses any write anyway. A journal written by a Manager
+// with worklease.WithMonotonicOffsets must be read with -monotonic, which
+// builds the Manager with that option: without it, replay applies the exact
+// rule, and a snapshot whose run of processed offsets holds a failed, queued
+// or leased offset does not replay.
 //
 // Text output is tab-separated, one header line naming the columns, then
 // one line per row; "-" means none. Text fields (domains, causes) are
@@ -192,8 +196,10 @@ Commands:
 	fmt.Fprintf(w, `  help      this text, or a command's with: help <command>
 
 Flags, for every command:
-  -json     print JSON objects, one per line, instead of text
-  -h        print the command's usage and columns
+  -json       print JSON objects, one per line, instead of text
+  -monotonic  replay as a Manager with worklease.WithMonotonicOffsets does;
+              needed for a journal such a Manager wrote (dump ignores it)
+  -h          print the command's usage and columns
 
 Text output is tab-separated, after a header line naming the columns; "-"
 means none; a text field that is empty, "-", starts with a double quote or
@@ -207,7 +213,10 @@ does not replay, missing, in use), 2 usage error.
 
 // commandUsage writes c's usage text.
 func commandUsage(w io.Writer, c *command) {
-	fmt.Fprintf(w, "Usage: %s %s [-json] <dir>\n\n%s\n\nFlags:\n  -json     print JSON objects, one per line, instead of text\n", name, c.name, c.about)
+	fmt.Fprintf(w, "Usage: %s %s [-json] <dir>\n\n%s\n\nFlags:\n  -json       print JSON objects, one per line, instead of text\n", name, c.name, c.about)
+	if c.manager {
+		fmt.Fprintf(w, "  -monotonic  replay as a Manager with worklease.WithMonotonicOffsets does\n")
+	}
 }
 
 // run is main with its arguments, output and exit status made explicit, so
@@ -243,6 +252,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors and usage are written below
 	asJSON := fs.Bool("json", false, "")
+	monotonic := fs.Bool("monotonic", false, "")
 	dirs, err := parseInterspersed(fs, args[1:])
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -260,7 +270,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	bw := bufio.NewWriter(stdout)
 	p := &printer{w: bw, json: *asJSON}
-	err = runCommand(c, dirs[0], p)
+	err = runCommand(c, dirs[0], *monotonic, p)
 	if ferr := bw.Flush(); err == nil {
 		err = ferr
 	}
@@ -291,9 +301,10 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// runCommand opens dir, runs c on it and closes it.
-func runCommand(c *command, dir string, p *printer) (err error) {
-	j, err := openJournal(dir, c.manager)
+// runCommand opens dir, runs c on it and closes it. monotonic builds the
+// Manager WithMonotonicOffsets.
+func runCommand(c *command, dir string, monotonic bool, p *printer) (err error) {
+	j, err := openJournal(dir, c.manager, monotonic)
 	if err != nil {
 		return err
 	}
@@ -329,8 +340,8 @@ type frozenClock struct{}
 func (frozenClock) Now() time.Time { return time.Time{} }
 
 // openJournal opens dir read-only and, if manager is set, rebuilds the
-// Manager from it.
-func openJournal(dir string, manager bool) (*journal, error) {
+// Manager from it, WithMonotonicOffsets if monotonic is set.
+func openJournal(dir string, manager, monotonic bool) (*journal, error) {
 	l, err := wal.Open(dir, wal.WithReadOnly())
 	if err != nil {
 		return nil, err
@@ -347,7 +358,11 @@ func openJournal(dir string, manager bool) (*journal, error) {
 	if !manager {
 		return j, nil
 	}
-	m, err := worklease.New(worklease.WithJournal(tap{l, j}), worklease.WithClock(frozenClock{}))
+	opts := []worklease.Option{worklease.WithJournal(tap{l, j}), worklease.WithClock(frozenClock{})}
+	if monotonic {
+		opts = append(opts, worklease.WithMonotonicOffsets())
+	}
+	m, err := worklease.New(opts...)
 	if err != nil {
 		_ = l.Close()
 		return nil, err

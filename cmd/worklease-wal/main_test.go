@@ -595,3 +595,42 @@ func TestText(t *testing.T) {
 		assert.Equal(t, want, text(in), "%q", in)
 	}
 }
+
+// A journal a Manager WithMonotonicOffsets wrote, with a snapshot whose run
+// of processed offsets, [0, 8], holds a failed offset: it replays only with
+// -monotonic, which also counts processed offsets as that Manager does.
+func TestMonotonic(t *testing.T) {
+	dir := t.TempDir()
+	m, err := worklease.New(worklease.WithJournal(mustOpen(t, dir)), worklease.WithClock(clock.NewFake(t0)),
+		worklease.WithMonotonicOffsets())
+	require.NoError(t, err)
+	for _, off := range []int64{3, 5, 8} {
+		res, err := m.TryAcquire("keyed", off)
+		require.NoError(t, err)
+		if off == 5 {
+			_, _, err = m.Kill("keyed", off, "poison")
+		} else {
+			_, err = m.Succeed("keyed", res.Token)
+		}
+		require.NoError(t, err)
+	}
+	require.NoError(t, m.Snapshot())
+	require.NoError(t, m.Close())
+
+	code, out, errOut := runTool("verify", dir)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "was the journal written WithMonotonicOffsets?")
+
+	code, out, errOut = runTool("domains", "-monotonic", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, lines(
+		"domain\tleased\toffset\tbacklog\tprocessed\tfailed\tpaused",
+		"keyed\tfalse\t-\t0\t8\t1\tfalse", // [0, 8] but the failed 5
+	), out)
+	code, _, errOut = runTool("dump", "-monotonic", dir)
+	require.Equal(t, 0, code, errOut)
+	code, out, _ = runTool("verify", "-h")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "-monotonic")
+}
