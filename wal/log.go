@@ -37,8 +37,12 @@ type Log struct {
 	mu       sync.Mutex // guards the append buffer: the fields up to flush
 	buf      []byte     // encoded records not yet taken by a flush leader
 	bufCount int        // records in buf
-	nextSeq  uint64     // sequence number of the next Append
 	closed   bool       // Close has begun: Append refuses new records
+	// last is the sequence number of the last record appended, 0 before
+	// the first. It is stored only under mu, in step with buf, and loaded
+	// without it by those who need no more than the number (Wait, Durable,
+	// Stats).
+	last atomic.Uint64
 
 	flush struct {
 		sync.Mutex             // guards the fields of flush
@@ -290,8 +294,8 @@ func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 		l.mu.Unlock()
 		return 0, ErrClosed
 	}
-	seq := l.nextSeq
-	l.nextSeq++
+	seq := l.last.Load() + 1
+	l.last.Store(seq)
 	l.buf = appendFrame(l.buf, kind, seq, payload)
 	l.bufCount++
 	full := len(l.buf) >= flushThreshold
@@ -313,10 +317,7 @@ func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 // the failure if the log failed, even for records that were durable before.
 // Wait(0) returns at once.
 func (l *Log) Wait(seq uint64) error {
-	l.mu.Lock()
-	last := l.nextSeq - 1
-	l.mu.Unlock()
-	if seq > last {
+	if last := l.last.Load(); seq > last {
 		return fmt.Errorf("%w: %d was never appended; the last is %d", ErrInvalidSeq, seq, last)
 	}
 	return l.waitFor(seq, l.cfg.sync.policy == syncAlways)
@@ -336,9 +337,7 @@ func (l *Log) Durable() uint64 {
 
 // Stats returns the log's counters.
 func (l *Log) Stats() Stats {
-	l.mu.Lock()
-	last := l.nextSeq - 1
-	l.mu.Unlock()
+	last := l.last.Load()
 	l.flush.Lock()
 	defer l.flush.Unlock()
 	s := Stats{
@@ -371,7 +370,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	last := l.nextSeq - 1
+	last := l.last.Load()
 	l.mu.Unlock()
 
 	l.flush.Lock()
@@ -457,7 +456,7 @@ func (l *Log) waitFor(seq uint64, sync bool) error {
 // state: the caller fails the log, and nothing is retried.
 func (l *Log) flushBatch(sync bool) error {
 	l.mu.Lock()
-	batch, count, last := l.buf, l.bufCount, l.nextSeq-1
+	batch, count, last := l.buf, l.bufCount, l.last.Load()
 	l.buf, l.bufCount = l.w.spare[:0], 0
 	l.mu.Unlock()
 
@@ -582,10 +581,7 @@ func (l *Log) syncLoop(tick <-chan time.Time, stop func()) {
 		case <-l.stopSync:
 			return
 		case <-tick:
-			l.mu.Lock()
-			last := l.nextSeq - 1
-			l.mu.Unlock()
-			_ = l.waitFor(last, true)
+			_ = l.waitFor(l.last.Load(), true)
 		}
 	}
 }
