@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -19,6 +21,7 @@ type crashRun struct {
 	payload  map[uint64]string // every appended record's payload, by sequence number
 	kind     map[uint64]uint8  // and kind
 	durable  map[uint64]int    // for each record, the operation count once the log promised it durable
+	written  map[uint64]int    // for each record, the operation count once it was known written to the operating system
 	snapshot map[uint64]int    // for each snapshot written, the operation count once WriteSnapshot returned
 }
 
@@ -29,23 +32,38 @@ func newCrashRun(opts ...Option) *crashRun {
 		payload:  map[uint64]string{},
 		kind:     map[uint64]uint8{},
 		durable:  map[uint64]int{},
+		written:  map[uint64]int{},
 		snapshot: map[uint64]int{},
 	}
 }
 
-func (r *crashRun) open(t testing.TB) *Log {
+// open opens the run's log with its options and then extra.
+func (r *crashRun) open(t testing.TB, extra ...Option) *Log {
 	t.Helper()
-	l, err := openMem(r.fs, r.opts...)
+	l, err := openMem(r.fs, append(slices.Clone(r.opts), extra...)...)
 	require.NoError(t, err)
 	return l
 }
 
-// promise records that every record up to seq is durable from now on.
+// promise records that every record up to seq is durable from now on, and
+// so written too.
 func (r *crashRun) promise(seq uint64) {
+	r.promiseWritten(seq)
 	op := r.fs.opCount()
 	for s := uint64(1); s <= seq; s++ {
 		if _, ok := r.durable[s]; !ok {
 			r.durable[s] = op
+		}
+	}
+}
+
+// promiseWritten records that every record up to seq is written to the
+// operating system from now on: a crash of the process keeps it.
+func (r *crashRun) promiseWritten(seq uint64) {
+	op := r.fs.opCount()
+	for s := uint64(1); s <= seq; s++ {
+		if _, ok := r.written[s]; !ok {
+			r.written[s] = op
 		}
 	}
 }
@@ -64,7 +82,8 @@ func (r *crashRun) writeSnapshot(t testing.TB, l *Log, seq uint64) {
 
 // check crashes the run after each of its operations, in each crash mode,
 // reopens the directory and checks what it finds: every record promised
-// durable before the crash, in order, and nothing that was not appended.
+// durable before the crash (and, where the crash keeps every write, every
+// record known written), in order, and nothing that was not appended.
 func (r *crashRun) check(t *testing.T, modes ...crashMode) {
 	ops := r.fs.ops()
 	step := 1
@@ -84,7 +103,7 @@ func (r *crashRun) check(t *testing.T, modes ...crashMode) {
 			got, err := tryReplay(l)
 			require.NoError(t, err, what)
 			require.NoError(t, l.Close(), what)
-			r.verify(t, n, got, what)
+			r.verify(t, n, got, mode == crashKeepAll, what)
 
 			// Recovery is idempotent: a second Open repairs nothing.
 			l, err = openMem(crashed, r.opts...)
@@ -99,8 +118,9 @@ func (r *crashRun) check(t *testing.T, modes ...crashMode) {
 }
 
 // checkDoubleCrash crashes the process after n operations, reopens and
-// replays, then crashes the machine before anything else happens: what the
-// first replay returned must survive, since the caller may have acted on it.
+// replays, and checks what it finds; then it crashes the machine before
+// anything else happens: what the first replay returned must survive, since
+// the caller may have acted on it.
 func (r *crashRun) checkDoubleCrash(t *testing.T, n int, ops []memOp) {
 	what := fmt.Sprintf("process crash after %d of %d operations, then a machine crash", n, len(ops))
 	proc := r.fs.processCrashAt(n)
@@ -108,6 +128,7 @@ func (r *crashRun) checkDoubleCrash(t *testing.T, n int, ops []memOp) {
 	require.NoError(t, err, what)
 	first, err := tryReplay(l)
 	require.NoError(t, err, what)
+	r.verify(t, n, first, true, what)
 	machine := proc.crash(crashDropAll, 0)
 	require.NoError(t, l.Close(), what)
 
@@ -121,7 +142,11 @@ func (r *crashRun) checkDoubleCrash(t *testing.T, n int, ops []memOp) {
 	require.Equal(t, first.Records, second.Records[:len(first.Records)], what)
 }
 
-func (r *crashRun) verify(t *testing.T, n int, got ireplayed, what string) {
+// verify checks what a crash after n operations left: records in order,
+// each one appended, every one promised durable by then, and if keptWrites
+// (the crash kept every write, as a crash of the process does) every one
+// known written by then.
+func (r *crashRun) verify(t *testing.T, n int, got ireplayed, keptWrites bool, what string) {
 	if got.SnapSeq > 0 {
 		_, written := r.snapshot[got.SnapSeq]
 		require.True(t, written, "%s: snapshot %d was never written", what, got.SnapSeq)
@@ -140,6 +165,13 @@ func (r *crashRun) verify(t *testing.T, n int, got ireplayed, what string) {
 			require.LessOrEqual(t, seq, top, "%s: record %d was promised durable at operation %d", what, seq, op)
 		}
 	}
+	if keptWrites {
+		for seq, op := range r.written {
+			if op <= n {
+				require.LessOrEqual(t, seq, top, "%s: record %d was written at operation %d", what, seq, op)
+			}
+		}
+	}
 	for seq, op := range r.snapshot {
 		if op <= n {
 			require.GreaterOrEqual(t, got.SnapSeq, seq, "%s: snapshot %d was written at operation %d", what, seq, op)
@@ -152,59 +184,68 @@ func (r *crashRun) verify(t *testing.T, n int, got ireplayed, what string) {
 // each sync mode, then crashes it after every file-system operation: dropping
 // everything unsynced, keeping everything, keeping a random prefix of the
 // unsynced writes and directory changes, and keeping a random subset of the
-// unsynced writes. Every reopen must find every record
-// the mode promised durable before the crash, in order, with nothing
-// invented.
+// unsynced writes. Every reopen must find every record the mode promised
+// durable before the crash, in order, with nothing invented; a crash that
+// keeps every write (of the machine, keeping all, or of the process) must
+// find every record written before it too: under SyncInterval every record
+// Wait acknowledged, under SyncNone every record up to the last tick.
+//
+// The workload runs in a synctest bubble: once synctest.Wait returns after a
+// tick, the sync goroutine is blocked again, waiting for the next one, and
+// has done all the tick's work, so the file operations are deterministic.
 func TestCrash(t *testing.T) {
 	t.Parallel()
-	tickOpt, tick, _ := manualTicker()
-	tests := []struct {
-		mode SyncMode
-		opt  Option
-	}{
-		{SyncAlways, nil},
-		{SyncInterval(time.Hour), tickOpt},
-		{SyncNone, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.mode.String(), func(t *testing.T) {
-			opts := []Option{WithSyncMode(tt.mode)}
-			if tt.opt != nil {
-				opts = append(opts, tt.opt)
-			}
-			r := newCrashRun(opts...)
-			l := r.open(t)
-			rng := rand.New(rand.NewPCG(7, 11))
-			var next, snap uint64 = 1, 0
-			for round := range 40 {
-				for range 1 + rng.IntN(4) {
-					r.payload[next] = fmt.Sprintf("record %d %s", next, strings.Repeat("p", rng.IntN(50)))
-					r.kind[next] = uint8(1 + rng.IntN(int(MaxKind)))
-					seq, err := l.Append(r.kind[next], []byte(r.payload[next]))
-					require.NoError(t, err)
-					require.Equal(t, next, seq)
-					next++
-				}
-				require.NoError(t, l.Wait(next-1))
-				switch tt.mode {
-				case SyncAlways:
-					r.promise(next - 1)
-				case SyncInterval(time.Hour):
-					if round%5 == 4 {
-						tick <- time.Time{}
-						tick <- time.Time{} // taken once the first tick's sync is done
+	for _, mode := range []SyncMode{SyncAlways, SyncInterval(time.Hour), SyncNone} {
+		t.Run(mode.String(), func(t *testing.T) {
+			// The reopens after a crash run outside the bubble, with a
+			// ticker that never ticks.
+			idle, _, _ := manualTicker()
+			r := newCrashRun(WithSyncMode(mode), idle)
+			synctest.Test(t, func(t *testing.T) {
+				tickOpt, tick, _ := manualTicker()
+				l := r.open(t, tickOpt)
+				t.Cleanup(func() { _ = l.Close() }) // should the test fail: a goroutine must not outlive the bubble
+				rng := rand.New(rand.NewPCG(7, 11))
+				var next, snap uint64 = 1, 0
+				for round := range 40 {
+					for range 1 + rng.IntN(4) {
+						r.payload[next] = fmt.Sprintf("record %d %s", next, strings.Repeat("p", rng.IntN(50)))
+						r.kind[next] = uint8(1 + rng.IntN(int(MaxKind)))
+						seq, err := l.Append(r.kind[next], []byte(r.payload[next]))
+						require.NoError(t, err)
+						require.Equal(t, next, seq)
+						next++
+					}
+					ops := r.fs.opCount()
+					require.NoError(t, l.Wait(next-1))
+					switch mode {
+					case SyncAlways:
 						r.promise(next - 1)
+					case SyncInterval(time.Hour):
+						r.promiseWritten(next - 1)
+						if round%5 == 4 {
+							tick <- time.Time{}
+							synctest.Wait()
+							r.promise(next - 1)
+						}
+					case SyncNone:
+						require.Equal(t, ops, r.fs.opCount(), "Wait does no I/O")
+						if round%3 == 2 {
+							tick <- time.Time{}
+							synctest.Wait()
+							r.promiseWritten(next - 1)
+						}
+					}
+					// The third snapshot follows the second so closely
+					// that it has no segment to remove.
+					if round == 12 || round == 27 || round == 28 {
+						snap = max(snap, next-1-uint64(rng.IntN(3)))
+						r.writeSnapshot(t, l, snap)
 					}
 				}
-				// The third snapshot follows the second so closely that
-				// it has no segment to remove.
-				if round == 12 || round == 27 || round == 28 {
-					snap = max(snap, next-1-uint64(rng.IntN(3)))
-					r.writeSnapshot(t, l, snap)
-				}
-			}
-			require.NoError(t, l.Close())
-			r.promise(next - 1)
+				require.NoError(t, l.Close())
+				r.promise(next - 1)
+			})
 			r.check(t, crashDropAll, crashKeepAll, crashRandom, crashReorder)
 		})
 	}

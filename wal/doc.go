@@ -9,7 +9,7 @@
 //	l, err := wal.Open(dir)                     // recovers, locks the directory
 //	err = l.Replay(loadSnapshot, applyRecord)   // rebuild the state
 //	seq, err := l.Append(kind, payload)         // buffer a record, no I/O
-//	err = l.Wait(seq)                           // durable: the record survives a crash
+//	err = l.Wait(seq)                           // durable, as the SyncMode defines it
 //	err = l.WriteSnapshot(seq, saveState)       // now and then, to bound the log
 //	err = l.Close()
 //
@@ -22,8 +22,13 @@
 // one write followed by a commit marker, calls fdatasync once, publishes the
 // durable sequence number and wakes the others, whose records went out in the
 // same batch or who elect the next leader. Nobody waits on a timer. Under
-// [SyncInterval] and [SyncNone], Wait returns once the record is written to
-// the operating system; [SyncMode] says what each mode can lose.
+// [SyncInterval], Wait returns once the record is written to the operating
+// system, which keeps it through a crash of the process, and a goroutine
+// fsyncs every interval. Under [SyncNone], Wait does no I/O and returns once
+// the record is appended; a goroutine writes what is buffered to the
+// operating system every 10ms, without an fsync, so a crash of the process
+// loses about the last 10ms of records. [SyncMode] says what each mode can
+// lose.
 //
 // If a write, fsync or directory operation fails, the log fails closed: that
 // call and every later one return an error wrapping [ErrFailed] and the cause,
@@ -132,6 +137,6 @@
 //
 // # Concurrency
 //
-// A Log is safe for concurrent use. It starts one goroutine, under
-// SyncInterval only, which Close stops.
+// A Log is safe for concurrent use. Under SyncInterval and SyncNone it starts
+// one goroutine, which Close stops; under SyncAlways, none.
 package wal

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,6 +123,42 @@ func TestFailClosed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWriteBehindFails fails the write of SyncNone's write-behind goroutine.
+// Wait, which does no I/O under SyncNone, still makes the same checks: it
+// refuses a sequence number never appended, and once the goroutine failed
+// the log, it returns the failure, even for a record it acknowledged before.
+// Append and Close return it too, and nothing is fsynced afterwards.
+func TestWriteBehindFails(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fsys := newMemFS()
+		opt, tick, stopped := manualTicker()
+		l, err := openMem(fsys, WithSyncMode(SyncNone), opt)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() }) // should the test fail: a goroutine must not outlive the bubble
+		seq, err := l.Append(1, []byte("acknowledged"))
+		require.NoError(t, err)
+		require.NoError(t, l.Wait(seq))
+		require.ErrorIs(t, l.Wait(seq+1), ErrInvalidSeq)
+
+		fsys.setFault(failWhen(func(op memOp) bool { return op.kind == opWrite && isSegment(op) }, errInjected))
+		tick <- time.Time{}
+		synctest.Wait() // the goroutine has failed the log
+		failedAt := fsys.opCount()
+		err = l.Wait(seq)
+		require.ErrorIs(t, err, ErrFailed)
+		require.ErrorIs(t, err, errInjected)
+		_, err = l.Append(1, []byte("after"))
+		require.ErrorIs(t, err, ErrFailed)
+		require.ErrorIs(t, l.Close(), ErrFailed)
+		assert.True(t, stopped.Load())
+		for _, op := range fsys.ops()[failedAt:] {
+			require.NotEqual(t, opSync, op.kind, "no fsync after a failure: %v", op)
+		}
+		require.Zero(t, fsys.openFiles())
+	})
 }
 
 // TestSnapshotFaults injects faults into WriteSnapshot. Faults before the

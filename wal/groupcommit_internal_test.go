@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -109,35 +110,112 @@ func TestSyncInterval(t *testing.T) {
 	assert.True(t, stopped.Load(), "Close stops the ticker")
 }
 
+// TestSyncNone drives SyncNone's write-behind with a manual ticker. Wait does
+// no I/O; a tick writes everything buffered as one batch, without an fsync,
+// and a tick with nothing new does nothing; only segment switches fsync. A
+// crash of the process keeps every record up to the last tick and loses the
+// rest, a crash of the machine keeps a prefix, and Close writes and fsyncs
+// everything. It runs in a synctest bubble: once synctest.Wait returns after
+// a tick, the goroutine is blocked again, waiting for the next one, and has
+// done all the tick's work.
 func TestSyncNone(t *testing.T) {
 	t.Parallel()
-	fsys := newMemFS()
-	l, err := openMem(fsys, WithSyncMode(SyncNone), WithSegmentSize(MinSegmentSize))
-	require.NoError(t, err)
-	syncsAtOpen := l.Stats().Syncs
-	batches := batchPayloads(40, 2, 40)
-	ends := writeBatches(t, l, batches)
-	st := l.Stats()
-	require.Greater(t, st.Segments, 2)
-	assert.Equal(t, ends[len(ends)-1].lastSeq, l.Durable())
-	// Only rotations fsync: the old segment, and the new one's header.
-	assert.Equal(t, syncsAtOpen+2*uint64(st.Segments-1), st.Syncs)
-	assert.Less(t, st.Synced, st.Written)
-	for i := range ends[:len(ends)-1] {
-		if ends[i].seg != ends[i+1].seg {
-			assert.GreaterOrEqual(t, st.Synced, ends[i].lastSeq, "a rotation syncs the segment it seals")
-		}
-	}
+	synctest.Test(t, func(t *testing.T) {
+		fsys := newMemFS()
+		opt, tick, stopped := manualTicker()
+		l, err := openMem(fsys, WithSyncMode(SyncNone), WithSegmentSize(MinSegmentSize), opt)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() }) // should the test fail: a goroutine must not outlive the bubble
+		syncsAtOpen := l.Stats().Syncs
+		batches := batchPayloads(42, 2, 40) // the last two are never ticked
+		all := recordsOf(batches)
 
-	// A machine crash loses the unsynced tail, but never leaves a gap.
-	crashed := mustOpenMem(t, fsys.crash(crashDropAll, 0))
-	got := replayMem(t, crashed).Records
-	assert.Equal(t, recordsOf(batches)[:len(got)], got)
-	assert.GreaterOrEqual(t, uint64(len(got)), st.Synced)
+		var next, ticked uint64 = 1, 0 // next to append; last written by a tick
+		var tickedAt []uint64          // ticked after each tick
+		for i, b := range batches {
+			for _, p := range b {
+				seq, err := l.Append(1, []byte(p))
+				require.NoError(t, err)
+				require.Equal(t, next, seq)
+				next++
+			}
+			ops, batchCount := fsys.opCount(), l.Stats().Batches
+			require.NoError(t, l.Wait(next-1))
+			require.Equal(t, ops, fsys.opCount(), "Wait does no I/O")
+			st := l.Stats()
+			require.Equal(t, ticked, st.Written, "Wait wrote nothing")
+			require.Equal(t, batchCount, st.Batches)
+			require.Equal(t, next-1, l.Durable(), "Durable is the last appended: Wait returns for it without writing")
+
+			if i%4 == 3 {
+				tick <- time.Time{}
+				synctest.Wait()
+				ticked = next - 1
+				tickedAt = append(tickedAt, ticked)
+				st := l.Stats()
+				require.Equal(t, ticked, st.Written, "a tick writes everything buffered")
+				require.Equal(t, batchCount+1, st.Batches, "as one batch")
+				ops := fsys.opCount()
+				tick <- time.Time{}
+				synctest.Wait()
+				require.Equal(t, ops, fsys.opCount(), "a tick with nothing new does nothing")
+			}
+		}
+		// Acknowledged, never written: the last two batches.
+		require.Equal(t, uint64(len(all)), next-1)
+		require.Less(t, ticked, next-1)
+		st := l.Stats()
+		require.Greater(t, st.Segments, 2)
+		// Only segment switches fsync: the old segment, and the new one's
+		// header.
+		assert.Equal(t, syncsAtOpen+2*uint64(st.Segments-1), st.Syncs)
+		assert.Less(t, st.Synced, st.Written)
+		assert.Contains(t, tickedAt, st.Synced, "a segment switch syncs up to the end of a tick's batch")
+
+		// A crash of the process keeps what the ticks wrote, exactly.
+		proc := mustOpenMem(t, fsys.crash(crashKeepAll, 0))
+		assert.Equal(t, all[:ticked], replayMem(t, proc).Records)
+
+		// A crash of the machine keeps a prefix, at least what was synced.
+		crashed := mustOpenMem(t, fsys.crash(crashDropAll, 0))
+		got := replayMem(t, crashed).Records
+		assert.Equal(t, all[:len(got)], got)
+		assert.GreaterOrEqual(t, uint64(len(got)), st.Synced)
+
+		require.NoError(t, l.Close())
+		assert.True(t, stopped.Load(), "Close stops the ticker")
+		l = mustOpenMem(t, fsys.crash(crashDropAll, 0))
+		assert.Equal(t, all, replayMem(t, l).Records, "Close writes and fsyncs")
+	})
+}
+
+// TestWriteBehind runs SyncNone's goroutine on its real ticker: a record
+// whose Wait wrote nothing reaches the operating system, without an fsync,
+// with no other call. Close stops the goroutine; TestMain's goleak check
+// would fail the package if it leaked.
+func TestWriteBehind(t *testing.T) {
+	t.Parallel()
+	fsys := newMemFS()
+	l, err := openMem(fsys, WithSyncMode(SyncNone))
+	require.NoError(t, err)
+	syncs := fsys.countOps(opSync, segmentSuffix)
+	seq, err := l.Append(1, []byte("written behind"))
+	require.NoError(t, err)
+	require.NoError(t, l.Wait(seq))
+
+	// Eventually, not within a time: a slow machine only takes longer.
+	require.Eventually(t, func() bool { return l.Stats().Written == seq }, 10*time.Second, time.Millisecond)
+	assert.Contains(t, string(fsys.files(dir)[segmentName(1)]), "written behind")
+	assert.Equal(t, uint64(0), l.Stats().Synced)
+	assert.Equal(t, syncs, fsys.countOps(opSync, segmentSuffix), "the write-behind does not fsync")
 
 	require.NoError(t, l.Close())
-	l = mustOpenMem(t, fsys.crash(crashDropAll, 0))
-	assert.Equal(t, recordsOf(batches), replayMem(t, l).Records, "Close fsyncs")
+	select {
+	case <-l.syncDone:
+	default:
+		t.Fatal("Close returned before the write-behind goroutine")
+	}
+	assert.Equal(t, seq, l.Stats().Synced, "Close fsyncs")
 }
 
 // TestAppendFlushesLargeBuffer checks that a caller who never waits cannot
@@ -145,7 +223,8 @@ func TestSyncNone(t *testing.T) {
 func TestAppendFlushesLargeBuffer(t *testing.T) {
 	t.Parallel()
 	fsys := newMemFS()
-	l := mustOpenMem(t, fsys, WithSyncMode(SyncNone))
+	opt, _, _ := manualTicker() // never ticks: only Append writes
+	l := mustOpenMem(t, fsys, WithSyncMode(SyncNone), opt)
 	payload := bytes.Repeat([]byte("x"), 1000)
 	for range flushThreshold/len(payload) + 1 {
 		_, err := l.Append(1, payload)

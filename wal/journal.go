@@ -63,9 +63,7 @@ func (l *Log) SnapshotState(write func(w io.Writer) error) error {
 	// Counting restarts now, whatever happens, so that a snapshot that
 	// fails is not retried on every call, only after as many bytes again.
 	l.sinceSnapshot.Store(0)
-	l.mu.Lock()
-	last := l.nextSeq - 1
-	l.mu.Unlock()
+	last := l.last.Load()
 	l.flush.Lock()
 	covered := l.flush.snapSeq
 	l.flush.Unlock()
@@ -80,10 +78,7 @@ func (l *Log) SnapshotState(write func(w io.Writer) error) error {
 		// (each domain is written as it is when reached). Make them durable
 		// before the snapshot can be renamed into place, so that it never
 		// describes records a crash could lose.
-		l.mu.Lock()
-		appended := l.nextSeq - 1
-		l.mu.Unlock()
-		return l.waitFor(appended, true)
+		return l.waitFor(l.last.Load(), true)
 	})
 }
 

@@ -37,8 +37,12 @@ type Log struct {
 	mu       sync.Mutex // guards the append buffer: the fields up to flush
 	buf      []byte     // encoded records not yet taken by a flush leader
 	bufCount int        // records in buf
-	nextSeq  uint64     // sequence number of the next Append
 	closed   bool       // Close has begun: Append refuses new records
+	// last is the sequence number of the last record appended, 0 before
+	// the first. It is stored only under mu, in step with buf, and loaded
+	// without it by those who need no more than the number (Wait, Durable,
+	// Stats).
+	last atomic.Uint64
 
 	flush struct {
 		sync.Mutex             // guards the fields of flush
@@ -64,7 +68,7 @@ type Log struct {
 		synced  uint64         // last record fsynced
 	}
 
-	stopSync chan struct{} // closed by Close to stop the SyncInterval goroutine
+	stopSync chan struct{} // closed by Close to stop the SyncInterval or SyncNone goroutine
 	syncDone chan struct{} // closed by that goroutine when it returns
 }
 
@@ -188,11 +192,17 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		_ = lock.Close()
 		return nil, err
 	}
-	if cfg.sync.policy == syncInterval && !cfg.readOnly {
-		tick, stop := cfg.newTicker(cfg.sync.interval)
+	if !cfg.readOnly && cfg.sync.policy != syncAlways {
+		// SyncInterval's goroutine writes and fsyncs every interval;
+		// SyncNone's only writes, every writeBehindInterval.
+		interval, fsync := cfg.sync.interval, true
+		if cfg.sync.policy == syncNone {
+			interval, fsync = writeBehindInterval, false
+		}
+		tick, stop := cfg.newTicker(interval)
 		l.stopSync = make(chan struct{})
 		l.syncDone = make(chan struct{})
-		go l.syncLoop(tick, stop)
+		go l.syncLoop(tick, stop, fsync)
 	}
 	return l, nil
 }
@@ -267,8 +277,8 @@ func (l *Log) Recovery() Recovery {
 // It does not wait for the record to be durable; call Wait for that.
 //
 // Append does no I/O unless a megabyte or more is buffered, when it writes
-// the buffer itself (as Wait would) to bound the memory of callers that never
-// wait. It returns an error wrapping ErrInvalidKind or ErrRecordTooLarge
+// the buffer itself (as Wait would under SyncAlways or SyncInterval) to bound
+// the memory of callers that never wait, or that wait under SyncNone. It returns an error wrapping ErrInvalidKind or ErrRecordTooLarge
 // without changing the log, ErrClosed after Close, the failure after the log
 // failed (see ErrFailed), and ErrReadOnly if the log was opened WithReadOnly.
 func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
@@ -290,8 +300,8 @@ func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 		l.mu.Unlock()
 		return 0, ErrClosed
 	}
-	seq := l.nextSeq
-	l.nextSeq++
+	seq := l.last.Load() + 1
+	l.last.Store(seq)
 	l.buf = appendFrame(l.buf, kind, seq, payload)
 	l.bufCount++
 	full := len(l.buf) >= flushThreshold
@@ -306,26 +316,40 @@ func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 
 // Wait returns once the record seq, and every record before it, is durable in
 // the sense of the log's SyncMode: fsynced under SyncAlways, written to the
-// operating system under SyncInterval and SyncNone. Many goroutines may wait
-// at once; they share the writes and fsyncs (group commit).
+// operating system under SyncInterval. Many goroutines may wait at once; they
+// share the writes and fsyncs (group commit). Under SyncNone, Wait does no
+// I/O and returns at once: the record is appended, and the write-behind
+// goroutine writes it within about 10ms (see SyncNone).
 //
 // Wait returns an error wrapping ErrInvalidSeq if seq was never appended, and
 // the failure if the log failed, even for records that were durable before.
 // Wait(0) returns at once.
 func (l *Log) Wait(seq uint64) error {
-	l.mu.Lock()
-	last := l.nextSeq - 1
-	l.mu.Unlock()
-	if seq > last {
+	if last := l.last.Load(); seq > last {
 		return fmt.Errorf("%w: %d was never appended; the last is %d", ErrInvalidSeq, seq, last)
 	}
-	return l.waitFor(seq, l.cfg.sync.policy == syncAlways)
+	switch l.cfg.sync.policy {
+	case syncNone:
+		if f := l.failure.Load(); f != nil {
+			return f.err
+		}
+		return nil
+	case syncAlways:
+		return l.waitFor(seq, true)
+	default:
+		return l.waitFor(seq, false)
+	}
 }
 
 // Durable returns the highest sequence number for which Wait returns without
 // writing: the last record fsynced under SyncAlways, the last written to the
-// operating system under SyncInterval and SyncNone.
+// operating system under SyncInterval, and the last appended under SyncNone,
+// whose Wait never writes. Stats tells how far SyncNone's write-behind has
+// got (Written) and what is fsynced (Synced).
 func (l *Log) Durable() uint64 {
+	if l.cfg.sync.policy == syncNone {
+		return l.last.Load()
+	}
 	l.flush.Lock()
 	defer l.flush.Unlock()
 	if l.cfg.sync.policy == syncAlways {
@@ -336,9 +360,7 @@ func (l *Log) Durable() uint64 {
 
 // Stats returns the log's counters.
 func (l *Log) Stats() Stats {
-	l.mu.Lock()
-	last := l.nextSeq - 1
-	l.mu.Unlock()
+	last := l.last.Load()
 	l.flush.Lock()
 	defer l.flush.Unlock()
 	s := Stats{
@@ -359,11 +381,11 @@ func (l *Log) Stats() Stats {
 	return s
 }
 
-// Close writes and fsyncs every appended record, stops the SyncInterval
-// goroutine, closes the files and releases the directory's lock. It waits for
-// a WriteSnapshot in progress. After a failure it fsyncs nothing and returns
-// the failure. Close returns nil when called again. On a read-only Log it
-// writes and fsyncs nothing.
+// Close writes and fsyncs every appended record, stops the SyncInterval or
+// SyncNone goroutine, closes the files and releases the directory's lock. It
+// waits for a WriteSnapshot in progress. After a failure it fsyncs nothing
+// and returns the failure. Close returns nil when called again. On a
+// read-only Log it writes and fsyncs nothing.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -371,7 +393,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	last := l.nextSeq - 1
+	last := l.last.Load()
 	l.mu.Unlock()
 
 	l.flush.Lock()
@@ -457,7 +479,7 @@ func (l *Log) waitFor(seq uint64, sync bool) error {
 // state: the caller fails the log, and nothing is retried.
 func (l *Log) flushBatch(sync bool) error {
 	l.mu.Lock()
-	batch, count, last := l.buf, l.bufCount, l.nextSeq-1
+	batch, count, last := l.buf, l.bufCount, l.last.Load()
 	l.buf, l.bufCount = l.w.spare[:0], 0
 	l.mu.Unlock()
 
@@ -572,9 +594,11 @@ func (l *Log) finishFile(f file, b []byte, tmp, path string) error {
 	return nil
 }
 
-// syncLoop flushes and fsyncs the log at every tick until Close. A failure is
-// recorded by waitFor, and every later tick finds it at once.
-func (l *Log) syncLoop(tick <-chan time.Time, stop func()) {
+// syncLoop writes everything buffered at every tick until Close, and fsyncs
+// it too if fsync: it is SyncInterval's fsync and SyncNone's write-behind. A
+// tick that finds nothing new does nothing, since waitFor returns at once. A
+// failure is recorded by waitFor, and every later tick finds it at once.
+func (l *Log) syncLoop(tick <-chan time.Time, stop func(), fsync bool) {
 	defer close(l.syncDone)
 	defer stop()
 	for {
@@ -582,10 +606,7 @@ func (l *Log) syncLoop(tick <-chan time.Time, stop func()) {
 		case <-l.stopSync:
 			return
 		case <-tick:
-			l.mu.Lock()
-			last := l.nextSeq - 1
-			l.mu.Unlock()
-			_ = l.waitFor(last, true)
+			_ = l.waitFor(l.last.Load(), fsync)
 		}
 	}
 }

@@ -221,9 +221,11 @@ func TestSyncModes(t *testing.T) {
 			ps := payloads(100, "record %d of a run long enough to rotate")
 			appendWait(t, l, ps...)
 			assert.Equal(t, uint64(100), l.Durable(), "Wait makes records durable in the mode's sense")
-			st := l.Stats()
-			assert.Equal(t, uint64(100), st.Written)
-			assert.Greater(t, st.Segments, 1)
+			if mode != wal.SyncNone { // whose Wait writes nothing
+				st := l.Stats()
+				assert.Equal(t, uint64(100), st.Written)
+				assert.Greater(t, st.Segments, 1)
+			}
 			require.NoError(t, l.Close())
 
 			l = open(t, dir)

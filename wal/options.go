@@ -25,6 +25,11 @@ const (
 // itself, so that a caller who never waits cannot grow it without bound.
 const flushThreshold = 1 << 20
 
+// writeBehindInterval is how often SyncNone's goroutine writes what is
+// buffered to the operating system: about what a crash of the process can
+// lose under SyncNone.
+const writeBehindInterval = 10 * time.Millisecond
+
 // An Option configures Open.
 type Option interface{ apply(*config) }
 
@@ -52,8 +57,9 @@ func WithMaxRecordSize(n int) Option { return optionFunc(func(c *config) { c.max
 // system. Tests use it to inject faults and simulate crashes.
 func withFS(fsys fileSystem) Option { return optionFunc(func(c *config) { c.fs = fsys }) }
 
-// withTicker replaces the ticker that drives SyncInterval. newTicker returns
-// the tick channel and a function that stops it.
+// withTicker replaces the ticker that drives the goroutine of SyncInterval
+// and SyncNone. newTicker returns the tick channel and a function that stops
+// it.
 func withTicker(newTicker func(time.Duration) (<-chan time.Time, func())) Option {
 	return optionFunc(func(c *config) { c.newTicker = newTicker })
 }
@@ -143,13 +149,27 @@ func (c *config) validate() error {
 }
 
 // A SyncMode says when the log writes appended records to the operating
-// system and when it fsyncs them, and so what a crash can lose. The zero
-// SyncMode is invalid; use SyncAlways, SyncInterval or SyncNone.
+// system and when it fsyncs them, and so what a crash can lose. The modes are
+// a ladder of guarantees, each cheaper than the one above: SyncAlways
+// acknowledges a record (Wait returns) once it is fsynced, SyncInterval once
+// it is written to the operating system, SyncNone once it is appended. The
+// zero SyncMode is invalid; use SyncAlways, SyncInterval or SyncNone.
 //
-// Whatever the mode, the log fsyncs a segment before starting the next one,
-// and everything up to seq before WriteSnapshot(seq, …) writes its snapshot,
-// and everything on Close. A record that a crash loses is lost together with
-// every record after it: recovery yields a prefix of the appended records.
+// A crash of the process alone keeps what was written to the operating
+// system; a crash of the machine (or of the operating system, or a power
+// loss) keeps only what was fsynced. So:
+//
+//	mode             Wait returns once    a process crash loses      a machine crash loses
+//	SyncAlways       fsynced              nothing acknowledged       nothing acknowledged
+//	SyncInterval(d)  written              nothing acknowledged       about the last d
+//	SyncNone         appended             about the last 10ms        everything since the last fsync
+//
+// Whatever the mode, the log writes and fsyncs a segment before starting the
+// next one, everything up to seq before WriteSnapshot(seq, …) writes its
+// snapshot, and everything on Close; and Append writes the buffer itself
+// once a megabyte is buffered. A record that a crash loses is lost together
+// with every record after it: recovery yields a prefix of the appended
+// records, never one with a gap, and never a record that was not appended.
 type SyncMode struct {
 	policy   syncPolicy
 	interval time.Duration
@@ -171,10 +191,18 @@ var (
 	// It is the default.
 	SyncAlways = SyncMode{policy: syncAlways}
 
-	// SyncNone makes Wait return once the record is written to the operating
-	// system, which keeps it through a crash of the process but not of the
-	// machine. The log fsyncs only when it starts a new segment, before a
-	// snapshot, and on Close: a machine crash can lose every record since.
+	// SyncNone makes Wait do no I/O: it returns as soon as the record is
+	// appended, after the same checks as in the other modes (the sequence
+	// number was appended, the log has not failed). A background goroutine,
+	// which Close stops, writes whatever is buffered to the operating system
+	// every 10ms, without an fsync, and so do Append once a megabyte is
+	// buffered, WriteSnapshot and Close (which also fsyncs). A crash of the
+	// process loses the records of about the last 10ms, acknowledged or
+	// not; a crash of the machine loses every record since the last fsync,
+	// which happens only when the log starts a new segment, before a
+	// snapshot, and on Close. It is like PostgreSQL's
+	// synchronous_commit=off: for callers who can redo the work of the
+	// last moments before a crash, and want Wait to cost next to nothing.
 	SyncNone = SyncMode{policy: syncNone}
 )
 

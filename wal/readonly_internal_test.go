@@ -117,20 +117,24 @@ func TestReadOnlyCorruption(t *testing.T) {
 }
 
 // TestReadOnlyIgnoresWriteOptions checks that a read-only Log starts no
-// SyncInterval goroutine and rotates nothing for a changed record limit.
+// SyncInterval or SyncNone goroutine and rotates nothing for a changed
+// record limit.
 func TestReadOnlyIgnoresWriteOptions(t *testing.T) {
 	t.Parallel()
-	fsys, _ := buildLog(t, testBatches)
-	ticks := 0
-	ro, err := openMem(fsys, WithReadOnly(), WithMaxRecordSize(77), WithSyncMode(SyncInterval(1)),
-		withTicker(func(d time.Duration) (<-chan time.Time, func()) {
-			ticks++
-			return nil, func() {}
-		}))
-	require.NoError(t, err)
-	assert.Equal(t, 1, ro.Recovery().Segments)
-	assert.Zero(t, ticks)
-	assert.Equal(t, recordsOf(testBatches), replayMem(t, ro).Records)
-	require.NoError(t, ro.Close())
-	assert.Zero(t, fsys.openFiles())
+	for _, mode := range []SyncMode{SyncInterval(1), SyncNone} {
+		fsys, _ := buildLog(t, testBatches)
+		ticks := 0
+		ro, err := openMem(fsys, WithReadOnly(), WithMaxRecordSize(77), WithSyncMode(mode),
+			withTicker(func(d time.Duration) (<-chan time.Time, func()) {
+				ticks++
+				return nil, func() {}
+			}))
+		require.NoError(t, err, mode)
+		assert.Equal(t, 1, ro.Recovery().Segments, mode)
+		assert.Zero(t, ticks, mode)
+		assert.Equal(t, recordsOf(testBatches), replayMem(t, ro).Records, mode)
+		assert.Equal(t, uint64(len(recordsOf(testBatches))), ro.Durable(), mode)
+		require.NoError(t, ro.Close(), mode)
+		assert.Zero(t, fsys.openFiles(), mode)
+	}
 }

@@ -82,7 +82,7 @@ func (l *Log) recover() error {
 		}
 		l.w.seg = seg
 		l.flush.segments = []segment{{id: seg.id, firstSeq: 1, size: seg.size}}
-		l.nextSeq = 1
+		l.last.Store(0)
 		l.recovery = Recovery{Created: true, Segments: 1, Removed: removed}
 		return nil
 	}
@@ -171,14 +171,14 @@ func (l *Log) recover() error {
 	}
 
 	lastSeq := max(prevLast, snapSeq)
-	l.nextSeq = lastSeq + 1
+	l.last.Store(lastSeq)
 	l.w.written, l.w.synced = lastSeq, lastSeq
 	l.flush.written, l.flush.synced = lastSeq, lastSeq
 	l.flush.segments = segs
 	// The next record must follow the last segment's last record, and the
 	// active segment must carry the configured record limit.
 	if !ro && (snapSeq > prevLast || hdrs[len(hdrs)-1].maxRecord != uint32(l.cfg.maxRecordSize)) {
-		if err := l.rotate(l.nextSeq); err != nil {
+		if err := l.rotate(lastSeq + 1); err != nil {
 			return fmt.Errorf("wal: %w", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -183,7 +184,7 @@ func TestTornBatchWithMarker(t *testing.T) {
 	assert.Equal(t, ends[0].end, torn.Offset)
 }
 
-// TestUnsyncedDamageIsTorn damages a batch written under SyncNone, before
+// TestUnsyncedDamageIsTorn damages a batch written under SyncInterval, before
 // any fsync, and followed by another: the later batch's marker says the
 // damaged bytes were never synced, so a crash may have lost them while
 // keeping later pages. It is a torn tail, cut back to the last synced batch.
@@ -193,7 +194,10 @@ func TestUnsyncedDamageIsTorn(t *testing.T) {
 	l := mustOpenMem(t, fsys)
 	ends := writeBatches(t, l, testBatches[:1]) // synced: SyncAlways
 	require.NoError(t, l.Close())
-	l = mustOpenMem(t, fsys, WithSyncMode(SyncNone))
+	// Each Wait writes its batch; the interval never ticks, so nothing is
+	// fsynced until Close, which writes no batch.
+	never, _, _ := manualTicker()
+	l = mustOpenMem(t, fsys, WithSyncMode(SyncInterval(time.Hour)), never)
 	ends = append(ends, writeBatches(t, l, testBatches[1:])...)
 	require.NoError(t, l.Close())
 

@@ -39,7 +39,7 @@ func (l *Log) WriteSnapshot(seq uint64, write func(w io.Writer) error) error {
 		return f.err
 	}
 	l.mu.Lock()
-	last, closed := l.nextSeq-1, l.closed
+	last, closed := l.last.Load(), l.closed
 	l.mu.Unlock()
 	if closed {
 		return ErrClosed
