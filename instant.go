@@ -15,13 +15,18 @@ type instant int64
 
 // instantOf returns t as an instant; the zero Time is the zero instant.
 func instantOf(t time.Time) instant {
-	switch {
-	case t.IsZero():
+	if t.IsZero() {
 		return 0
-	case t.Before(minInstantTime):
-		return math.MinInt64
-	case t.After(maxInstantTime):
-		return math.MaxInt64
+	}
+	// Comparing seconds first is quicker than Before and After, which
+	// instants near either end still need.
+	if sec := t.Unix(); sec <= minInstantSec || sec >= maxInstantSec {
+		switch {
+		case t.Before(minInstantTime):
+			return math.MinInt64
+		case t.After(maxInstantTime):
+			return math.MaxInt64
+		}
 	}
 	if n := t.UnixNano(); n != 0 {
 		return instant(n)
@@ -32,6 +37,12 @@ func instantOf(t time.Time) instant {
 var (
 	minInstantTime = time.Unix(0, math.MinInt64)
 	maxInstantTime = time.Unix(0, math.MaxInt64)
+)
+
+// The whole seconds of the first and last instants.
+const (
+	minInstantSec = math.MinInt64 / int64(time.Second)
+	maxInstantSec = math.MaxInt64 / int64(time.Second)
 )
 
 // in returns i as a time.Time in loc; the zero instant is the zero Time.
