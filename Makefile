@@ -23,7 +23,7 @@ short: ## a quicker run with fewer property-test cases
 example: ## the README's first command
 	go run ./examples/orchestrator
 
-# The benchmarks that issue 5's targets name; internal/benchtable holds the
+# The benchmarks the performance targets name; internal/benchtable holds the
 # targets. BenchmarkMemory reports heap figures, not times, so one iteration
 # of each run is enough.
 BENCH_TIMED := ^(BenchmarkCycle|BenchmarkFloorCycle|BenchmarkFloorCycleTimeline|BenchmarkCycleParallel|BenchmarkGlobalFloorParallel|BenchmarkFailRetry|BenchmarkEnqueueHandOff|BenchmarkDeque)$$
@@ -31,7 +31,7 @@ BENCHTIME ?= 500ms
 
 # The table program always exits 0 and sh has no pipefail, so go test's
 # status goes through a file.
-bench: ## issue 5's benchmarks, then a table of their ratios against its targets
+bench: ## the performance benchmarks, then a table of their ratios against the targets
 	@status=$$(mktemp); \
 	{ go test -run='^$$' -bench='$(BENCH_TIMED)' -benchtime=$(BENCHTIME) -count=5 -cpu=1,2 -benchmem . && \
 	  go test -run='^$$' -bench='^BenchmarkMemory$$' -benchtime=1x -count=5 . ; \

@@ -11,7 +11,7 @@ import (
 	"github.com/worklease/worklease"
 )
 
-// floor is the least a correct cycle can cost, as issue 5 defines it: a
+// floor is the least a correct cycle can cost, as the performance targets define it: a
 // map lookup under an RWMutex, a per-record mutex, a watermark for terminal
 // offsets, a fence counter and one clock read for the grant time.
 type floor struct {
@@ -74,7 +74,7 @@ func (f *floor) cycle(domain string, offset int64) {
 	r.mu.Unlock()
 }
 
-// BenchmarkFloorCycle is BenchmarkCycle's floor, as issue 5 defines it,
+// BenchmarkFloorCycle is BenchmarkCycle's floor, as the performance targets define it,
 // reading the clock with time.Now: compare their ns/op.
 func BenchmarkFloorCycle(b *testing.B) { benchmarkFloorCycle(b, false) }
 

@@ -1,6 +1,6 @@
 // Command benchtable reads the output of go test -bench on standard input,
 // copies it to standard output unchanged, and then prints a Markdown table
-// that compares the benchmarks against issue 5's performance targets:
+// that compares the benchmarks against the project's performance targets:
 // ratios between pairs of benchmarks, memory figures, and bytes allocated
 // per operation on the hot path. make bench runs it:
 //
