@@ -133,13 +133,20 @@ type frame struct {
 // appendFrame appends the encoding of one frame to dst.
 func appendFrame(dst []byte, kind uint8, seq uint64, payload []byte) []byte {
 	start := len(dst)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	dst = append(dst, 0, 0, 0, 0, kind) // the CRC is filled in below
-	dst = binary.LittleEndian.AppendUint64(dst, seq)
+	dst = append(dst, make([]byte, frameHeaderSize)...) // filled in by sealFrame
 	dst = append(dst, payload...)
-	f := dst[start:]
-	binary.LittleEndian.PutUint32(f[4:], frameCRC(f))
+	sealFrame(dst[start:], kind, seq)
 	return dst
+}
+
+// sealFrame fills in the header of the frame f, whose payload is already in
+// place after the header's frameHeaderSize bytes, so that a payload can be
+// encoded straight into the buffer that holds its frame.
+func sealFrame(f []byte, kind uint8, seq uint64) {
+	binary.LittleEndian.PutUint32(f, uint32(len(f)-frameHeaderSize))
+	f[8] = kind
+	binary.LittleEndian.PutUint64(f[9:], seq)
+	binary.LittleEndian.PutUint32(f[4:], frameCRC(f)) // the CRC skips its own bytes
 }
 
 // appendCommit appends the commit marker closing a batch of count records
