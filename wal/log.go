@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/worklease/worklease"
 )
 
 // A Log is an open write-ahead log: one directory of segment files and an
@@ -32,12 +34,21 @@ type Log struct {
 
 	// sinceSnapshot counts the bytes of records appended through
 	// AppendRecord since the last snapshot was started, for SnapshotDue.
+	// A record queued under SyncNone is counted when it is encoded.
 	sinceSnapshot atomic.Int64
 
-	mu       sync.Mutex // guards the append buffer: the fields up to flush
+	mu       sync.Mutex // guards the append buffer and queue: the fields up to flush
 	buf      []byte     // encoded records not yet taken by a flush leader
 	bufCount int        // records in buf
-	closed   bool       // Close has begun: Append refuses new records
+	// queue holds the records AppendRecord took under SyncNone without
+	// encoding them, so that the caller does not pay for it (see
+	// journal.go); whoever takes buf takes queue too and encodes it after
+	// buf. The queued records are always the last len(queue) appended,
+	// numbered last-len(queue)+1 to last, so they follow every record in
+	// buf: Append encodes them into buf before adding a record of its own.
+	queue      []worklease.Record
+	queueBytes int  // the sum of the queued records' recordBound, for flushThreshold
+	closed     bool // Close has begun: Append refuses new records
 	// last is the sequence number of the last record appended, 0 before
 	// the first. It is stored only under mu, in step with buf, and loaded
 	// without it by those who need no more than the number (Wait, Durable,
@@ -62,10 +73,11 @@ type Log struct {
 	// flush.busy (the flush leader), and to Open and Close when no flush can
 	// run; flush.busy changes under flush.Mutex, which orders the handovers.
 	w struct {
-		seg     *activeSegment // the segment being written
-		spare   []byte         // the buffer to hand Append next
-		written uint64         // last record written
-		synced  uint64         // last record fsynced
+		seg        *activeSegment     // the segment being written
+		spare      []byte             // the buffer to hand Append next
+		spareQueue []worklease.Record // the queue to hand AppendRecord next
+		written    uint64             // last record written
+		synced     uint64             // last record fsynced
 	}
 
 	stopSync chan struct{} // closed by Close to stop the SyncInterval or SyncNone goroutine
@@ -292,20 +304,46 @@ func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 		return 0, fmt.Errorf("%w: %d bytes, the maximum is %d", ErrRecordTooLarge, len(payload), l.cfg.maxRecordSize)
 	}
 	l.mu.Lock()
-	if f := l.failure.Load(); f != nil {
+	seq, err := l.nextSeqLocked()
+	if err != nil {
 		l.mu.Unlock()
-		return 0, f.err
+		return 0, err
 	}
-	if l.closed {
-		l.mu.Unlock()
-		return 0, ErrClosed
+	if len(l.queue) > 0 {
+		// Records AppendRecord queued come before this one.
+		if err := l.encodeQueueLocked(); err != nil {
+			l.mu.Unlock()
+			return 0, l.failAndWake(err)
+		}
 	}
-	seq := l.last.Load() + 1
 	l.last.Store(seq)
 	l.buf = appendFrame(l.buf, kind, seq, payload)
 	l.bufCount++
-	full := len(l.buf) >= flushThreshold
+	full := l.bufferedLocked() >= flushThreshold
 	l.mu.Unlock()
+	return l.appended(seq, full)
+}
+
+// nextSeqLocked returns the sequence number the next record gets, or the
+// error that refuses it. l.mu must be held.
+func (l *Log) nextSeqLocked() (uint64, error) {
+	if f := l.failure.Load(); f != nil {
+		return 0, f.err
+	}
+	if l.closed {
+		return 0, ErrClosed
+	}
+	return l.last.Load() + 1, nil
+}
+
+// bufferedLocked returns about how many bytes are buffered: buf's, and a
+// bound on the queued records' frames. l.mu must be held.
+func (l *Log) bufferedLocked() int { return len(l.buf) + l.queueBytes }
+
+// appended ends the append of record seq. If full, the buffer has reached
+// flushThreshold, and appended writes it, as a Wait under SyncInterval
+// would, so that callers who never wait cannot grow it without bound.
+func (l *Log) appended(seq uint64, full bool) (uint64, error) {
 	if full {
 		if err := l.waitFor(seq, false); err != nil {
 			return 0, err
@@ -435,6 +473,16 @@ func (l *Log) fail(cause error) error {
 	return f.err
 }
 
+// failAndWake fails the log with cause, unless it already failed, wakes the
+// waiters to see it, and returns the failure.
+func (l *Log) failAndWake(cause error) error {
+	err := l.fail(cause)
+	l.flush.Lock()
+	l.flush.cond.Broadcast()
+	l.flush.Unlock()
+	return err
+}
+
 // waitFor returns once every record up to seq is written to the operating
 // system and, if sync, fsynced. The first waiter that finds no flush running
 // becomes the leader: it takes everything buffered, writes it as one batch,
@@ -472,18 +520,33 @@ func (l *Log) waitFor(seq uint64, sync bool) error {
 	}
 }
 
-// flushBatch writes everything buffered as one batch closed by a commit
-// marker, with one write, starting a new segment first if the batch would
-// overflow the current one; then it fsyncs if sync or the mode is SyncAlways.
-// Only the flush leader calls it. Any error leaves the files in an unknown
-// state: the caller fails the log, and nothing is retried.
+// flushBatch writes everything buffered (the queued records encoded after
+// the buffer's) as one batch closed by a commit marker, with one write,
+// starting a new segment first if the batch would overflow the current one;
+// then it fsyncs if sync or the mode is SyncAlways. Only the flush leader
+// calls it. Any error leaves the files in an unknown state: the caller fails
+// the log, and nothing is retried.
 func (l *Log) flushBatch(sync bool) error {
 	l.mu.Lock()
-	batch, count, last := l.buf, l.bufCount, l.last.Load()
+	batch, count, queue, last := l.buf, l.bufCount, l.queue, l.last.Load()
 	l.buf, l.bufCount = l.w.spare[:0], 0
+	l.queue, l.queueBytes = l.w.spareQueue[:0], 0
 	l.mu.Unlock()
 
 	w := &l.w
+	if len(queue) > 0 {
+		// The queued records follow batch's. Encoding them here, without
+		// l.mu, is the point of queueing them: appends go on meanwhile.
+		var err error
+		if batch, err = l.appendRecordFrames(batch, queue, last-uint64(len(queue))+1); err != nil {
+			return err
+		}
+		count += len(queue)
+		clear(queue) // let go of the records' strings
+	}
+	// The queue is no longer than flushThreshold allows (plus one record
+	// per concurrent caller), so it is always kept.
+	w.spareQueue = queue[:0]
 	if count > 0 {
 		if w.seg.size > segmentHeaderSize && w.seg.size+int64(len(batch))+commitFrameSize > l.cfg.segmentSize {
 			if err := l.rotate(last - uint64(count) + 1); err != nil {
