@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worklease/worklease"
 )
 
 // TestGroupCommit holds the first batch's fsync while ten more goroutines
@@ -218,6 +220,47 @@ func TestWriteBehind(t *testing.T) {
 	assert.Equal(t, seq, l.Stats().Synced, "Close fsyncs")
 }
 
+// TestWriteBehindEarly checks that under SyncNone, Append and AppendRecord
+// wake the write-behind goroutine once writeBehindEarly bytes are buffered
+// (for a queued record, its bound), so that it writes them without waiting
+// for its tick, and not before.
+func TestWriteBehindEarly(t *testing.T) {
+	t.Parallel()
+	payload := bytes.Repeat([]byte("x"), 1000)
+	rec := worklease.Record{Kind: worklease.EventAcquired, Domain: "early", Offset: 7, At: time.Unix(1, 0)}
+	for _, tc := range []struct {
+		name string
+		size int // bytes each record adds to what is buffered
+		add  func(l *Log) (uint64, error)
+	}{
+		{"Append", frameHeaderSize + len(payload), func(l *Log) (uint64, error) { return l.Append(1, payload) }},
+		{"AppendRecord", recordBound(&rec), func(l *Log) (uint64, error) { return l.AppendRecord(rec) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// In a bubble, synctest.Wait returns once the goroutine is
+			// blocked again, waiting for a tick or a wake-up.
+			synctest.Test(t, func(t *testing.T) {
+				opt, _, _ := manualTicker() // never ticks
+				l := mustOpenMem(t, newMemFS(), WithSyncMode(SyncNone), opt)
+				var seq uint64
+				for range (writeBehindEarly - 1) / tc.size {
+					var err error
+					seq, err = tc.add(l)
+					require.NoError(t, err)
+				}
+				synctest.Wait()
+				require.Zero(t, l.Stats().Written, "below writeBehindEarly, nothing is written before a tick")
+				seq, err := tc.add(l)
+				require.NoError(t, err)
+				synctest.Wait()
+				assert.Equal(t, seq, l.Stats().Written, "the goroutine wrote everything without a tick")
+				require.NoError(t, l.Close())
+			})
+		})
+	}
+}
+
 // TestAppendFlushesLargeBuffer checks that a caller who never waits cannot
 // grow the buffer without bound.
 func TestAppendFlushesLargeBuffer(t *testing.T) {
@@ -225,6 +268,7 @@ func TestAppendFlushesLargeBuffer(t *testing.T) {
 	fsys := newMemFS()
 	opt, _, _ := manualTicker() // never ticks: only Append writes
 	l := mustOpenMem(t, fsys, WithSyncMode(SyncNone), opt)
+	l.wake = nil // nor does the goroutine write early; see TestWriteBehindEarly
 	payload := bytes.Repeat([]byte("x"), 1000)
 	for range flushThreshold/len(payload) + 1 {
 		_, err := l.Append(1, payload)

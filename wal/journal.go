@@ -77,9 +77,9 @@ func (l *Log) queueRecord(rec *worklease.Record, bound int) (uint64, error) {
 	// A queued record holds about as much memory as its bound says its
 	// frame would, so the bound serves flushThreshold well.
 	l.queueBytes += bound
-	full := l.bufferedLocked() >= flushThreshold
+	full, wake := l.pressureLocked()
 	l.mu.Unlock()
-	return l.appended(seq, full)
+	return l.appended(seq, full, wake)
 }
 
 // encodeQueueLocked encodes the queued records into buf, so that a record

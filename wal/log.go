@@ -48,6 +48,7 @@ type Log struct {
 	// buf: Append encodes them into buf before adding a record of its own.
 	queue      []worklease.Record
 	queueBytes int  // the sum of the queued records' recordBound, for flushThreshold
+	woken      bool // SyncNone's goroutine was woken early for what is buffered now
 	closed     bool // Close has begun: Append refuses new records
 	// last is the sequence number of the last record appended, 0 before
 	// the first. It is stored only under mu, in step with buf, and loaded
@@ -82,6 +83,7 @@ type Log struct {
 
 	stopSync chan struct{} // closed by Close to stop the SyncInterval or SyncNone goroutine
 	syncDone chan struct{} // closed by that goroutine when it returns
+	wake     chan struct{} // SyncNone: wakes its goroutine before the next tick (see writeBehindEarly); nil otherwise
 }
 
 // failure wraps the error that failed the log.
@@ -210,11 +212,12 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		interval, fsync := cfg.sync.interval, true
 		if cfg.sync.policy == syncNone {
 			interval, fsync = writeBehindInterval, false
+			l.wake = make(chan struct{}, 1)
 		}
 		tick, stop := cfg.newTicker(interval)
 		l.stopSync = make(chan struct{})
 		l.syncDone = make(chan struct{})
-		go l.syncLoop(tick, stop, fsync)
+		go l.syncLoop(tick, l.wake, stop, fsync)
 	}
 	return l, nil
 }
@@ -319,9 +322,9 @@ func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 	l.last.Store(seq)
 	l.buf = appendFrame(l.buf, kind, seq, payload)
 	l.bufCount++
-	full := l.bufferedLocked() >= flushThreshold
+	full, wake := l.pressureLocked()
 	l.mu.Unlock()
-	return l.appended(seq, full)
+	return l.appended(seq, full, wake)
 }
 
 // nextSeqLocked returns the sequence number the next record gets, or the
@@ -336,14 +339,29 @@ func (l *Log) nextSeqLocked() (uint64, error) {
 	return l.last.Load() + 1, nil
 }
 
-// bufferedLocked returns about how many bytes are buffered: buf's, and a
-// bound on the queued records' frames. l.mu must be held.
-func (l *Log) bufferedLocked() int { return len(l.buf) + l.queueBytes }
+// pressureLocked reports what the bytes buffered (buf's, and a bound on
+// the queued records' frames) ask of the caller that just appended: to write
+// the buffer itself (full), at flushThreshold, and under SyncNone to wake the
+// write-behind goroutine (wake), once per buffer, at writeBehindEarly. l.mu
+// must be held.
+func (l *Log) pressureLocked() (full, wake bool) {
+	n := len(l.buf) + l.queueBytes
+	if l.wake != nil && !l.woken && n >= writeBehindEarly {
+		l.woken, wake = true, true
+	}
+	return n >= flushThreshold, wake
+}
 
-// appended ends the append of record seq. If full, the buffer has reached
-// flushThreshold, and appended writes it, as a Wait under SyncInterval
-// would, so that callers who never wait cannot grow it without bound.
-func (l *Log) appended(seq uint64, full bool) (uint64, error) {
+// appended ends the append of record seq, doing what pressureLocked asked.
+// A full buffer is written as a Wait under SyncInterval would write it, so
+// that callers who never wait cannot grow it without bound.
+func (l *Log) appended(seq uint64, full, wake bool) (uint64, error) {
+	if wake {
+		select {
+		case l.wake <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
 	if full {
 		if err := l.waitFor(seq, false); err != nil {
 			return 0, err
@@ -531,6 +549,7 @@ func (l *Log) flushBatch(sync bool) error {
 	batch, count, queue, last := l.buf, l.bufCount, l.queue, l.last.Load()
 	l.buf, l.bufCount = l.w.spare[:0], 0
 	l.queue, l.queueBytes = l.w.spareQueue[:0], 0
+	l.woken = false
 	l.mu.Unlock()
 
 	w := &l.w
@@ -657,11 +676,13 @@ func (l *Log) finishFile(f file, b []byte, tmp, path string) error {
 	return nil
 }
 
-// syncLoop writes everything buffered at every tick until Close, and fsyncs
-// it too if fsync: it is SyncInterval's fsync and SyncNone's write-behind. A
-// tick that finds nothing new does nothing, since waitFor returns at once. A
-// failure is recorded by waitFor, and every later tick finds it at once.
-func (l *Log) syncLoop(tick <-chan time.Time, stop func(), fsync bool) {
+// syncLoop writes everything buffered at every tick, and at every wake-up
+// (SyncNone's, when Append finds writeBehindEarly bytes buffered; wake is
+// nil under SyncInterval), until Close, and fsyncs it too if fsync: it is
+// SyncInterval's fsync and SyncNone's write-behind. A tick that finds nothing
+// new does nothing, since waitFor returns at once. A failure is recorded by
+// waitFor, and every later tick finds it at once.
+func (l *Log) syncLoop(tick <-chan time.Time, wake <-chan struct{}, stop func(), fsync bool) {
 	defer close(l.syncDone)
 	defer stop()
 	for {
@@ -669,7 +690,8 @@ func (l *Log) syncLoop(tick <-chan time.Time, stop func(), fsync bool) {
 		case <-l.stopSync:
 			return
 		case <-tick:
-			_ = l.waitFor(l.last.Load(), fsync)
+		case <-wake:
 		}
+		_ = l.waitFor(l.last.Load(), fsync)
 	}
 }
