@@ -34,7 +34,9 @@ type Log struct {
 
 	// sinceSnapshot counts the bytes of records appended through
 	// AppendRecord since the last snapshot was started, for SnapshotDue.
-	// A record queued under SyncNone is counted when it is encoded.
+	// A record queued under SyncNone is counted when it is encoded, within
+	// about 10ms; those a snapshot's own write encodes count towards the
+	// next snapshot, although it covers them.
 	sinceSnapshot atomic.Int64
 
 	mu       sync.Mutex // guards the append buffer and queue: the fields up to flush
@@ -51,9 +53,9 @@ type Log struct {
 	woken      bool // SyncNone's goroutine was woken early for what is buffered now
 	closed     bool // Close has begun: Append refuses new records
 	// last is the sequence number of the last record appended, 0 before
-	// the first. It is stored only under mu, in step with buf, and loaded
-	// without it by those who need no more than the number (Wait, Durable,
-	// Stats).
+	// the first. It is stored only under mu, in step with buf and queue,
+	// and loaded without it by those who need no more than the number
+	// (Wait, Durable, Stats).
 	last atomic.Uint64
 
 	flush struct {
@@ -293,9 +295,12 @@ func (l *Log) Recovery() Recovery {
 //
 // Append does no I/O unless a megabyte or more is buffered, when it writes
 // the buffer itself (as Wait would under SyncAlways or SyncInterval) to bound
-// the memory of callers that never wait, or that wait under SyncNone. It returns an error wrapping ErrInvalidKind or ErrRecordTooLarge
-// without changing the log, ErrClosed after Close, the failure after the log
-// failed (see ErrFailed), and ErrReadOnly if the log was opened WithReadOnly.
+// the memory of callers that never wait, or that wait under SyncNone. Under
+// SyncNone, it first encodes the records AppendRecord left unencoded, which
+// come before its own. It returns an error wrapping ErrInvalidKind or
+// ErrRecordTooLarge without changing the log, ErrClosed after Close, the
+// failure after the log failed (see ErrFailed), and ErrReadOnly if the log
+// was opened WithReadOnly.
 func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 	if l.cfg.readOnly {
 		return 0, ErrReadOnly
