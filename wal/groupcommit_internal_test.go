@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -243,10 +244,8 @@ func TestWriteBehindEarly(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				opt, _, _ := manualTicker() // never ticks
 				l := mustOpenMem(t, newMemFS(), WithSyncMode(SyncNone), opt)
-				var seq uint64
 				for range (writeBehindEarly - 1) / tc.size {
-					var err error
-					seq, err = tc.add(l)
+					_, err := tc.add(l)
 					require.NoError(t, err)
 				}
 				synctest.Wait()
@@ -262,22 +261,47 @@ func TestWriteBehindEarly(t *testing.T) {
 }
 
 // TestAppendFlushesLargeBuffer checks that a caller who never waits cannot
-// grow the buffer without bound.
+// grow the buffer without bound, with Append or with AppendRecord (whose
+// queued records count by their bound): once flushThreshold bytes are
+// buffered, the call writes them itself. With the early wake-up turned off
+// nothing else writes; with it on, the write-behind goroutine mostly does,
+// and the bound holds all the same.
 func TestAppendFlushesLargeBuffer(t *testing.T) {
 	t.Parallel()
-	fsys := newMemFS()
-	opt, _, _ := manualTicker() // never ticks: only Append writes
-	l := mustOpenMem(t, fsys, WithSyncMode(SyncNone), opt)
-	l.wake = nil // nor does the goroutine write early; see TestWriteBehindEarly
 	payload := bytes.Repeat([]byte("x"), 1000)
-	for range flushThreshold/len(payload) + 1 {
-		_, err := l.Append(1, payload)
-		require.NoError(t, err)
+	rec := worklease.Record{Kind: worklease.EventProcessed, Domain: "bound", Offset: 1, At: time.Unix(1, 0)}
+	for _, tc := range []struct {
+		name string
+		size int // bytes each record adds to what is buffered
+		add  func(l *Log) (uint64, error)
+	}{
+		{"Append", frameHeaderSize + len(payload), func(l *Log) (uint64, error) { return l.Append(1, payload) }},
+		{"AppendRecord", recordBound(&rec), func(l *Log) (uint64, error) { return l.AppendRecord(rec) }},
+	} {
+		for _, early := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/early=%v", tc.name, early), func(t *testing.T) {
+				t.Parallel()
+				opt, _, _ := manualTicker() // never ticks
+				l := mustOpenMem(t, newMemFS(), WithSyncMode(SyncNone), opt)
+				if !early {
+					l.wake = nil // see TestWriteBehindEarly
+				}
+				for i := range flushThreshold/tc.size + 1 {
+					_, err := tc.add(l)
+					require.NoError(t, err)
+					l.mu.Lock()
+					buffered := len(l.buf) + l.queueBytes
+					l.mu.Unlock()
+					require.Less(t, buffered, flushThreshold, "after record %d", i+1)
+				}
+				if !early {
+					assert.Positive(t, l.Stats().Written, "the caller wrote")
+				} else { // the goroutine may still be writing
+					assert.Eventually(t, func() bool { return l.Stats().Written > 0 }, 10*time.Second, time.Millisecond)
+				}
+			})
+		}
 	}
-	assert.Positive(t, l.Stats().Written, "Append wrote the buffer itself")
-	l.mu.Lock()
-	assert.Less(t, len(l.buf), flushThreshold)
-	l.mu.Unlock()
 }
 
 // TestReentrantCalls calls back into the log from the functions it calls:
