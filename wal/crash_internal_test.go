@@ -179,8 +179,8 @@ func (r *crashRun) verify(t *testing.T, n int, got ireplayed, keptWrites bool, w
 	}
 }
 
-// TestCrash runs a deterministic workload (batches of appends, each closed by
-// a Wait; segment rotations; two snapshots that remove segments; Close) in
+// TestCrash runs a deterministic workload (batches of appends, of raw bytes
+// and of worklease records, each closed by a Wait; segment rotations; two snapshots that remove segments; Close) in
 // each sync mode, then crashes it after every file-system operation: dropping
 // everything unsynced, keeping everything, keeping a random prefix of the
 // unsynced writes and directory changes, and keeping a random subset of the
@@ -207,11 +207,23 @@ func TestCrash(t *testing.T) {
 				t.Cleanup(func() { _ = l.Close() }) // should the test fail: a goroutine must not outlive the bubble
 				rng := rand.New(rand.NewPCG(7, 11))
 				var next, snap uint64 = 1, 0
+				queuedAtTick := 0 // SyncNone's ticks that found records queued, not yet encoded
 				for round := range 40 {
 					for range 1 + rng.IntN(4) {
-						r.payload[next] = fmt.Sprintf("record %d %s", next, strings.Repeat("p", rng.IntN(50)))
-						r.kind[next] = uint8(1 + rng.IntN(int(MaxKind)))
-						seq, err := l.Append(r.kind[next], []byte(r.payload[next]))
+						var seq uint64
+						var err error
+						if rng.IntN(2) == 0 {
+							r.payload[next] = fmt.Sprintf("record %d %s", next, strings.Repeat("p", rng.IntN(50)))
+							r.kind[next] = uint8(1 + rng.IntN(int(MaxKind)))
+							seq, err = l.Append(r.kind[next], []byte(r.payload[next]))
+						} else {
+							// A Manager's record, which SyncNone queues
+							// and encodes when it writes.
+							rec := testRecord(int(next))
+							rec.Cause = strings.Repeat("p", rng.IntN(50))
+							r.payload[next], r.kind[next] = binaryOf(t, rec), RecordKind
+							seq, err = l.AppendRecord(rec)
+						}
 						require.NoError(t, err)
 						require.Equal(t, next, seq)
 						next++
@@ -231,6 +243,11 @@ func TestCrash(t *testing.T) {
 					case SyncNone:
 						require.Equal(t, ops, r.fs.opCount(), "Wait does no I/O")
 						if round%3 == 2 {
+							l.mu.Lock()
+							if len(l.queue) > 0 {
+								queuedAtTick++
+							}
+							l.mu.Unlock()
 							tick <- time.Time{}
 							synctest.Wait()
 							r.promiseWritten(next - 1)
@@ -245,6 +262,9 @@ func TestCrash(t *testing.T) {
 				}
 				require.NoError(t, l.Close())
 				r.promise(next - 1)
+				if mode == SyncNone {
+					require.Positive(t, queuedAtTick, "the write-behind encoded queued records")
+				}
 			})
 			r.check(t, crashDropAll, crashKeepAll, crashRandom, crashReorder)
 		})

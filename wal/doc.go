@@ -26,9 +26,9 @@
 // system, which keeps it through a crash of the process, and a goroutine
 // fsyncs every interval. Under [SyncNone], Wait does no I/O and returns once
 // the record is appended; a goroutine writes what is buffered to the
-// operating system every 10ms, without an fsync, so a crash of the process
-// loses about the last 10ms of records. [SyncMode] says what each mode can
-// lose.
+// operating system every 10ms (sooner when much is buffered), without an
+// fsync, so a crash of the process loses about the last 10ms of records.
+// [SyncMode] says what each mode can lose.
 //
 // If a write, fsync or directory operation fails, the log fails closed: that
 // call and every later one return an error wrapping [ErrFailed] and the cause,

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/worklease/worklease"
 )
 
 // TestGroupCommit holds the first batch's fsync while ten more goroutines
@@ -218,22 +221,87 @@ func TestWriteBehind(t *testing.T) {
 	assert.Equal(t, seq, l.Stats().Synced, "Close fsyncs")
 }
 
+// TestWriteBehindEarly checks that under SyncNone, Append and AppendRecord
+// wake the write-behind goroutine once writeBehindEarly bytes are buffered
+// (for a queued record, its bound), so that it writes them without waiting
+// for its tick, and not before.
+func TestWriteBehindEarly(t *testing.T) {
+	t.Parallel()
+	payload := bytes.Repeat([]byte("x"), 1000)
+	rec := worklease.Record{Kind: worklease.EventAcquired, Domain: "early", Offset: 7, At: time.Unix(1, 0)}
+	for _, tc := range []struct {
+		name string
+		size int // bytes each record adds to what is buffered
+		add  func(l *Log) (uint64, error)
+	}{
+		{"Append", frameHeaderSize + len(payload), func(l *Log) (uint64, error) { return l.Append(1, payload) }},
+		{"AppendRecord", recordBound(&rec), func(l *Log) (uint64, error) { return l.AppendRecord(rec) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// In a bubble, synctest.Wait returns once the goroutine is
+			// blocked again, waiting for a tick or a wake-up.
+			synctest.Test(t, func(t *testing.T) {
+				opt, _, _ := manualTicker() // never ticks
+				l := mustOpenMem(t, newMemFS(), WithSyncMode(SyncNone), opt)
+				for range (writeBehindEarly - 1) / tc.size {
+					_, err := tc.add(l)
+					require.NoError(t, err)
+				}
+				synctest.Wait()
+				require.Zero(t, l.Stats().Written, "below writeBehindEarly, nothing is written before a tick")
+				seq, err := tc.add(l)
+				require.NoError(t, err)
+				synctest.Wait()
+				assert.Equal(t, seq, l.Stats().Written, "the goroutine wrote everything without a tick")
+				require.NoError(t, l.Close())
+			})
+		})
+	}
+}
+
 // TestAppendFlushesLargeBuffer checks that a caller who never waits cannot
-// grow the buffer without bound.
+// grow the buffer without bound, with Append or with AppendRecord (whose
+// queued records count by their bound): once flushThreshold bytes are
+// buffered, the call writes them itself. With the early wake-up turned off
+// nothing else writes; with it on, the write-behind goroutine mostly does,
+// and the bound holds all the same.
 func TestAppendFlushesLargeBuffer(t *testing.T) {
 	t.Parallel()
-	fsys := newMemFS()
-	opt, _, _ := manualTicker() // never ticks: only Append writes
-	l := mustOpenMem(t, fsys, WithSyncMode(SyncNone), opt)
 	payload := bytes.Repeat([]byte("x"), 1000)
-	for range flushThreshold/len(payload) + 1 {
-		_, err := l.Append(1, payload)
-		require.NoError(t, err)
+	rec := worklease.Record{Kind: worklease.EventProcessed, Domain: "bound", Offset: 1, At: time.Unix(1, 0)}
+	for _, tc := range []struct {
+		name string
+		size int // bytes each record adds to what is buffered
+		add  func(l *Log) (uint64, error)
+	}{
+		{"Append", frameHeaderSize + len(payload), func(l *Log) (uint64, error) { return l.Append(1, payload) }},
+		{"AppendRecord", recordBound(&rec), func(l *Log) (uint64, error) { return l.AppendRecord(rec) }},
+	} {
+		for _, early := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/early=%v", tc.name, early), func(t *testing.T) {
+				t.Parallel()
+				opt, _, _ := manualTicker() // never ticks
+				l := mustOpenMem(t, newMemFS(), WithSyncMode(SyncNone), opt)
+				if !early {
+					l.wake = nil // see TestWriteBehindEarly
+				}
+				for i := range flushThreshold/tc.size + 1 {
+					_, err := tc.add(l)
+					require.NoError(t, err)
+					l.mu.Lock()
+					buffered := len(l.buf) + l.queueBytes
+					l.mu.Unlock()
+					require.Less(t, buffered, flushThreshold, "after record %d", i+1)
+				}
+				if !early {
+					assert.Positive(t, l.Stats().Written, "the caller wrote")
+				} else { // the goroutine may still be writing
+					assert.Eventually(t, func() bool { return l.Stats().Written > 0 }, 10*time.Second, time.Millisecond)
+				}
+			})
+		}
 	}
-	assert.Positive(t, l.Stats().Written, "Append wrote the buffer itself")
-	l.mu.Lock()
-	assert.Less(t, len(l.buf), flushThreshold)
-	l.mu.Unlock()
 }
 
 // TestReentrantCalls calls back into the log from the functions it calls:

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 
@@ -16,7 +17,12 @@ var _ worklease.Journal = (*Log)(nil)
 const RecordKind uint8 = 1 // part of the on-disk format; never change
 
 // AppendRecord implements worklease.Journal: it appends rec's binary form
-// as a record of kind RecordKind.
+// as a record of kind RecordKind. It returns the errors Append returns.
+//
+// Under SyncNone, AppendRecord only queues rec, and its binary form is
+// encoded when the buffer is written (by the write-behind goroutine, mostly),
+// off the caller's path. It still refuses a record too large for the log
+// at once, with ErrRecordTooLarge.
 //
 // On a read-only Log it returns ErrReadOnly. A Manager built on one (to look
 // at a journal, as the worklease-wal command does) answers the calls that
@@ -26,6 +32,12 @@ const RecordKind uint8 = 1 // part of the on-disk format; never change
 // such as one that always returns the zero time: with a real clock, even
 // Inspect revokes an expired lease, which is a change.
 func (l *Log) AppendRecord(rec worklease.Record) (uint64, error) {
+	if l.cfg.sync.policy == syncNone && !l.cfg.readOnly {
+		if bound := recordBound(&rec); bound <= l.cfg.maxRecordSize {
+			return l.queueRecord(&rec, bound)
+		}
+		// It may fit nonetheless: encode it to know.
+	}
 	var buf [256]byte // most records fit: no allocation
 	payload, _ := rec.AppendBinary(buf[:0])
 	seq, err := l.Append(RecordKind, payload)
@@ -33,6 +45,84 @@ func (l *Log) AppendRecord(rec worklease.Record) (uint64, error) {
 		l.sinceSnapshot.Add(int64(len(payload)))
 	}
 	return seq, err
+}
+
+// recordFixedBound bounds the bytes of a worklease.Record's binary form
+// other than its strings' contents: 6 single bytes (the version, the kind,
+// the three times' flags and Front) and 15 varints (the two strings'
+// lengths, Offset, Attempt, the token's three numbers, two for each time,
+// Retries and Fence), each at most binary.MaxVarintLen64 bytes. It must
+// follow worklease's codec.go; TestRecordBound checks it.
+const recordFixedBound = 6 + 15*binary.MaxVarintLen64
+
+// recordBound returns an upper bound on the size of rec's binary form: at
+// most 156 bytes more than its strings, while a typical record takes about
+// 50. It is cheap enough for AppendRecord, which cannot afford to encode.
+func recordBound(rec *worklease.Record) int {
+	return recordFixedBound + len(rec.Domain) + len(rec.Cause)
+}
+
+// queueRecord is AppendRecord under SyncNone, for a record whose bound
+// fits in the maximum record size: it gives rec the next sequence number
+// and queues it, unencoded, behind the buffer (see Log.queue).
+func (l *Log) queueRecord(rec *worklease.Record, bound int) (uint64, error) {
+	l.mu.Lock()
+	seq, err := l.nextSeqLocked()
+	if err != nil {
+		l.mu.Unlock()
+		return 0, err
+	}
+	l.last.Store(seq)
+	l.queue = append(l.queue, *rec)
+	// A queued record holds about as much memory as its bound says its
+	// frame would, so the bound serves flushThreshold well.
+	l.queueBytes += bound
+	full, wake := l.pressureLocked()
+	l.mu.Unlock()
+	return l.appended(seq, full, wake)
+}
+
+// encodeQueueLocked encodes the queued records into buf, so that a record
+// Append adds next follows them. l.mu must be held. An error is a bug, as
+// for appendRecordFrames, and must fail the log.
+func (l *Log) encodeQueueLocked() error {
+	first := l.last.Load() - uint64(len(l.queue)) + 1
+	buf, err := l.appendRecordFrames(l.buf, l.queue, first)
+	if err != nil {
+		return err
+	}
+	l.buf, l.bufCount = buf, l.bufCount+len(l.queue)
+	clear(l.queue) // let go of the records' strings
+	l.queue, l.queueBytes = l.queue[:0], 0
+	return nil
+}
+
+// appendRecordFrames appends to dst a frame of kind RecordKind for each of
+// recs, numbered from seq on, encoding each record straight into dst, and
+// counts their bytes for SnapshotDue. It returns an error only if a
+// record's binary form exceeds the maximum record size, which recordBound
+// ruled out when the record was queued: recordBound is then wrong, and
+// the caller must fail the log rather than write a frame that would make
+// the log unreadable.
+func (l *Log) appendRecordFrames(dst []byte, recs []worklease.Record, seq uint64) ([]byte, error) {
+	var n int
+	for i := range recs {
+		start := len(dst)
+		dst = append(dst, make([]byte, frameHeaderSize)...) // filled in by sealFrame
+		dst, _ = recs[i].AppendBinary(dst)
+		size := len(dst) - start - frameHeaderSize
+		if size > l.cfg.maxRecordSize {
+			return dst, fmt.Errorf("%w: record %d took %d bytes to encode, more than the maximum %d that recordBound promised",
+				ErrRecordTooLarge, seq, size, l.cfg.maxRecordSize)
+		}
+		sealFrame(dst[start:], RecordKind, seq)
+		seq++
+		n += size
+	}
+	if l.cfg.snapshotBytes > 0 {
+		l.sinceSnapshot.Add(int64(n))
+	}
+	return dst, nil
 }
 
 // ReplayRecords implements worklease.Journal with Replay, decoding each

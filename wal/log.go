@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/worklease/worklease"
 )
 
 // A Log is an open write-ahead log: one directory of segment files and an
@@ -32,16 +34,28 @@ type Log struct {
 
 	// sinceSnapshot counts the bytes of records appended through
 	// AppendRecord since the last snapshot was started, for SnapshotDue.
+	// A record queued under SyncNone is counted when it is encoded, within
+	// about 10ms; those a snapshot's own write encodes count towards the
+	// next snapshot, although it covers them.
 	sinceSnapshot atomic.Int64
 
-	mu       sync.Mutex // guards the append buffer: the fields up to flush
+	mu       sync.Mutex // guards the append buffer and queue: the fields up to flush
 	buf      []byte     // encoded records not yet taken by a flush leader
 	bufCount int        // records in buf
-	closed   bool       // Close has begun: Append refuses new records
+	// queue holds the records AppendRecord took under SyncNone without
+	// encoding them, so that the caller does not pay for it (see
+	// journal.go); whoever takes buf takes queue too and encodes it after
+	// buf. The queued records are always the last len(queue) appended,
+	// numbered last-len(queue)+1 to last, so they follow every record in
+	// buf: Append encodes them into buf before adding a record of its own.
+	queue      []worklease.Record
+	queueBytes int  // the sum of the queued records' recordBound, for flushThreshold
+	woken      bool // SyncNone's goroutine was woken early for what is buffered now
+	closed     bool // Close has begun: Append refuses new records
 	// last is the sequence number of the last record appended, 0 before
-	// the first. It is stored only under mu, in step with buf, and loaded
-	// without it by those who need no more than the number (Wait, Durable,
-	// Stats).
+	// the first. It is stored only under mu, in step with buf and queue,
+	// and loaded without it by those who need no more than the number
+	// (Wait, Durable, Stats).
 	last atomic.Uint64
 
 	flush struct {
@@ -62,14 +76,16 @@ type Log struct {
 	// flush.busy (the flush leader), and to Open and Close when no flush can
 	// run; flush.busy changes under flush.Mutex, which orders the handovers.
 	w struct {
-		seg     *activeSegment // the segment being written
-		spare   []byte         // the buffer to hand Append next
-		written uint64         // last record written
-		synced  uint64         // last record fsynced
+		seg        *activeSegment     // the segment being written
+		spare      []byte             // the buffer to hand Append next
+		spareQueue []worklease.Record // the queue to hand AppendRecord next
+		written    uint64             // last record written
+		synced     uint64             // last record fsynced
 	}
 
 	stopSync chan struct{} // closed by Close to stop the SyncInterval or SyncNone goroutine
 	syncDone chan struct{} // closed by that goroutine when it returns
+	wake     chan struct{} // SyncNone: wakes its goroutine before the next tick (see writeBehindEarly); nil otherwise
 }
 
 // failure wraps the error that failed the log.
@@ -198,11 +214,12 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		interval, fsync := cfg.sync.interval, true
 		if cfg.sync.policy == syncNone {
 			interval, fsync = writeBehindInterval, false
+			l.wake = make(chan struct{}, 1)
 		}
 		tick, stop := cfg.newTicker(interval)
 		l.stopSync = make(chan struct{})
 		l.syncDone = make(chan struct{})
-		go l.syncLoop(tick, stop, fsync)
+		go l.syncLoop(tick, l.wake, stop, fsync)
 	}
 	return l, nil
 }
@@ -278,9 +295,12 @@ func (l *Log) Recovery() Recovery {
 //
 // Append does no I/O unless a megabyte or more is buffered, when it writes
 // the buffer itself (as Wait would under SyncAlways or SyncInterval) to bound
-// the memory of callers that never wait, or that wait under SyncNone. It returns an error wrapping ErrInvalidKind or ErrRecordTooLarge
-// without changing the log, ErrClosed after Close, the failure after the log
-// failed (see ErrFailed), and ErrReadOnly if the log was opened WithReadOnly.
+// the memory of callers that never wait, or that wait under SyncNone. Under
+// SyncNone, it first encodes the records AppendRecord left unencoded, which
+// come before its own. It returns an error wrapping ErrInvalidKind or
+// ErrRecordTooLarge without changing the log, ErrClosed after Close, the
+// failure after the log failed (see ErrFailed), and ErrReadOnly if the log
+// was opened WithReadOnly.
 func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 	if l.cfg.readOnly {
 		return 0, ErrReadOnly
@@ -292,20 +312,61 @@ func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 		return 0, fmt.Errorf("%w: %d bytes, the maximum is %d", ErrRecordTooLarge, len(payload), l.cfg.maxRecordSize)
 	}
 	l.mu.Lock()
-	if f := l.failure.Load(); f != nil {
+	seq, err := l.nextSeqLocked()
+	if err != nil {
 		l.mu.Unlock()
-		return 0, f.err
+		return 0, err
 	}
-	if l.closed {
-		l.mu.Unlock()
-		return 0, ErrClosed
+	if len(l.queue) > 0 {
+		// Records AppendRecord queued come before this one.
+		if err := l.encodeQueueLocked(); err != nil {
+			l.mu.Unlock()
+			return 0, l.failAndWake(err)
+		}
 	}
-	seq := l.last.Load() + 1
 	l.last.Store(seq)
 	l.buf = appendFrame(l.buf, kind, seq, payload)
 	l.bufCount++
-	full := len(l.buf) >= flushThreshold
+	full, wake := l.pressureLocked()
 	l.mu.Unlock()
+	return l.appended(seq, full, wake)
+}
+
+// nextSeqLocked returns the sequence number the next record gets, or the
+// error that refuses it. l.mu must be held.
+func (l *Log) nextSeqLocked() (uint64, error) {
+	if f := l.failure.Load(); f != nil {
+		return 0, f.err
+	}
+	if l.closed {
+		return 0, ErrClosed
+	}
+	return l.last.Load() + 1, nil
+}
+
+// pressureLocked reports what the bytes buffered (buf's, and a bound on
+// the queued records' frames) ask of the caller that just appended: to write
+// the buffer itself (full), at flushThreshold, and under SyncNone to wake the
+// write-behind goroutine (wake), once per buffer, at writeBehindEarly. l.mu
+// must be held.
+func (l *Log) pressureLocked() (full, wake bool) {
+	n := len(l.buf) + l.queueBytes
+	if l.wake != nil && !l.woken && n >= writeBehindEarly {
+		l.woken, wake = true, true
+	}
+	return n >= flushThreshold, wake
+}
+
+// appended ends the append of record seq, doing what pressureLocked asked.
+// A full buffer is written as a Wait under SyncInterval would write it, so
+// that callers who never wait cannot grow it without bound.
+func (l *Log) appended(seq uint64, full, wake bool) (uint64, error) {
+	if wake {
+		select {
+		case l.wake <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
 	if full {
 		if err := l.waitFor(seq, false); err != nil {
 			return 0, err
@@ -435,6 +496,16 @@ func (l *Log) fail(cause error) error {
 	return f.err
 }
 
+// failAndWake fails the log with cause, unless it already failed, wakes the
+// waiters to see it, and returns the failure.
+func (l *Log) failAndWake(cause error) error {
+	err := l.fail(cause)
+	l.flush.Lock()
+	l.flush.cond.Broadcast()
+	l.flush.Unlock()
+	return err
+}
+
 // waitFor returns once every record up to seq is written to the operating
 // system and, if sync, fsynced. The first waiter that finds no flush running
 // becomes the leader: it takes everything buffered, writes it as one batch,
@@ -472,18 +543,34 @@ func (l *Log) waitFor(seq uint64, sync bool) error {
 	}
 }
 
-// flushBatch writes everything buffered as one batch closed by a commit
-// marker, with one write, starting a new segment first if the batch would
-// overflow the current one; then it fsyncs if sync or the mode is SyncAlways.
-// Only the flush leader calls it. Any error leaves the files in an unknown
-// state: the caller fails the log, and nothing is retried.
+// flushBatch writes everything buffered (the queued records encoded after
+// the buffer's) as one batch closed by a commit marker, with one write,
+// starting a new segment first if the batch would overflow the current one;
+// then it fsyncs if sync or the mode is SyncAlways. Only the flush leader
+// calls it. Any error leaves the files in an unknown state: the caller fails
+// the log, and nothing is retried.
 func (l *Log) flushBatch(sync bool) error {
 	l.mu.Lock()
-	batch, count, last := l.buf, l.bufCount, l.last.Load()
+	batch, count, queue, last := l.buf, l.bufCount, l.queue, l.last.Load()
 	l.buf, l.bufCount = l.w.spare[:0], 0
+	l.queue, l.queueBytes = l.w.spareQueue[:0], 0
+	l.woken = false
 	l.mu.Unlock()
 
 	w := &l.w
+	if len(queue) > 0 {
+		// The queued records follow batch's. Encoding them here, without
+		// l.mu, is the point of queueing them: appends go on meanwhile.
+		var err error
+		if batch, err = l.appendRecordFrames(batch, queue, last-uint64(len(queue))+1); err != nil {
+			return err
+		}
+		count += len(queue)
+		clear(queue) // let go of the records' strings
+	}
+	// The queue is no longer than flushThreshold allows (plus one record
+	// per concurrent caller), so it is always kept.
+	w.spareQueue = queue[:0]
 	if count > 0 {
 		if w.seg.size > segmentHeaderSize && w.seg.size+int64(len(batch))+commitFrameSize > l.cfg.segmentSize {
 			if err := l.rotate(last - uint64(count) + 1); err != nil {
@@ -594,11 +681,13 @@ func (l *Log) finishFile(f file, b []byte, tmp, path string) error {
 	return nil
 }
 
-// syncLoop writes everything buffered at every tick until Close, and fsyncs
-// it too if fsync: it is SyncInterval's fsync and SyncNone's write-behind. A
-// tick that finds nothing new does nothing, since waitFor returns at once. A
-// failure is recorded by waitFor, and every later tick finds it at once.
-func (l *Log) syncLoop(tick <-chan time.Time, stop func(), fsync bool) {
+// syncLoop writes everything buffered at every tick, and at every wake-up
+// (SyncNone's, when Append finds writeBehindEarly bytes buffered; wake is
+// nil under SyncInterval), until Close, and fsyncs it too if fsync: it is
+// SyncInterval's fsync and SyncNone's write-behind. A tick that finds nothing
+// new does nothing, since waitFor returns at once. A failure is recorded by
+// waitFor, and every later tick finds it at once.
+func (l *Log) syncLoop(tick <-chan time.Time, wake <-chan struct{}, stop func(), fsync bool) {
 	defer close(l.syncDone)
 	defer stop()
 	for {
@@ -606,7 +695,8 @@ func (l *Log) syncLoop(tick <-chan time.Time, stop func(), fsync bool) {
 		case <-l.stopSync:
 			return
 		case <-tick:
-			_ = l.waitFor(l.last.Load(), fsync)
+		case <-wake:
 		}
+		_ = l.waitFor(l.last.Load(), fsync)
 	}
 }

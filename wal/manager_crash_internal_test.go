@@ -190,6 +190,9 @@ type managerCrashRun struct {
 	// written to the operating system, and survives a crash of the process:
 	// every synced point, and SyncNone's write-behind ticks.
 	writtenAt, writtenCall []int
+	// queuedAtTick counts SyncNone's ticks that found records queued, not
+	// yet encoded (see Log.queue): the workload exercised the queue.
+	queuedAtTick int
 }
 
 // runManagerWorkload runs cfg's workload and closes the Manager.
@@ -385,6 +388,11 @@ func runManagerWorkload(t *testing.T, cfg managerCrashConfig) *managerCrashRun {
 			// is blocked again, waiting for the next tick, it has written
 			// (SyncNone) or synced (SyncInterval) everything, and it does
 			// nothing while the calls go on.
+			l.mu.Lock()
+			if len(l.queue) > 0 {
+				r.queuedAtTick++
+			}
+			l.mu.Unlock()
 			tick <- time.Time{}
 			synctest.Wait()
 			if cfg.sync == SyncNone {
@@ -600,6 +608,9 @@ func TestManagerCrash(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) { r = runManagerWorkload(t, cfg) })
 			} else {
 				r = runManagerWorkload(t, cfg)
+			}
+			if cfg.sync == SyncNone {
+				require.Positive(t, r.queuedAtTick, "the write-behind encoded queued records")
 			}
 			r.check(t, 1, crashDropAll, crashKeepAll, crashRandom, crashReorder)
 		})

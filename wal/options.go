@@ -30,6 +30,13 @@ const flushThreshold = 1 << 20
 // lose under SyncNone.
 const writeBehindInterval = 10 * time.Millisecond
 
+// writeBehindEarly is how many buffered bytes make Append and AppendRecord
+// wake SyncNone's goroutine before its next tick, so that the goroutine,
+// rather than a caller reaching flushThreshold, does the writing (and the
+// encoding of queued records) when records come faster than a tick takes
+// them. What is left below flushThreshold is the goroutine's head start.
+const writeBehindEarly = flushThreshold / 4
+
 // An Option configures Open.
 type Option interface{ apply(*config) }
 
@@ -195,8 +202,10 @@ var (
 	// appended, after the same checks as in the other modes (the sequence
 	// number was appended, the log has not failed). A background goroutine,
 	// which Close stops, writes whatever is buffered to the operating system
-	// every 10ms, without an fsync, and so do Append once a megabyte is
-	// buffered, WriteSnapshot and Close (which also fsyncs). A crash of the
+	// every 10ms, or sooner once a quarter of a megabyte is buffered, without
+	// an fsync, and so do Append once a megabyte is buffered, WriteSnapshot
+	// and Close (which also fsyncs). AppendRecord leaves the encoding of its
+	// record to whoever writes it, mostly that goroutine. A crash of the
 	// process loses the records of about the last 10ms, acknowledged or
 	// not; a crash of the machine loses every record since the last fsync,
 	// which happens only when the log starts a new segment, before a

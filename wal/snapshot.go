@@ -83,10 +83,10 @@ func (l *Log) WriteSnapshot(seq uint64, write func(w io.Writer) error) error {
 	// From here on, an error leaves the directory in a state the log does
 	// not know: fail closed.
 	if err := l.fs.Rename(path+tempSuffix, path); err != nil {
-		return l.failSnapshot(fmt.Errorf("rename %s: %w", snapshotName+tempSuffix, err))
+		return l.failAndWake(fmt.Errorf("rename %s: %w", snapshotName+tempSuffix, err))
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
-		return l.failSnapshot(fmt.Errorf("sync directory %s: %w", l.dir, err))
+		return l.failAndWake(fmt.Errorf("sync directory %s: %w", l.dir, err))
 	}
 
 	// Segments are removed oldest first, so a crash leaves a contiguous
@@ -107,24 +107,15 @@ func (l *Log) WriteSnapshot(seq uint64, write func(w io.Writer) error) error {
 	l.flush.Unlock()
 	for _, s := range remove {
 		if err := l.fs.Remove(filepath.Join(l.dir, segmentName(s.id))); err != nil {
-			return l.failSnapshot(fmt.Errorf("remove %s: %w", segmentName(s.id), err))
+			return l.failAndWake(fmt.Errorf("remove %s: %w", segmentName(s.id), err))
 		}
 	}
 	if len(remove) > 0 {
 		if err := l.fs.SyncDir(l.dir); err != nil {
-			return l.failSnapshot(fmt.Errorf("sync directory %s: %w", l.dir, err))
+			return l.failAndWake(fmt.Errorf("sync directory %s: %w", l.dir, err))
 		}
 	}
 	return nil
-}
-
-// failSnapshot fails the log with cause and wakes the waiters to see it.
-func (l *Log) failSnapshot(cause error) error {
-	err := l.fail(cause)
-	l.flush.Lock()
-	l.flush.cond.Broadcast()
-	l.flush.Unlock()
-	return err
 }
 
 // writeSnapshotFile writes a whole snapshot file at tmp and fsyncs it. On
