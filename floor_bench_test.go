@@ -11,9 +11,10 @@ import (
 	"github.com/worklease/worklease"
 )
 
-// floor is the least a correct cycle can cost, as the performance targets define it: a
-// map lookup under an RWMutex, a per-record mutex, a watermark for terminal
-// offsets, a fence counter and one clock read for the grant time.
+// floor is the least a correct cycle can cost, as the performance targets
+// define it: a map lookup under an RWMutex, a per-record mutex, a watermark
+// for terminal offsets, a fence counter and one clock read for the grant
+// time.
 type floor struct {
 	mu      sync.RWMutex
 	records map[string]*floorRecord
