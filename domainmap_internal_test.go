@@ -2,6 +2,7 @@ package worklease
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"unsafe"
 
@@ -9,15 +10,17 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestDomainMapCollisions drives a domainMap with a tiny hash space, so that
-// names collide all the time, against a plain map.
-func TestDomainMapCollisions(t *testing.T) {
+// TestDomainMapModel drives a domainMap against a plain map. The hashes
+// come from a handful of values, so names collide all the time, and their
+// top bits put homes at both ends of the table, so runs wrap around.
+func TestDomainMapModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		d := newDomainMap()
+		var d domainMap
 		model := map[string]*record{}
-		hash := func(name string) uint64 { return uint64(len(name) % 3) } // three buckets
-		name := rapid.StringMatching(`[a-e]{1,4}`)
-		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+		hashes := []uint64{0, 1, 1 << 62, 3 << 62, ^uint64(0), ^uint64(0) - 1}
+		hash := func(name string) uint64 { return hashes[(len(name)*7+int(name[0]))%len(hashes)] }
+		name := rapid.StringMatching(`[a-h]{1,3}`)
+		for range rapid.IntRange(1, 200).Draw(t, "steps") {
 			n := name.Draw(t, "name")
 			h := hash(n)
 			switch r := d.get(h, n); {
@@ -29,13 +32,19 @@ func TestDomainMapCollisions(t *testing.T) {
 				model[n] = r
 			default:
 				d.remove(h, r)
+				d.remove(h, r) // already gone: no effect
 				delete(model, n)
+			}
+			if msg := d.check(); msg != "" {
+				t.Fatalf("after %q: %s", n, msg)
 			}
 			if d.len() != len(model) {
 				t.Fatalf("len = %d, want %d", d.len(), len(model))
 			}
-			if d.overflow != nil && len(d.overflow) == 0 {
-				t.Fatalf("empty overflow map kept")
+		}
+		for n, r := range model {
+			if got := d.get(hash(n), n); got != r {
+				t.Fatalf("get(%q) = %p, want %p", n, got, r)
 			}
 		}
 		var got, want []string
@@ -49,19 +58,26 @@ func TestDomainMapCollisions(t *testing.T) {
 	})
 }
 
-func TestDomainMapRemoveIsIdempotent(t *testing.T) {
-	d := newDomainMap()
-	a, b := &record{domain: "a"}, &record{domain: "b"}
-	d.put(7, a)
-	d.put(7, b) // collides: goes to overflow
-	d.remove(7, a)
-	d.remove(7, a) // already gone: no effect on b
-	assert.Same(t, b, d.get(7, "b"))
-	assert.Nil(t, d.get(7, "a"))
-	d.put(7, a) // a comes back into the free hash slot
-	assert.Same(t, a, d.get(7, "a"))
-	assert.Same(t, b, d.get(7, "b"))
-	assert.Equal(t, 2, d.len())
+func TestDomainMapGrowsAndShrinks(t *testing.T) {
+	var d domainMap
+	assert.Nil(t, d.get(1, "a"), "the zero map is empty")
+	d.remove(1, &record{domain: "a"}) // no effect on an empty map
+	recs := make([]*record, 1000)
+	for i := range recs {
+		recs[i] = &record{domain: strconv.Itoa(i)}
+		d.put(uint64(i)*0x9e3779b97f4a7c15, recs[i])
+	}
+	assert.Empty(t, d.check())
+	assert.Equal(t, 2048, len(d.slots), "1000 records fit 7/8 of 2048 slots, not of 1024")
+	for i, r := range recs {
+		assert.Same(t, r, d.get(uint64(i)*0x9e3779b97f4a7c15, r.domain))
+		d.remove(uint64(i)*0x9e3779b97f4a7c15, r)
+		if msg := d.check(); msg != "" {
+			t.Fatalf("after removing %d: %s", i, msg)
+		}
+	}
+	assert.Zero(t, d.len())
+	assert.Nil(t, d.slots, "an emptied map lets its table go")
 }
 
 func TestShardSize(t *testing.T) {

@@ -87,9 +87,6 @@ func New(opts ...Option) (*Manager, error) {
 	if m.clock != nil {
 		m.loc = m.clock.Now().Location()
 	}
-	for i := range m.shards {
-		m.shards[i].records = newDomainMap()
-	}
 	if m.journal != nil {
 		if err := m.replay(); err != nil {
 			_ = m.journal.Close() // releases what it holds, such as a directory lock; the replay error says more

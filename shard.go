@@ -22,7 +22,7 @@ type shard struct {
 	// up to a multiple of two cache lines (CPUs fetch lines in pairs), so
 	// that goroutines working in neighbouring shards do not contend for the
 	// same lines. TestShardSize keeps it right.
-	_ [48]byte
+	_ [24]byte
 }
 
 // shardAlign is what a shard's size is a multiple of: two 64-byte lines.
