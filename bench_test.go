@@ -3,7 +3,6 @@ package worklease_test
 import (
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/worklease/worklease"
@@ -68,26 +67,8 @@ func BenchmarkCycleParallel(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("domains=%d", n), func(b *testing.B) {
 			m := mustNew(b)
-			names := domainNames(n)
-			var goroutine atomic.Int64
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				// Goroutine g owns the domains with index ≡ g (mod 64), so no
-				// two goroutines ever share a domain.
-				g := int(goroutine.Add(1) - 1)
-				var mine []int
-				for i := g; i < n; i += 64 {
-					mine = append(mine, i)
-				}
-				if len(mine) == 0 {
-					panic("more goroutines than domain groups")
-				}
-				offsets := make([]int64, len(mine))
-				for i := 0; pb.Next(); i++ {
-					k := i % len(mine)
-					cycle(m, names[mine[k]], offsets[k])
-					offsets[k]++
-				}
+			benchmarkParallelCycles(b, domainNames(n), func(domain string, offset int64) {
+				cycle(m, domain, offset)
 			})
 		})
 	}
