@@ -83,4 +83,9 @@ func TestDomainMapGrowsAndShrinks(t *testing.T) {
 func TestShardSize(t *testing.T) {
 	size := unsafe.Sizeof(shard{})
 	assert.Zero(t, size%shardAlign, "shard is %d bytes; adjust its padding to reach a multiple of %d", size, shardAlign)
+	var sh shard
+	for _, k := range []EventKind{EventAcquired, EventEnqueued, EventProcessed, EventRetrying} {
+		assert.LessOrEqual(t, unsafe.Offsetof(sh.stats)+uintptr(k+1)*unsafe.Sizeof(sh.stats[0]), uintptr(64),
+			"the %v counter is not in mu's cache line", k)
+	}
 }
