@@ -114,3 +114,18 @@ func BenchmarkEnqueueHandOff(b *testing.B) {
 		tok = r.Token
 	}
 }
+
+// BenchmarkStats measures Stats over 100,000 domains, which it visits one
+// by one.
+func BenchmarkStats(b *testing.B) {
+	m := mustNew(b)
+	for _, d := range domainNames(100_000) {
+		cycle(m, d, 0)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if m.Stats().Processed != 100_000 {
+			b.Fatal("Stats lost count")
+		}
+	}
+}

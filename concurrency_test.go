@@ -656,3 +656,42 @@ func (o *orchestrator) observe(rng *rand.Rand, done <-chan struct{}) {
 		runtime.Gosched()
 	}
 }
+
+// TestConcurrentStatsWithForget checks that Stats never goes backwards and
+// ends exact while domains are worked on and forgotten, which moves their
+// counts from the domain to its shard.
+func TestConcurrentStatsWithForget(t *testing.T) {
+	m, err := worklease.New(worklease.WithShards(2)) // few shards: forgets and Stats meet often
+	require.NoError(t, err)
+	const workers, rounds = 4, 200
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	var backwards atomic.Value // a message
+	wg.Go(func() {
+		var last worklease.Stats
+		for !done.Load() {
+			s := m.Stats()
+			if s.Acquired < last.Acquired || s.Processed < last.Processed || s.Forgotten < last.Forgotten {
+				backwards.Store(fmt.Sprintf("Stats went from %+v to %+v", last, s))
+			}
+			last = s
+		}
+	})
+	concAll(workers, func(w int) error {
+		for i := range rounds {
+			d := fmt.Sprintf("w%d-%d", w, i%3) // the same few domains, forgotten and back
+			cycle(m, d, 0)
+			if err := m.Forget(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	done.Store(true)
+	wg.Wait()
+	require.Nil(t, backwards.Load())
+	s := m.Stats()
+	require.Equal(t, uint64(workers*rounds), s.Acquired)
+	require.Equal(t, uint64(workers*rounds), s.Processed)
+	require.Equal(t, uint64(workers*rounds), s.Forgotten)
+}

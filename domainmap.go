@@ -69,16 +69,17 @@ func (d *domainMap) place(s domainSlot) {
 	d.slots[i] = s
 }
 
-// remove deletes r, whose domain hashes to h, if d still holds it.
-func (d *domainMap) remove(h uint64, r *record) {
+// remove deletes r, whose domain hashes to h, if d still holds it, and
+// reports whether it did.
+func (d *domainMap) remove(h uint64, r *record) bool {
 	if d.count == 0 {
-		return
+		return false
 	}
 	mask := len(d.slots) - 1
 	i := d.home(h)
 	for d.slots[i].r != r {
 		if d.slots[i].r == nil {
-			return // not here
+			return false // not here
 		}
 		i = (i + 1) & mask
 	}
@@ -105,6 +106,7 @@ func (d *domainMap) remove(h uint64, r *record) {
 	case len(d.slots) > minDomainSlots && d.count*8 <= len(d.slots):
 		d.resize(len(d.slots) / 2)
 	}
+	return true
 }
 
 // resize moves every record into a table of n slots, a power of two.

@@ -126,7 +126,7 @@ type emitter struct {
 }
 
 func (e *emitter) emit(kind EventKind, offset int64, attempt int, tok Token, cause error) {
-	e.sh.stats.add(kind)
+	e.sh.count(e.r, kind)
 	if e.m.reporting { // else nothing more to build: the common case
 		e.report(Record{Kind: kind, Offset: offset, Attempt: attempt, Token: tok}, cause)
 	}
@@ -134,7 +134,7 @@ func (e *emitter) emit(kind EventKind, offset int64, attempt int, tok Token, cau
 
 // record reports the transition rec, with cause as its Event's cause.
 func (e *emitter) record(rec Record, cause error) {
-	e.sh.stats.add(rec.Kind)
+	e.sh.count(e.r, rec.Kind)
 	if e.m.reporting {
 		e.report(rec, cause)
 	}

@@ -12,15 +12,11 @@ import (
 // A shard is one slice of the Manager's domain map, with the expiry index
 // and event counters of its domains.
 type shard struct {
-	mu sync.RWMutex // guards records
-	// stats follows mu so that the busiest counters (Acquired, Enqueued,
-	// Processed, Retried) share mu's cache line: every call writes that
-	// line taking the read lock, so counting costs no second line moving
-	// between cores.
-	stats   counters
-	records domainMap // a record is replaced only after Forget dropped it
+	mu      sync.RWMutex // guards records
+	records domainMap    // a record is replaced only after Forget dropped it
 
 	expiry expiryIndex // leases with an expiry, soonest first; empty without a TTL
+	stats  counters    // see counters; the busiest kinds are counted in the records
 
 	// The padding rounds a shard up to a multiple of two cache lines (CPUs
 	// fetch lines in pairs), so that goroutines working in neighbouring
@@ -48,6 +44,8 @@ type record struct {
 	// absent); unlike the rest, it is guarded by the shard's expiry.mu.
 	expiresAt instant
 	heapIdx   int
+
+	counts recordCounts // the domain's events of the busiest kinds; see recordCounts
 }
 
 // hash returns domain's hash, which picks its shard and keys its record
@@ -90,7 +88,9 @@ func (m *Manager) unlink(r *record) {
 	h := m.hash(r.domain)
 	sh := m.shardOf(h)
 	sh.mu.Lock()
-	sh.records.remove(h, r)
+	if sh.records.remove(h, r) {
+		sh.retire(r)
+	}
 	sh.mu.Unlock()
 }
 
