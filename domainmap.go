@@ -1,164 +1,221 @@
 package worklease
 
-import "math/bits"
+import (
+	"math/bits"
+	"sync/atomic"
+)
 
 // domainMap is a shard's table of records: open addressing with linear
 // probing, keyed by the 64-bit hash the Manager computes once per call to
-// pick the shard. Go's map would hash that hash again and probe control
-// bytes first; here a lookup reads one or two slots, each holding a hash and
-// a record, and compares one name. Two names with the same hash are
-// vanishingly rare and need nothing special: they sit in neighbouring slots
-// and the name tells them apart.
+// pick the shard. A lookup reads one or two slots, each holding a hash and
+// a record, and compares one name; two names with the same hash just sit
+// in neighbouring slots.
 //
-// The zero domainMap is empty and ready to use. It does no locking.
+// Lookups take no lock. A read lock would write the shard's cache line on
+// every call, and with it move the line between the cores working on
+// different domains of the shard. Instead a lookup loads the table and its
+// slots atomically, and changes, made one at a time under the shard's mu,
+// never mislead it:
+//
+//   - a slot goes from empty to a record, from a record to a tombstone
+//     (removed), and from a tombstone to a record: never back to empty, so
+//     a probe never stops short of a record that was there when it began;
+//   - a resize builds a new table and publishes it whole: a lookup still on
+//     the old one sees the records as they were before.
+//
+// A lookup may thus return a record that is being removed. Forget marks a
+// record dropped before removing it, and lockRecord checks for that under
+// the record's lock.
+//
+// The zero domainMap is empty and ready to use.
 type domainMap struct {
-	slots []domainSlot // nil, or a power of two long; a nil r marks an empty slot
+	table atomic.Pointer[domainTable] // nil while the map is empty
+
+	// Guarded by the shard's mu.
+	count      int // records held
+	tombstones int // slots of removed records, not yet reused
+}
+
+// A domainTable is a domainMap's slots. Only its slots' contents change
+// once it is published.
+type domainTable struct {
+	slots []domainSlot // a power of two long
 	shift uint8        // 64 - log2(len(slots)): a hash's top bits pick its home slot
-	count int          // records held
 }
 
+// A domainSlot holds a record and its domain's hash. The hash is stored
+// before the record, so a lookup that loads a record finds its hash.
 type domainSlot struct {
-	hash uint64
-	r    *record
+	hash atomic.Uint64
+	r    atomic.Pointer[record] // nil: empty; tombstone: removed
 }
 
-// minDomainSlots is a table's smallest size. A table is grown when it would
-// be more than 7/8 full (as full as Go's own maps get) and shrunk when it is
-// at most 1/8 full, so a probe rarely runs long and memory follows the
-// number of domains down as well as up.
+// tombstone fills the slot of a removed record.
+var tombstone = new(record)
+
+// minDomainSlots is a table's smallest size. A table is rebuilt when its
+// records and tombstones would fill more than 7/8 of it (as full as Go's
+// own maps get), or its records fill at most 1/8; the new one is at most
+// half full. A probe thus rarely runs long, and memory follows the number
+// of domains down as well as up.
 const minDomainSlots = 8
 
 // home returns the slot a record with hash h is placed at first. It uses the
 // hash's top bits: the bottom ones picked the shard, so they are the same
 // for every record in it.
-func (d *domainMap) home(h uint64) int { return int(h >> d.shift) }
+func (t *domainTable) home(h uint64) int { return int(h >> t.shift) }
 
-// get returns the record of domain, whose hash is h, or nil.
+// get returns the record of domain, whose hash is h, or nil. It may return
+// a record that Forget dropped.
 func (d *domainMap) get(h uint64, domain string) *record {
-	if d.count == 0 {
+	t := d.table.Load()
+	if t == nil {
 		return nil
 	}
-	mask := len(d.slots) - 1
-	for i := d.home(h); ; i = (i + 1) & mask {
-		s := &d.slots[i]
-		if s.r == nil {
+	mask := len(t.slots) - 1
+	for i := t.home(h); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		r := s.r.Load()
+		if r == nil {
 			return nil
 		}
-		if s.hash == h && s.r.domain == domain {
-			return s.r
+		if r != tombstone && s.hash.Load() == h && r.domain == domain {
+			return r
 		}
 	}
 }
 
-// put adds r, whose domain hashes to h and has no record in d.
+// put adds r, whose domain hashes to h and has no record in d. The shard's
+// mu must be held.
 func (d *domainMap) put(h uint64, r *record) {
-	if (d.count+1)*8 > len(d.slots)*7 {
-		d.resize(max(2*len(d.slots), minDomainSlots))
+	t := d.table.Load()
+	if t == nil || (d.count+d.tombstones+1)*8 > len(t.slots)*7 {
+		t = d.rebuild(d.count + 1)
 	}
-	d.place(domainSlot{hash: h, r: r})
+	mask := len(t.slots) - 1
+	i := t.home(h)
+	for {
+		cur := t.slots[i].r.Load()
+		if cur == nil {
+			break
+		}
+		if cur == tombstone {
+			d.tombstones--
+			break
+		}
+		i = (i + 1) & mask
+	}
+	t.slots[i].hash.Store(h)
+	t.slots[i].r.Store(r)
 	d.count++
 }
 
-// place stores s in the first empty slot from its home on. d has one.
-func (d *domainMap) place(s domainSlot) {
-	mask := len(d.slots) - 1
-	i := d.home(s.hash)
-	for d.slots[i].r != nil {
-		i = (i + 1) & mask
-	}
-	d.slots[i] = s
-}
-
 // remove deletes r, whose domain hashes to h, if d still holds it, and
-// reports whether it did.
+// reports whether it did. The shard's mu must be held.
 func (d *domainMap) remove(h uint64, r *record) bool {
-	if d.count == 0 {
+	t := d.table.Load()
+	if t == nil {
 		return false
 	}
-	mask := len(d.slots) - 1
-	i := d.home(h)
-	for d.slots[i].r != r {
-		if d.slots[i].r == nil {
+	mask := len(t.slots) - 1
+	i := t.home(h)
+	for {
+		cur := t.slots[i].r.Load()
+		if cur == nil {
 			return false // not here
+		}
+		if cur == r {
+			break
 		}
 		i = (i + 1) & mask
 	}
-	// Close the gap rather than leave a tombstone: move back each later
-	// record of the run whose home is not between the gap and it, so that
-	// every record stays reachable from its home without crossing an empty
-	// slot.
-	for j := i; ; {
-		j = (j + 1) & mask
-		s := d.slots[j]
-		if s.r == nil {
-			break
-		}
-		if (j-d.home(s.hash))&mask >= (j-i)&mask {
-			d.slots[i] = s
-			i = j
-		}
-	}
-	d.slots[i] = domainSlot{}
+	t.slots[i].r.Store(tombstone)
 	d.count--
+	d.tombstones++
 	switch {
 	case d.count == 0:
-		*d = domainMap{} // an emptied shard holds nothing
-	case len(d.slots) > minDomainSlots && d.count*8 <= len(d.slots):
-		d.resize(len(d.slots) / 2)
+		d.table.Store(nil) // an emptied shard holds nothing
+		d.tombstones = 0
+	case len(t.slots) > minDomainSlots && d.count*8 <= len(t.slots):
+		d.rebuild(d.count)
 	}
 	return true
 }
 
-// resize moves every record into a table of n slots, a power of two.
-func (d *domainMap) resize(n int) {
-	old := d.slots
-	d.slots = make([]domainSlot, n)
-	d.shift = uint8(64 - bits.TrailingZeros(uint(n)))
-	for _, s := range old {
-		if s.r != nil {
-			d.place(s)
+// rebuild publishes a new table, at most half full with n records, holding
+// d's records and no tombstones, and returns it. The shard's mu must be held.
+func (d *domainMap) rebuild(n int) *domainTable {
+	size := max(minDomainSlots, 1<<bits.Len(uint(2*n-1)))
+	t := &domainTable{slots: make([]domainSlot, size), shift: uint8(64 - bits.TrailingZeros(uint(size)))}
+	mask := size - 1
+	d.all(func(h uint64, r *record) {
+		i := t.home(h)
+		for t.slots[i].r.Load() != nil {
+			i = (i + 1) & mask
 		}
-	}
+		t.slots[i].hash.Store(h)
+		t.slots[i].r.Store(r)
+	})
+	d.table.Store(t)
+	d.tombstones = 0
+	return t
 }
 
-// len returns the number of records in d.
+// len returns the number of records in d. The shard's mu must be held.
 func (d *domainMap) len() int { return d.count }
 
-// all calls f with every record in d, in no particular order. f must not
-// change d.
-func (d *domainMap) all(f func(*record)) {
-	for _, s := range d.slots {
-		if s.r != nil {
-			f(s.r)
+// all calls f with the hash and record of every record in d, in no
+// particular order. The shard's mu must be held, and f must not change d.
+func (d *domainMap) all(f func(h uint64, r *record)) {
+	t := d.table.Load()
+	if t == nil {
+		return
+	}
+	for i := range t.slots {
+		s := &t.slots[i]
+		if r := s.r.Load(); r != nil && r != tombstone {
+			f(s.hash.Load(), r)
 		}
 	}
 }
 
 // check reports the first way d breaks its own rules, for tests: every
-// record reachable from its home, the count right, the table neither
-// too full nor too empty.
+// record reachable from its home, the counts right, the table neither too
+// full nor too empty. The shard's mu must be held.
 func (d *domainMap) check() string {
-	n := 0
-	mask := len(d.slots) - 1
-	for i, s := range d.slots {
-		if s.r == nil {
+	t := d.table.Load()
+	if t == nil {
+		if d.count != 0 || d.tombstones != 0 {
+			return "counts without a table"
+		}
+		return ""
+	}
+	records, tombstones := 0, 0
+	mask := len(t.slots) - 1
+	for i := range t.slots {
+		r := t.slots[i].r.Load()
+		switch r {
+		case nil:
+			continue
+		case tombstone:
+			tombstones++
 			continue
 		}
-		n++
-		for j := d.home(s.hash); j != i; j = (j + 1) & mask {
-			if d.slots[j].r == nil {
+		records++
+		for j := t.home(t.slots[i].hash.Load()); j != i; j = (j + 1) & mask {
+			if t.slots[j].r.Load() == nil {
 				return "a record sits beyond an empty slot from its home"
 			}
 		}
 	}
 	switch {
-	case n != d.count:
-		return "count is wrong"
-	case d.count == 0 && d.slots != nil:
-		return "an empty table holds slots"
-	case d.count*8 > len(d.slots)*7:
+	case records != d.count || tombstones != d.tombstones:
+		return "counts are wrong"
+	case d.count == 0:
+		return "an empty map holds a table"
+	case (d.count+d.tombstones)*8 > len(t.slots)*7:
 		return "the table is more than 7/8 full"
-	case len(d.slots) > minDomainSlots && d.count*8 <= len(d.slots):
+	case len(t.slots) > minDomainSlots && d.count*8 <= len(t.slots):
 		return "the table is at most 1/8 full"
 	}
 	return ""

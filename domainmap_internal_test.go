@@ -3,6 +3,8 @@ package worklease
 import (
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -53,7 +55,7 @@ func TestDomainMapModel(t *testing.T) {
 			}
 		}
 		var got, want []string
-		d.all(func(r *record) { got = append(got, r.domain) })
+		d.all(func(_ uint64, r *record) { got = append(got, r.domain) })
 		for n := range model {
 			want = append(want, n)
 		}
@@ -73,7 +75,7 @@ func TestDomainMapGrowsAndShrinks(t *testing.T) {
 		d.put(uint64(i)*0x9e3779b97f4a7c15, recs[i])
 	}
 	assert.Empty(t, d.check())
-	assert.Equal(t, 2048, len(d.slots), "1000 records fit 7/8 of 2048 slots, not of 1024")
+	assert.Len(t, d.table.Load().slots, 2048, "1000 records fit 7/8 of 2048 slots, not of 1024")
 	for i, r := range recs {
 		assert.Same(t, r, d.get(uint64(i)*0x9e3779b97f4a7c15, r.domain))
 		require.True(t, d.remove(uint64(i)*0x9e3779b97f4a7c15, r))
@@ -82,7 +84,55 @@ func TestDomainMapGrowsAndShrinks(t *testing.T) {
 		}
 	}
 	assert.Zero(t, d.len())
-	assert.Nil(t, d.slots, "an emptied map lets its table go")
+	assert.Nil(t, d.table.Load(), "an emptied map lets its table go")
+}
+
+// TestDomainMapConcurrentLookups looks records up without a lock while
+// another goroutine adds and removes others, through every resize: a record
+// that stays in the map must be found every time. Run with -race.
+func TestDomainMapConcurrentLookups(t *testing.T) {
+	var (
+		d    domainMap
+		mu   sync.Mutex                                        // the shard's mu: serializes changes
+		hash = func(i int) uint64 { return uint64(i%7) << 61 } // few homes, long runs
+	)
+	stay := make([]*record, 20)
+	for i := range stay {
+		stay[i] = &record{domain: "stay-" + strconv.Itoa(i)}
+		d.put(hash(i), stay[i])
+	}
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer done.Store(true)
+		for round := range 50 {
+			churn := make([]*record, 200)
+			for i := range churn {
+				churn[i] = &record{domain: "churn-" + strconv.Itoa(round) + "-" + strconv.Itoa(i)}
+				mu.Lock()
+				d.put(hash(i), churn[i])
+				mu.Unlock()
+			}
+			for i, r := range churn {
+				mu.Lock()
+				d.remove(hash(i), r)
+				mu.Unlock()
+			}
+		}
+	})
+	for i := 0; !done.Load(); i = (i + 1) % len(stay) {
+		if got := d.get(hash(i), stay[i].domain); got != stay[i] {
+			t.Fatalf("get(%q) = %p, want %p", stay[i].domain, got, stay[i])
+		}
+		if got := d.get(hash(i), "absent"); got != nil {
+			t.Fatalf("get(absent) = %p", got)
+		}
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, d.check())
+	assert.Equal(t, len(stay), d.len())
 }
 
 func TestShardSize(t *testing.T) {

@@ -66,8 +66,7 @@ func (sh *shard) count(r *record, k EventKind) {
 }
 
 // retire moves the counts of r, which is leaving sh's map, into sh's. sh.mu
-// must be held for writing, so that Stats sees them in one place or the
-// other.
+// must be held, so that Stats sees them in one place or the other.
 func (sh *shard) retire(r *record) {
 	for i, k := range hotKinds {
 		sh.stats.add(k, r.counts[i].Load())
@@ -83,16 +82,16 @@ func (m *Manager) Stats() Stats {
 	var sum [numEventKinds]uint64
 	for i := range m.shards {
 		sh := &m.shards[i]
-		sh.mu.RLock()
+		sh.mu.Lock()
 		for k := range sum {
 			sum[k] += sh.stats[k].Load()
 		}
-		sh.records.all(func(r *record) {
+		sh.records.all(func(_ uint64, r *record) {
 			for i, k := range hotKinds {
 				sum[k] += r.counts[i].Load()
 			}
 		})
-		sh.mu.RUnlock()
+		sh.mu.Unlock()
 	}
 	return Stats{
 		Acquired:     sum[EventAcquired],
