@@ -677,7 +677,7 @@ func TestConcurrentStatsWithForget(t *testing.T) {
 			last = s
 		}
 	})
-	concAll(workers, func(w int) error {
+	errs := concAll(workers, func(w int) error {
 		for i := range rounds {
 			d := fmt.Sprintf("w%d-%d", w, i%3) // the same few domains, forgotten and back
 			cycle(m, d, 0)
@@ -688,10 +688,44 @@ func TestConcurrentStatsWithForget(t *testing.T) {
 		return nil
 	})
 	done.Store(true)
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
 	wg.Wait()
 	require.Nil(t, backwards.Load())
 	s := m.Stats()
 	require.Equal(t, uint64(workers*rounds), s.Acquired)
 	require.Equal(t, uint64(workers*rounds), s.Processed)
 	require.Equal(t, uint64(workers*rounds), s.Forgotten)
+}
+
+// TestConcurrentForgetRacesWork forgets a domain over and over while it is
+// worked on: a Forget that finds it idle drops its record just as the next
+// TryAcquire looks it up, which must then see the record dropped and make a
+// new one, never grant on the dropped one.
+func TestConcurrentForgetRacesWork(t *testing.T) {
+	m, err := worklease.New(worklease.WithShards(1))
+	require.NoError(t, err)
+	const n = 20_000
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for !done.Load() {
+			_ = m.Forget("d") // ErrDomainBusy while a lease is out: fine
+		}
+	})
+	for i := range int64(n) {
+		res, err := m.TryAcquire("d", i)
+		require.NoError(t, err)
+		require.Equal(t, worklease.Acquired, res.Status)
+		_, err = m.Succeed("d", res.Token) // fails if the grant went to a dropped record
+		require.NoError(t, err, "grant %d", i)
+	}
+	done.Store(true)
+	wg.Wait()
+	require.NoError(t, worklease.CheckInvariants(m))
+	s := m.Stats()
+	require.Equal(t, uint64(n), s.Acquired)
+	require.Equal(t, uint64(n), s.Processed)
+	require.NotZero(t, s.Forgotten, "no Forget met the work")
 }

@@ -44,7 +44,9 @@ type domainTable struct {
 }
 
 // A domainSlot holds a record and its domain's hash. The hash is stored
-// before the record, so a lookup that loads a record finds its hash.
+// before the record, so a lookup that loads a record finds its hash, or,
+// if the slot was emptied and filled again meanwhile, a newer record's:
+// the name comparison then turns the old record down, which was removed.
 type domainSlot struct {
 	hash atomic.Uint64
 	r    atomic.Pointer[record] // nil: empty; tombstone: removed

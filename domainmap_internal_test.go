@@ -135,6 +135,43 @@ func TestDomainMapConcurrentLookups(t *testing.T) {
 	assert.Equal(t, len(stay), d.len())
 }
 
+// TestDomainMapLookupsWhileEmptying looks up a name that is never there
+// while another goroutine fills the map and empties it again, so that its
+// table is dropped and made anew, through the smallest size. Run with -race.
+func TestDomainMapLookupsWhileEmptying(t *testing.T) {
+	var (
+		d  domainMap
+		mu sync.Mutex // the shard's mu
+	)
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer done.Store(true)
+		for round := range 200 {
+			recs := make([]*record, 1+round%40)
+			for i := range recs {
+				recs[i] = &record{domain: strconv.Itoa(i)}
+				mu.Lock()
+				d.put(uint64(i)<<58, recs[i])
+				mu.Unlock()
+			}
+			for i, r := range recs {
+				mu.Lock()
+				d.remove(uint64(i)<<58, r)
+				mu.Unlock()
+			}
+		}
+	})
+	lookups := 0
+	for ; !done.Load() || lookups < 1000; lookups++ {
+		if got := d.get(0, "absent"); got != nil {
+			t.Fatalf("get(absent) = %p", got)
+		}
+	}
+	wg.Wait()
+	assert.Nil(t, d.table.Load(), "the map ends empty")
+}
+
 func TestShardSize(t *testing.T) {
 	size := unsafe.Sizeof(shard{})
 	assert.Zero(t, size%shardAlign, "shard is %d bytes; adjust its padding to reach a multiple of %d", size, shardAlign)

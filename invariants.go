@@ -27,7 +27,35 @@ func (m *Manager) checkInvariants() error {
 		if err := m.shards[i].expiry.checkHeap(); err != nil {
 			errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
 		}
+		if err := m.checkMap(&m.shards[i]); err != nil {
+			errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
+		}
 	}
+	return errors.Join(errs...)
+}
+
+// checkMap checks sh's map of records: its table's own rules, and that
+// every record is there once, under its domain's hash, in the shard that
+// hash picks.
+func (m *Manager) checkMap(sh *shard) error {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if msg := sh.records.check(); msg != "" {
+		return errors.New(msg)
+	}
+	var errs []error
+	seen := make(map[string]bool)
+	sh.records.all(func(h uint64, r *record) {
+		switch {
+		case h != m.hash(r.domain):
+			errs = append(errs, fmt.Errorf("domain %q is filed under another hash", r.domain))
+		case m.shardOf(h) != sh:
+			errs = append(errs, fmt.Errorf("domain %q is in the wrong shard", r.domain))
+		case seen[r.domain]:
+			errs = append(errs, fmt.Errorf("domain %q has two records", r.domain))
+		}
+		seen[r.domain] = true
+	})
 	return errors.Join(errs...)
 }
 

@@ -13,7 +13,7 @@ import (
 // A shard is one slice of the Manager's domain map, with the expiry index
 // and event counters of its domains.
 type shard struct {
-	mu      sync.Mutex // serializes changes to records; lookups take no lock (see domainMap)
+	mu      sync.Mutex // serializes changes to records and guards its counts; lookups take no lock (see domainMap)
 	records domainMap  // a record is replaced only after Forget dropped it
 
 	expiry expiryIndex // leases with an expiry, soonest first; empty without a TTL
