@@ -26,7 +26,7 @@ example: ## the README's first command
 # The benchmarks the performance targets name; internal/benchtable holds the
 # targets. BenchmarkMemory reports heap figures, not times, so one iteration
 # of each run is enough.
-BENCH_TIMED := ^(BenchmarkCycle|BenchmarkFloorCycle|BenchmarkFloorCycleTimeline|BenchmarkCycleParallel|BenchmarkGlobalFloorParallel|BenchmarkShardedFloorParallel|BenchmarkFailRetry|BenchmarkEnqueueHandOff|BenchmarkDeque)$$
+BENCH_TIMED := ^(BenchmarkCycle|BenchmarkFloorCycle|BenchmarkFloorCycleTimeline|BenchmarkCycleParallel|BenchmarkGlobalFloorParallel|BenchmarkFailRetry|BenchmarkEnqueueHandOff|BenchmarkDeque)$$
 BENCHTIME ?= 500ms
 
 # BENCH_ROUNDS fresh processes each run every benchmark once: a benchmark

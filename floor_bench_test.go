@@ -2,7 +2,6 @@ package worklease_test
 
 import (
 	"fmt"
-	"hash/maphash"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -139,74 +138,6 @@ func BenchmarkGlobalFloorParallel(b *testing.B) {
 	names := domainNames(n)
 	g := &globalFloor{records: newFloor(names).records}
 	benchmarkParallelCycles(b, names, g.cycle)
-}
-
-// shardedFloor is globalFloor's body split over the Manager's default
-// number of shards, each with its own RWMutex and map, and a mutex per
-// record: a sharded design with nothing else in it. How much faster it runs
-// on two cores than on one is what the machine allows such work, all cache
-// misses over 100,000 domains; the Manager's own scaling is judged beside it.
-type shardedFloor struct {
-	seed   maphash.Seed
-	shards [worklease.DefaultShards]floorShard
-}
-
-type floorShard struct {
-	mu      sync.RWMutex
-	records map[string]*floorRecord
-	_       [32]byte // 24 bytes of mutex and 8 of map: pad to a cache line
-}
-
-func newShardedFloor(names []string) *shardedFloor {
-	s := &shardedFloor{seed: maphash.MakeSeed()}
-	for i := range s.shards {
-		s.shards[i].records = make(map[string]*floorRecord)
-	}
-	for _, n := range names {
-		s.shardOf(n).records[n] = &floorRecord{watermark: -1}
-	}
-	return s
-}
-
-func (s *shardedFloor) shardOf(domain string) *floorShard {
-	return &s.shards[maphash.String(s.seed, domain)%worklease.DefaultShards]
-}
-
-func (s *shardedFloor) lookup(domain string) *floorRecord {
-	sh := s.shardOf(domain)
-	sh.mu.RLock()
-	r := sh.records[domain]
-	sh.mu.RUnlock()
-	return r
-}
-
-func (s *shardedFloor) cycle(domain string, offset int64) {
-	r := s.lookup(domain)
-	now := time.Now()
-	r.mu.Lock()
-	if r.leased || offset <= r.watermark {
-		panic("sharded floor: not grantable")
-	}
-	r.leased, r.offset, r.acquiredAt = true, offset, now
-	r.fence++
-	fence := r.fence
-	r.mu.Unlock()
-
-	r = s.lookup(domain)
-	r.mu.Lock()
-	if !r.leased || r.fence != fence {
-		panic("sharded floor: token mismatch")
-	}
-	r.watermark, r.leased = r.offset, false
-	r.mu.Unlock()
-}
-
-// BenchmarkShardedFloorParallel is the reference for BenchmarkCycleParallel's
-// scaling: compare each one's ns/op at -cpu=1 and -cpu=2.
-func BenchmarkShardedFloorParallel(b *testing.B) {
-	const n = 100_000
-	names := domainNames(n)
-	benchmarkParallelCycles(b, names, newShardedFloor(names).cycle)
 }
 
 // benchmarkParallelCycles runs cycle from GOMAXPROCS goroutines, each on

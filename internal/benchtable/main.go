@@ -54,14 +54,6 @@ var rows = []row{
 			quantity{"BenchmarkCycleParallel/domains=100000", 2, "ns/op"}),
 		atMost: false, target: 1.7,
 	},
-	{
-		measure: "BenchmarkShardedFloorParallel, ns/op at cpu=1 ÷ at cpu=2",
-		meaning: "reference: what two cores give a sharded floor with nothing else in it, on this machine",
-		value: ratio(
-			quantity{"BenchmarkShardedFloorParallel", 1, "ns/op"},
-			quantity{"BenchmarkShardedFloorParallel", 2, "ns/op"}),
-		atMost: false, target: 1.7,
-	},
 	dequeRow(8),
 	dequeRow(1000),
 	{
