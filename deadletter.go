@@ -21,6 +21,9 @@ type deadLetter struct {
 func (d *deadLetters) len() int64 { return int64(len(d.m)) }
 
 func (d *deadLetters) contains(offset int64) bool {
+	if len(d.m) == 0 { // most domains have none: skip the map call
+		return false
+	}
 	_, ok := d.m[offset]
 	return ok
 }

@@ -132,7 +132,9 @@ func (m *Manager) finish(sh *shard, r *record, e *emitter) error {
 			return err
 		}
 	}
-	m.deliver(r)
+	if m.observer != nil {
+		m.deliver(r)
+	}
 	return nil
 }
 
