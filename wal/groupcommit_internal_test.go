@@ -433,3 +433,37 @@ func TestWriteDuringSync(t *testing.T) {
 	assert.Equal(t, seq, l.Stats().Synced)
 	assert.Len(t, replayMem(t, l).Records, 2)
 }
+
+// TestSyncBehind checks that under SyncNone, once syncBehindBytes written
+// bytes are unsynced, a background fsync covers them, and not before.
+func TestSyncBehind(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		opt, tick, _ := manualTicker()
+		fsys := newMemFS()
+		l := mustOpenMem(t, fsys, WithSyncMode(SyncNone), opt)
+		syncs := fsys.countOps(opSync, segmentSuffix)
+		payload := bytes.Repeat([]byte("x"), 64<<10)
+		appendBytes := func(n int) (seq uint64) {
+			for range n / len(payload) {
+				var err error
+				seq, err = l.Append(1, payload)
+				require.NoError(t, err)
+			}
+			return seq
+		}
+
+		seq := appendBytes(syncBehindBytes / 2)
+		tick <- time.Now()
+		synctest.Wait()
+		require.Equal(t, seq, l.Stats().Written)
+		require.Zero(t, l.Stats().Synced, "half of syncBehindBytes stays unsynced")
+
+		seq = appendBytes(syncBehindBytes / 2)
+		tick <- time.Now()
+		synctest.Wait()
+		assert.Equal(t, seq, l.Stats().Synced, "the background fsync covers what was written")
+		assert.Equal(t, syncs+1, fsys.countOps(opSync, segmentSuffix), "with one fsync")
+		require.NoError(t, l.Close())
+	})
+}

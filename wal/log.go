@@ -85,9 +85,13 @@ type Log struct {
 		synced     uint64             // last record fsynced
 	}
 
-	stopSync chan struct{} // closed by Close to stop the SyncInterval or SyncNone goroutine
-	syncDone chan struct{} // closed by that goroutine when it returns
-	wake     chan struct{} // SyncNone: wakes its goroutine before the next tick (see writeBehindEarly); nil otherwise
+	stopSync chan struct{} // closed by Close to stop the SyncInterval or SyncNone goroutines
+	syncDone chan struct{} // closed by syncLoop when it returns
+	// SyncNone's second goroutine, syncBehind, fsyncs what the first wrote
+	// once syncBehindBytes are unsynced; nil otherwise.
+	kickSync       chan struct{} // wakes syncBehind
+	syncBehindDone chan struct{} // closed by syncBehind when it returns
+	wake           chan struct{} // SyncNone: wakes its goroutine before the next tick (see writeBehindEarly); nil otherwise
 }
 
 // failure wraps the error that failed the log.
@@ -229,6 +233,11 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		tick, stop := cfg.newTicker(interval)
 		l.stopSync = make(chan struct{})
 		l.syncDone = make(chan struct{})
+		if !fsync {
+			l.kickSync = make(chan struct{}, 1)
+			l.syncBehindDone = make(chan struct{})
+			go l.syncBehind()
+		}
 		go l.syncLoop(tick, l.wake, stop, fsync)
 	}
 	return l, nil
@@ -473,6 +482,9 @@ func (l *Log) Close() error {
 	if l.stopSync != nil {
 		close(l.stopSync)
 		<-l.syncDone
+		if l.syncBehindDone != nil {
+			<-l.syncBehindDone
+		}
 	}
 	err := l.waitFor(last, true)
 
@@ -769,5 +781,40 @@ func (l *Log) syncLoop(tick <-chan time.Time, wake <-chan struct{}, stop func(),
 		case <-wake:
 		}
 		_ = l.waitFor(l.last.Load(), fsync)
+		if l.kickSync != nil && l.unsynced() >= syncBehindBytes {
+			select {
+			case l.kickSync <- struct{}{}:
+			default: // syncBehind has a kick pending already
+			}
+		}
+	}
+}
+
+// unsynced returns how many bytes written to the active segment are not
+// known to be fsynced.
+func (l *Log) unsynced() int64 {
+	l.flush.Lock()
+	defer l.flush.Unlock()
+	if t := l.flush.target; t.seg != nil {
+		return t.size - t.seg.synced
+	}
+	return 0
+}
+
+// syncBehind is SyncNone's background fsync: at each kick from syncLoop, it
+// fsyncs everything written so far, while syncLoop goes on writing. A
+// failure is recorded by waitFor, like syncLoop's.
+func (l *Log) syncBehind() {
+	defer close(l.syncBehindDone)
+	for {
+		select {
+		case <-l.stopSync:
+			return
+		case <-l.kickSync:
+		}
+		l.flush.Lock()
+		written := l.flush.written
+		l.flush.Unlock()
+		_ = l.waitFor(written, true)
 	}
 }
