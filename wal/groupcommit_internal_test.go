@@ -384,3 +384,86 @@ func TestCloseDuringWaits(t *testing.T) {
 	l = mustOpenMem(t, fsys.crash(crashDropAll, 0))
 	assert.GreaterOrEqual(t, int64(len(replayMem(t, l).Records)), acked.Load())
 }
+
+// TestWriteDuringSync holds an fsync and checks that a write needing none
+// (SyncNone's write-behind, or an Append that finds the buffer full) goes
+// ahead meanwhile, instead of waiting for the disk.
+func TestWriteDuringSync(t *testing.T) {
+	t.Parallel()
+	fsys := newMemFS()
+	l := mustOpenMem(t, fsys) // SyncAlways
+	gate := make(chan struct{})
+	entered := make(chan struct{})
+	var first atomic.Bool
+	fsys.setFault(func(op memOp) error {
+		if op.kind == opSync && first.CompareAndSwap(false, true) {
+			close(entered)
+			<-gate
+		}
+		return nil
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		seq, err := l.Append(1, []byte("synced"))
+		if err == nil {
+			err = l.Wait(seq)
+		}
+		assert.NoError(t, err)
+	})
+	<-entered // its fsync is held
+
+	seq, err := l.Append(2, []byte("written meanwhile"))
+	require.NoError(t, err)
+	written := make(chan error, 1)
+	go func() { written <- l.waitFor(seq, false) }()
+	select {
+	case err := <-written:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		close(gate)
+		t.Fatal("a write waited for an fsync it did not need")
+	}
+	st := l.Stats()
+	assert.Equal(t, seq, st.Written)
+	assert.Less(t, st.Synced, seq, "the held fsync cannot cover a record written after it began")
+
+	close(gate)
+	wg.Wait()
+	require.NoError(t, l.Wait(seq))
+	assert.Equal(t, seq, l.Stats().Synced)
+	assert.Len(t, replayMem(t, l).Records, 2)
+}
+
+// TestSyncBehind checks that under SyncNone, once syncBehindBytes written
+// bytes are unsynced, a background fsync covers them, and not before.
+func TestSyncBehind(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		opt, tick, _ := manualTicker()
+		fsys := newMemFS()
+		l := mustOpenMem(t, fsys, WithSyncMode(SyncNone), opt)
+		syncs := fsys.countOps(opSync, segmentSuffix)
+		payload := bytes.Repeat([]byte("x"), 64<<10)
+		appendBytes := func(n int) (seq uint64) {
+			for range n / len(payload) {
+				var err error
+				seq, err = l.Append(1, payload)
+				require.NoError(t, err)
+			}
+			return seq
+		}
+
+		seq := appendBytes(syncBehindBytes / 2)
+		tick <- time.Now()
+		synctest.Wait()
+		require.Equal(t, seq, l.Stats().Written)
+		require.Zero(t, l.Stats().Synced, "half of syncBehindBytes stays unsynced")
+
+		seq = appendBytes(syncBehindBytes / 2)
+		tick <- time.Now()
+		synctest.Wait()
+		assert.Equal(t, seq, l.Stats().Synced, "the background fsync covers what was written")
+		assert.Equal(t, syncs+1, fsys.countOps(opSync, segmentSuffix), "with one fsync")
+		require.NoError(t, l.Close())
+	})
+}

@@ -59,17 +59,19 @@ type Log struct {
 	last atomic.Uint64
 
 	flush struct {
-		sync.Mutex             // guards the fields of flush
-		cond         sync.Cond // L is &flush.Mutex; broadcast when busy, written, synced or snapshotting change
-		busy         bool      // a flush leader is writing; it alone uses l.w
-		written      uint64    // every record up to written is in the operating system
-		synced       uint64    // every record up to synced is fsynced
-		segments     []segment // the segment files, oldest first; the last is being written
-		snapSeq      uint64    // sequence number the snapshot file covers; 0 when there is none
-		snapshotting bool      // a WriteSnapshot is running
-		replaying    int       // Replays running; segments are not removed while any is
-		closing      bool      // Close has begun: no new snapshot or replay
-		closed       bool      // the active segment is closed: no more flushes
+		sync.Mutex              // guards the fields of flush
+		cond         sync.Cond  // L is &flush.Mutex; broadcast when busy, written, synced or snapshotting change
+		busy         bool       // a flush leader is writing; it alone uses l.w
+		syncing      bool       // a goroutine is fsyncing target.seg (see waitFor)
+		target       syncTarget // what the last batch left to fsync
+		written      uint64     // every record up to written is in the operating system
+		synced       uint64     // every record up to synced is fsynced
+		segments     []segment  // the segment files, oldest first; the last is being written
+		snapSeq      uint64     // sequence number the snapshot file covers; 0 when there is none
+		snapshotting bool       // a WriteSnapshot is running
+		replaying    int        // Replays running; segments are not removed while any is
+		closing      bool       // Close has begun: no new snapshot or replay
+		closed       bool       // the active segment is closed: no more flushes
 	}
 
 	// w is the writer's state. It belongs to the goroutine that set
@@ -83,13 +85,25 @@ type Log struct {
 		synced     uint64             // last record fsynced
 	}
 
-	stopSync chan struct{} // closed by Close to stop the SyncInterval or SyncNone goroutine
-	syncDone chan struct{} // closed by that goroutine when it returns
-	wake     chan struct{} // SyncNone: wakes its goroutine before the next tick (see writeBehindEarly); nil otherwise
+	stopSync chan struct{} // closed by Close to stop the SyncInterval or SyncNone goroutines
+	syncDone chan struct{} // closed by syncLoop when it returns
+	// SyncNone's second goroutine, syncBehind, fsyncs what the first wrote
+	// once syncBehindBytes are unsynced; nil otherwise.
+	kickSync       chan struct{} // wakes syncBehind
+	syncBehindDone chan struct{} // closed by syncBehind when it returns
+	wake           chan struct{} // SyncNone: wakes its goroutine before the next tick (see writeBehindEarly); nil otherwise
 }
 
 // failure wraps the error that failed the log.
 type failure struct{ err error }
+
+// A syncTarget is what an fsync makes durable: the segment the last batch
+// went to, up to where it ended.
+type syncTarget struct {
+	seg  *activeSegment
+	size int64  // the segment's size after the batch
+	seq  uint64 // the batch's last record
+}
 
 // A segment is one segment file as the log tracks it.
 type segment struct {
@@ -103,8 +117,8 @@ type activeSegment struct {
 	id     uint64
 	name   string
 	f      file
-	size   int64 // bytes written
-	synced int64 // bytes known to be fsynced
+	size   int64 // bytes written; the flush leader's
+	synced int64 // bytes known to be fsynced; changed under flush's lock, or by the leader while no fsync runs
 }
 
 // Recovery reports what Open found in the directory and what it repaired.
@@ -219,6 +233,11 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		tick, stop := cfg.newTicker(interval)
 		l.stopSync = make(chan struct{})
 		l.syncDone = make(chan struct{})
+		if !fsync {
+			l.kickSync = make(chan struct{}, 1)
+			l.syncBehindDone = make(chan struct{})
+			go l.syncBehind()
+		}
 		go l.syncLoop(tick, l.wake, stop, fsync)
 	}
 	return l, nil
@@ -463,11 +482,14 @@ func (l *Log) Close() error {
 	if l.stopSync != nil {
 		close(l.stopSync)
 		<-l.syncDone
+		if l.syncBehindDone != nil {
+			<-l.syncBehindDone
+		}
 	}
 	err := l.waitFor(last, true)
 
 	l.flush.Lock()
-	for l.flush.busy || l.flush.snapshotting {
+	for l.flush.busy || l.flush.syncing || l.flush.snapshotting {
 		l.flush.cond.Wait()
 	}
 	l.flush.closed = true
@@ -507,10 +529,23 @@ func (l *Log) failAndWake(cause error) error {
 }
 
 // waitFor returns once every record up to seq is written to the operating
-// system and, if sync, fsynced. The first waiter that finds no flush running
-// becomes the leader: it takes everything buffered, writes it as one batch,
-// fsyncs if needed, publishes the result and wakes the others, who either
-// find their records done or elect the next leader.
+// system and, if sync, fsynced. Writing and fsyncing are two roles, each
+// held by one goroutine at a time, so that a slow fsync never holds up the
+// next write:
+//
+//   - The first waiter whose record is not written and finds no write
+//     running (nor, if it needs an fsync, an fsync) becomes the flush
+//     leader (flush.busy): it takes everything buffered, writes it as one
+//     batch, and publishes what it wrote, including the batch's segment and
+//     size as the next fsync's target.
+//   - The first waiter that needs an fsync of what is written, and finds
+//     neither a write nor an fsync running, fsyncs the target without
+//     holding either role against writers (flush.syncing), then publishes
+//     it as synced.
+//
+// A write may thus run while an fsync of the same segment does; rotate waits
+// for that fsync before it closes the segment. Waiters sleep on flush.cond
+// until their records are done or a role is free.
 func (l *Log) waitFor(seq uint64, sync bool) error {
 	l.flush.Lock()
 	defer l.flush.Unlock()
@@ -524,32 +559,84 @@ func (l *Log) waitFor(seq uint64, sync bool) error {
 		if l.flush.closed {
 			return ErrClosed
 		}
-		if l.flush.busy {
+		if l.flush.written < seq {
+			// A waiter that needs an fsync anyway lets the one running
+			// finish first, so that the records appended meanwhile go out
+			// as one batch with one fsync (group commit). One that needs
+			// none writes at once: SyncNone's write-behind never waits
+			// for an fsync.
+			if l.flush.busy || (sync && l.flush.syncing) {
+				l.flush.cond.Wait()
+				continue
+			}
+			l.lead()
+			continue
+		}
+		// Written, not yet synced: sync the target, which holds seq.
+		if l.flush.busy || l.flush.syncing {
 			l.flush.cond.Wait()
 			continue
 		}
-		l.flush.busy = true
-		l.flush.Unlock()
-		err := l.flushBatch(sync)
-		l.flush.Lock()
-		l.flush.busy = false
-		if err != nil {
-			l.fail(err)
-		} else {
-			l.flush.written, l.flush.synced = l.w.written, l.w.synced
-			l.flush.segments[len(l.flush.segments)-1].size = l.w.seg.size
-		}
-		l.flush.cond.Broadcast()
+		l.syncTarget()
 	}
+}
+
+// lead writes a batch as the flush leader, and publishes the result. It is
+// called, and returns, with flush locked.
+func (l *Log) lead() {
+	l.flush.busy = true
+	synced := l.w.seg.synced // the syncer changes it under flush's lock only
+	l.flush.Unlock()
+	err := l.flushBatch(synced)
+	l.flush.Lock()
+	l.flush.busy = false
+	if err != nil {
+		l.fail(err)
+	} else {
+		w := &l.w
+		if w.seg.synced == w.seg.size {
+			// Earlier segments were synced before the active one was
+			// created, so everything written is synced.
+			w.synced = w.written
+		}
+		l.flush.written, l.flush.synced = w.written, max(l.flush.synced, w.synced)
+		l.flush.segments[len(l.flush.segments)-1].size = w.seg.size
+		l.flush.target = syncTarget{seg: w.seg, size: w.seg.size, seq: w.written}
+	}
+	l.flush.cond.Broadcast()
+}
+
+// syncTarget fsyncs the segment the last batch went to, up to where that
+// batch ended, and publishes the records up to it as synced. It is called,
+// and returns, with flush locked, when no write or fsync runs.
+func (l *Log) syncTarget() {
+	t := l.flush.target
+	if t.seg != nil && t.seg.synced < t.size { // nil: nothing written since Open, which synced all
+		l.flush.syncing = true
+		l.flush.Unlock()
+		err := t.seg.f.Sync()
+		l.flush.Lock()
+		l.flush.syncing = false
+		if err != nil {
+			l.fail(fmt.Errorf("sync %s: %w", t.seg.name, err))
+			l.flush.cond.Broadcast()
+			return
+		}
+		l.syncs.Add(1)
+		t.seg.synced = max(t.seg.synced, t.size)
+	}
+	l.flush.synced = max(l.flush.synced, t.seq)
+	l.flush.cond.Broadcast()
 }
 
 // flushBatch writes everything buffered (the queued records encoded after
 // the buffer's) as one batch closed by a commit marker, with one write,
-// starting a new segment first if the batch would overflow the current one;
-// then it fsyncs if sync or the mode is SyncAlways. Only the flush leader
-// calls it. Any error leaves the files in an unknown state: the caller fails
-// the log, and nothing is retried.
-func (l *Log) flushBatch(sync bool) error {
+// starting a new segment first if the batch would overflow the current one.
+// synced is how far the active segment was known to be synced when the
+// leader began: the commit marker records it. Only the flush leader calls
+// flushBatch. Any error leaves the files in an unknown state: the caller
+// fails the log, and nothing is retried.
+func (l *Log) flushBatch(synced int64) error {
 	l.mu.Lock()
 	batch, count, queue, last := l.buf, l.bufCount, l.queue, l.last.Load()
 	l.buf, l.bufCount = l.w.spare[:0], 0
@@ -576,9 +663,10 @@ func (l *Log) flushBatch(sync bool) error {
 			if err := l.rotate(last - uint64(count) + 1); err != nil {
 				return err
 			}
+			synced = w.seg.synced // the new segment's header
 		}
 		seg := w.seg
-		batch = appendCommit(batch, last, count, seg.synced)
+		batch = appendCommit(batch, last, count, synced)
 		n, err := seg.f.WriteAt(batch, seg.size)
 		if err == nil && n != len(batch) {
 			err = io.ErrShortWrite
@@ -595,18 +683,6 @@ func (l *Log) flushBatch(sync bool) error {
 	} else {
 		w.spare = nil // let a burst's buffer go
 	}
-	if (sync || l.cfg.sync.policy == syncAlways) && w.seg.synced < w.seg.size {
-		if err := w.seg.f.Sync(); err != nil {
-			return fmt.Errorf("sync %s: %w", w.seg.name, err)
-		}
-		l.syncs.Add(1)
-		w.seg.synced = w.seg.size
-	}
-	if w.seg.synced == w.seg.size {
-		// Earlier segments were synced before the active one was
-		// created, so everything written is synced.
-		w.synced = w.written
-	}
 	return nil
 }
 
@@ -616,6 +692,13 @@ func (l *Log) flushBatch(sync bool) error {
 // Open, calls rotate.
 func (l *Log) rotate(firstSeq uint64) error {
 	old := l.w.seg
+	// An fsync of old may be running; it must end before old is synced
+	// here and closed. No other starts while the leader writes.
+	l.flush.Lock()
+	for l.flush.syncing {
+		l.flush.cond.Wait()
+	}
+	l.flush.Unlock()
 	if old.synced < old.size {
 		if err := old.f.Sync(); err != nil {
 			return fmt.Errorf("sync %s: %w", old.name, err)
@@ -698,5 +781,40 @@ func (l *Log) syncLoop(tick <-chan time.Time, wake <-chan struct{}, stop func(),
 		case <-wake:
 		}
 		_ = l.waitFor(l.last.Load(), fsync)
+		if l.kickSync != nil && l.unsynced() >= syncBehindBytes {
+			select {
+			case l.kickSync <- struct{}{}:
+			default: // syncBehind has a kick pending already
+			}
+		}
+	}
+}
+
+// unsynced returns how many bytes written to the active segment are not
+// known to be fsynced.
+func (l *Log) unsynced() int64 {
+	l.flush.Lock()
+	defer l.flush.Unlock()
+	if t := l.flush.target; t.seg != nil {
+		return t.size - t.seg.synced
+	}
+	return 0
+}
+
+// syncBehind is SyncNone's background fsync: at each kick from syncLoop, it
+// fsyncs everything written so far, while syncLoop goes on writing. A
+// failure is recorded by waitFor, like syncLoop's.
+func (l *Log) syncBehind() {
+	defer close(l.syncBehindDone)
+	for {
+		select {
+		case <-l.stopSync:
+			return
+		case <-l.kickSync:
+		}
+		l.flush.Lock()
+		written := l.flush.written
+		l.flush.Unlock()
+		_ = l.waitFor(written, true)
 	}
 }

@@ -37,6 +37,12 @@ const writeBehindInterval = 10 * time.Millisecond
 // them. What is left below flushThreshold is the goroutine's head start.
 const writeBehindEarly = flushThreshold / 4
 
+// syncBehindBytes is how many written bytes SyncNone lets its active
+// segment hold unsynced before a background fsync, off the writers' path:
+// a rotation or a snapshot, which must fsync the segment while writers
+// wait, then finds little left to sync.
+const syncBehindBytes = 4 << 20
+
 // An Option configures Open.
 type Option interface{ apply(*config) }
 
@@ -205,11 +211,14 @@ var (
 	// every 10ms, or sooner once a quarter of a megabyte is buffered, without
 	// an fsync, and so do Append once a megabyte is buffered, WriteSnapshot
 	// and Close (which also fsyncs). AppendRecord leaves the encoding of its
-	// record to whoever writes it, mostly that goroutine. A crash of the
+	// record to whoever writes it, mostly that goroutine. A second one
+	// fsyncs in the background once 4 MiB are written and not synced, while
+	// the first goes on writing: a new segment or a snapshot, which must
+	// fsync the log first, then finds little to sync. A crash of the
 	// process loses the records of about the last 10ms, acknowledged or
 	// not; a crash of the machine loses every record since the last fsync,
-	// which happens only when the log starts a new segment, before a
-	// snapshot, and on Close. It is like PostgreSQL's
+	// at most about 4 MiB of them unless the disk falls behind. It is like
+	// PostgreSQL's
 	// synchronous_commit=off: for callers who can redo the work of the
 	// last moments before a crash, and want Wait to cost next to nothing.
 	SyncNone = SyncMode{policy: syncNone}
