@@ -60,7 +60,7 @@ type Log struct {
 
 	flush struct {
 		sync.Mutex              // guards the fields of flush
-		cond         sync.Cond  // L is &flush.Mutex; broadcast when busy, written, synced or snapshotting change
+		cond         sync.Cond  // L is &flush.Mutex; broadcast when busy, syncing, written, synced or snapshotting change
 		busy         bool       // a flush leader is writing; it alone uses l.w
 		syncing      bool       // a goroutine is fsyncing target.seg (see waitFor)
 		target       syncTarget // what the last batch left to fsync
