@@ -25,16 +25,7 @@ func TestGroupCommit(t *testing.T) {
 	l := mustOpenMem(t, fsys)
 	base := l.Stats()
 
-	gate := make(chan struct{})
-	entered := make(chan struct{})
-	var first atomic.Bool
-	fsys.setFault(func(op memOp) error {
-		if op.kind == opSync && first.CompareAndSwap(false, true) {
-			close(entered)
-			<-gate
-		}
-		return nil
-	})
+	entered, gate := holdFirstSync(fsys)
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -68,6 +59,21 @@ func TestGroupCommit(t *testing.T) {
 	assert.Equal(t, uint64(2), st.Batches-base.Batches, "one batch for the leader, one for all the followers")
 	assert.Equal(t, uint64(2), st.Syncs-base.Syncs, "one fsync per batch")
 	assert.Len(t, replayMem(t, l).Records, followers+1)
+}
+
+// holdFirstSync makes the first fsync on fsys wait until the test closes
+// gate; entered is closed once that fsync has begun.
+func holdFirstSync(fsys *memFS) (entered, gate chan struct{}) {
+	entered, gate = make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	fsys.setFault(func(op memOp) error {
+		if op.kind == opSync && first.CompareAndSwap(false, true) {
+			close(entered)
+			<-gate
+		}
+		return nil
+	})
+	return entered, gate
 }
 
 // manualTicker returns a withTicker option whose ticks the test sends, and
@@ -392,16 +398,7 @@ func TestWriteDuringSync(t *testing.T) {
 	t.Parallel()
 	fsys := newMemFS()
 	l := mustOpenMem(t, fsys) // SyncAlways
-	gate := make(chan struct{})
-	entered := make(chan struct{})
-	var first atomic.Bool
-	fsys.setFault(func(op memOp) error {
-		if op.kind == opSync && first.CompareAndSwap(false, true) {
-			close(entered)
-			<-gate
-		}
-		return nil
-	})
+	entered, gate := holdFirstSync(fsys)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		seq, err := l.Append(1, []byte("synced"))
