@@ -77,10 +77,11 @@ func (sh *shard) retire(r *record) {
 
 // Stats returns the counts of transitions so far. It reads the counters
 // one domain at a time, so under load the fields may be from slightly
-// different moments; no count ever goes down. It visits every domain, so its cost grows
-// with their number (BenchmarkStats: about 7ms per 100,000 domains): cheap
-// enough for metrics, not for every operation. It holds each shard's lock
-// while it lists the shard's domains, which new domains there wait for.
+// different moments; no count ever goes down. It visits every domain, so
+// its cost grows with their number (BenchmarkStats: about 7ms per 100,000
+// domains): cheap enough for metrics, not for every operation. It holds
+// each shard's lock while it lists the shard's domains, which new domains
+// there wait for.
 func (m *Manager) Stats() Stats {
 	var sum [numEventKinds]uint64
 	var live []*record
