@@ -163,9 +163,6 @@ func (d *domainMap) rebuild(n int) *domainTable {
 	return t
 }
 
-// len returns the number of records in d. The shard's mu must be held.
-func (d *domainMap) len() int { return d.count }
-
 // all calls f with the hash and record of every record in d, in no
 // particular order. The shard's mu must be held, and f must not change d.
 func (d *domainMap) all(f func(h uint64, r *record)) {

@@ -227,22 +227,30 @@ func TestWriteBehind(t *testing.T) {
 	assert.Equal(t, seq, l.Stats().Synced, "Close fsyncs")
 }
 
+// An appendCase adds one record to a Log, raw or as a worklease.Record,
+// which under SyncNone is queued and counted by its bound.
+type appendCase struct {
+	name string
+	size int // bytes each record adds to what is buffered
+	add  func(l *Log) (uint64, error)
+}
+
+func appendCases() []appendCase {
+	payload := bytes.Repeat([]byte("x"), 1000)
+	rec := worklease.Record{Kind: worklease.EventAcquired, Domain: "early", Offset: 7, At: time.Unix(1, 0)}
+	return []appendCase{
+		{"Append", frameHeaderSize + len(payload), func(l *Log) (uint64, error) { return l.Append(1, payload) }},
+		{"AppendRecord", recordBound(&rec), func(l *Log) (uint64, error) { return l.AppendRecord(rec) }},
+	}
+}
+
 // TestWriteBehindEarly checks that under SyncNone, Append and AppendRecord
 // wake the write-behind goroutine once writeBehindEarly bytes are buffered
 // (for a queued record, its bound), so that it writes them without waiting
 // for its tick, and not before.
 func TestWriteBehindEarly(t *testing.T) {
 	t.Parallel()
-	payload := bytes.Repeat([]byte("x"), 1000)
-	rec := worklease.Record{Kind: worklease.EventAcquired, Domain: "early", Offset: 7, At: time.Unix(1, 0)}
-	for _, tc := range []struct {
-		name string
-		size int // bytes each record adds to what is buffered
-		add  func(l *Log) (uint64, error)
-	}{
-		{"Append", frameHeaderSize + len(payload), func(l *Log) (uint64, error) { return l.Append(1, payload) }},
-		{"AppendRecord", recordBound(&rec), func(l *Log) (uint64, error) { return l.AppendRecord(rec) }},
-	} {
+	for _, tc := range appendCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// In a bubble, synctest.Wait returns once the goroutine is
@@ -274,16 +282,7 @@ func TestWriteBehindEarly(t *testing.T) {
 // and the bound holds all the same.
 func TestAppendFlushesLargeBuffer(t *testing.T) {
 	t.Parallel()
-	payload := bytes.Repeat([]byte("x"), 1000)
-	rec := worklease.Record{Kind: worklease.EventProcessed, Domain: "bound", Offset: 1, At: time.Unix(1, 0)}
-	for _, tc := range []struct {
-		name string
-		size int // bytes each record adds to what is buffered
-		add  func(l *Log) (uint64, error)
-	}{
-		{"Append", frameHeaderSize + len(payload), func(l *Log) (uint64, error) { return l.Append(1, payload) }},
-		{"AppendRecord", recordBound(&rec), func(l *Log) (uint64, error) { return l.AppendRecord(rec) }},
-	} {
+	for _, tc := range appendCases() {
 		for _, early := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/early=%v", tc.name, early), func(t *testing.T) {
 				t.Parallel()
