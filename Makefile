@@ -27,6 +27,10 @@ example: ## the README's first command
 # targets. BenchmarkMemory reports heap figures, not times, so one iteration
 # of each run is enough.
 BENCH_TIMED := ^(BenchmarkCycle|BenchmarkFloorCycle|BenchmarkFloorCycleTimeline|BenchmarkCycleParallel|BenchmarkGlobalFloorParallel|BenchmarkFailRetry|BenchmarkEnqueueHandOff|BenchmarkDeque)$$
+# The journal's: group commit, SyncNone against no journal, and replay. They
+# run at the machine's GOMAXPROCS, as a service would: the write-behind
+# goroutine and concurrent callers need the other cores.
+BENCH_WAL := ^(BenchmarkManagerDurable|BenchmarkManagerNoSync|BenchmarkManagerInMemory|BenchmarkManagerReplay)$$
 BENCHTIME ?= 500ms
 
 # BENCH_ROUNDS fresh processes each run every benchmark once: a benchmark
@@ -38,9 +42,10 @@ BENCH_ROUNDS ?= 5
 
 bench: ## the performance benchmarks, then a table of their ratios against the targets
 	@status=$$(mktemp); bin=$$(mktemp -d); \
-	{ go test -c -o "$$bin/worklease.test" . && \
+	{ go test -c -o "$$bin/worklease.test" . && go test -c -o "$$bin/wal.test" ./wal && \
 	  i=0 && while [ $$i -lt $(BENCH_ROUNDS) ] && \
-	    "$$bin/worklease.test" -test.run='^$$' -test.bench='$(BENCH_TIMED)' -test.benchtime=$(BENCHTIME) -test.count=1 -test.cpu=1,2 -test.benchmem; \
+	    "$$bin/worklease.test" -test.run='^$$' -test.bench='$(BENCH_TIMED)' -test.benchtime=$(BENCHTIME) -test.count=1 -test.cpu=1,2 -test.benchmem && \
+	    "$$bin/wal.test" -test.run='^$$' -test.bench='$(BENCH_WAL)' -test.benchtime=$(BENCHTIME) -test.count=1 -test.benchmem; \
 	    do i=$$((i+1)); done && [ $$i -eq $(BENCH_ROUNDS) ] && \
 	  "$$bin/worklease.test" -test.run='^$$' -test.bench='^BenchmarkMemory$$' -test.benchtime=1x -test.count=5 ; \
 	  echo $$? >"$$status"; } | go run ./internal/benchtable; \

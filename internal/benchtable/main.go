@@ -77,6 +77,28 @@ var rows = []row{
 	allocRow("BenchmarkCycle"),
 	allocRow("BenchmarkFailRetry"),
 	allocRow("BenchmarkEnqueueHandOff"),
+	{
+		measure: "BenchmarkManagerDurable/callers=64 ÷ callers=1, ops/s",
+		meaning: "64 concurrent durable callers share fsyncs: at least 20 times the throughput of one",
+		value: ratio(
+			quantity{"BenchmarkManagerDurable/callers=64", 0, "ops/s"},
+			quantity{"BenchmarkManagerDurable/callers=1", 0, "ops/s"}),
+		atMost: false, target: 20,
+	},
+	{
+		measure: "BenchmarkManagerNoSync ÷ BenchmarkManagerInMemory, ns/op",
+		meaning: "journaling under wal.SyncNone costs a cycle at most 3 times the Manager without a journal",
+		value: ratio(
+			quantity{"BenchmarkManagerNoSync", 0, "ns/op"},
+			quantity{"BenchmarkManagerInMemory", 0, "ns/op"}),
+		atMost: true, target: 3,
+	},
+	{
+		measure: "BenchmarkManagerReplay, records/s",
+		meaning: "a restart replays at least a million records a second",
+		value:   median(quantity{"BenchmarkManagerReplay", 0, "records/s"}),
+		atMost:  false, target: 1e6,
+	},
 }
 
 // cycleRow compares BenchmarkCycle with a floor: BenchmarkFloorCycle reads
@@ -330,7 +352,7 @@ func write(w io.Writer, vs []verdict) error {
 		if v.atMost {
 			op = "≤"
 		}
-		target := strconv.FormatFloat(v.target, 'g', -1, 64)
+		target := strconv.FormatFloat(v.target, 'f', -1, 64)
 		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s |\n", v.measure, value, op, target, result, v.meaning)
 	}
 	b.WriteString("\nValues are medians of each benchmark's runs, and a ratio divides two medians.\n" +
