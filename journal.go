@@ -102,7 +102,11 @@ type Record struct {
 	Attempt int
 	Token   Token
 	Cause   string // the text of the event's cause; "" if none
-	At      time.Time
+	// At is when the transition happened, by the Manager's clock. It is
+	// zero where the Manager read no clock: in the records of Succeed,
+	// Extend, Inspect and Forget when leases never expire and no observer
+	// is configured, which replay applies without a time.
+	At time.Time
 
 	// AcquiredAt and Retries: for EventAcquired and EventRequeued, the
 	// offset's first grant and its failed attempts so far.

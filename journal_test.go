@@ -372,3 +372,61 @@ func TestReplayRejectsCorruptSnapshots(t *testing.T) {
 		require.NoError(t, worklease.CheckInvariants(m))
 	}
 }
+
+// TestJournalRecordTimes checks which records carry a time. A grant always
+// does. Succeed reads the clock only when something needs the time: with a
+// TTL (replay checks the lease's expiry against it) or an observer, its
+// record has one; with neither it has none.
+func TestJournalRecordTimes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []worklease.Option
+		want bool // the Processed record has a time
+	}{
+		{"plain", nil, false},
+		{"ttl", []worklease.Option{worklease.WithLeaseTTL(time.Minute)}, true},
+		{"observer", []worklease.Option{worklease.WithObserver(worklease.ObserverFunc(func(worklease.Event) {}))}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := &memjournal.Journal{}
+			m, clk := newManager(t, append(c.opts, worklease.WithJournal(j))...)
+			res := acquire(t, m, "d", 0, worklease.Acquired)
+			clk.Advance(time.Second)
+			_, err := m.Succeed("d", res.Token)
+			require.NoError(t, err)
+
+			_, recs := j.Records()
+			require.Len(t, recs, 2)
+			require.Equal(t, worklease.EventAcquired, recs[0].Kind)
+			require.True(t, recs[0].At.Equal(epoch), "grant at %v", recs[0].At)
+			require.Equal(t, worklease.EventProcessed, recs[1].Kind)
+			if c.want {
+				require.True(t, recs[1].At.Equal(epoch.Add(time.Second)), "processed at %v", recs[1].At)
+			} else {
+				require.True(t, recs[1].At.IsZero(), "processed at %v", recs[1].At)
+			}
+			require.NoError(t, m.Close())
+		})
+	}
+}
+
+// TestReplayedExpiryWithoutTTL checks that a lease journaled with an expiry
+// keeps it on a restart without WithLeaseTTL: the restarted Manager reads
+// the clock on every call, and revokes the lease once its time is up.
+func TestReplayedExpiryWithoutTTL(t *testing.T) {
+	j := &memjournal.Journal{}
+	m, clk := newManager(t, worklease.WithJournal(j), worklease.WithLeaseTTL(time.Minute), worklease.WithMaxRetries(0))
+	res := acquire(t, m, "d", 0, worklease.Acquired)
+	require.NoError(t, m.Close())
+
+	m, err := worklease.New(worklease.WithClock(clk), worklease.WithJournal(j.Reopen()), worklease.WithMaxRetries(0))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Close()) }()
+	clk.Advance(2 * time.Minute)
+	_, err = m.Succeed("d", res.Token)
+	require.ErrorIs(t, err, worklease.ErrLeaseExpired)
+	info, err := m.Inspect("d")
+	require.NoError(t, err)
+	require.False(t, info.Leased)
+	require.NoError(t, worklease.CheckInvariants(m))
+}

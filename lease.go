@@ -32,11 +32,13 @@ type Manager struct {
 	observer  Observer
 	journal   Journal      // nil: state lives in memory only
 	replaying *replayState // non-nil while New replays the journal; only New's goroutine runs
-	// extras: leases expire, or transitions are observed or journaled.
-	// Then every call reads the clock, as leases expire and events and
-	// records carry a time, and finishing a call is more than unlocking.
-	// Otherwise only TryAcquire and Fail read the clock.
-	extras bool
+	// timed: leases may expire (WithLeaseTTL, or a lease that replay
+	// restored kept its expiry) or an observer is told when transitions
+	// happen. Then every call reads the clock. Otherwise only TryAcquire
+	// and Fail do, as grants and dead letters keep their time; the records
+	// the other calls journal then carry none, as replay needs none to
+	// apply them. Set by New, before the Manager is shared.
+	timed bool
 	// reporting: transitions are reported to an observer or a journal, not
 	// only counted.
 	reporting bool
@@ -81,7 +83,7 @@ func New(opts ...Option) (*Manager, error) {
 		loc:       time.Local,
 		observer:  cfg.observer,
 		journal:   cfg.journal,
-		extras:    cfg.ttl > 0 || cfg.observer != nil || cfg.journal != nil,
+		timed:     cfg.ttl > 0 || cfg.observer != nil,
 		reporting: cfg.observer != nil || cfg.journal != nil,
 	}
 	if m.clock != nil {
@@ -92,6 +94,7 @@ func New(opts ...Option) (*Manager, error) {
 			_ = m.journal.Close() // releases what it holds, such as a directory lock; the replay error says more
 			return nil, err
 		}
+		m.timed = m.timed || m.anyLeaseExpires()
 	}
 	return m, nil
 }
@@ -115,9 +118,10 @@ func (m *Manager) now() instant {
 	return instantOf(m.clock.Now())
 }
 
-// nowIfNeeded reads the clock only if leases expire or events carry a time.
+// nowIfNeeded reads the clock only if leases may expire or events carry a
+// time (see Manager.timed).
 func (m *Manager) nowIfNeeded() instant {
-	if !m.extras {
+	if !m.timed {
 		return 0
 	}
 	return m.now()

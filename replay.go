@@ -283,3 +283,16 @@ func (s *domainState) apply(p *policy, rec Record, ended int64) error {
 	}
 	return nil
 }
+
+// anyLeaseExpires reports whether a lease has an expiry. Replay can restore
+// one into a Manager without WithLeaseTTL, whose calls must then read the
+// clock to expire it (see Manager.timed).
+func (m *Manager) anyLeaseExpires() bool {
+	found := false
+	m.forEachRecord(func(_ *shard, _ string, r *record) {
+		r.mu.Lock()
+		found = found || (r.state.leased && r.state.lease.expiresAt != 0)
+		r.mu.Unlock()
+	})
+	return found
+}

@@ -165,8 +165,9 @@ decoded but not replayed, so dump shows records that verify rejects.
 
 Columns: seq, kind, domain, offset (or -), token (or -; a Forgotten
 record's carries only the domain's last fence), attempt, retries, front (an
-Enqueued record went to the front), at, acquired, expires (or -), cause (or
--). See worklease.Record for what each kind of record holds.`,
+Enqueued record went to the front), at (or -, where the Manager read no
+clock), acquired, expires (or -), cause (or -). See worklease.Record for what
+each kind of record holds.`,
 		run: dump,
 	},
 }
