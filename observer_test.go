@@ -492,3 +492,35 @@ func TestObserverPanicKeepsTheRestOfTheBatch(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []worklease.EventKind{worklease.EventAcquired, worklease.EventPaused, worklease.EventEnqueued}, kinds)
 }
+
+// TestObserverRejectionOnUnknownDomain checks that Succeed, Fail and Extend
+// on a domain the Manager does not know (never seen, or forgotten) are
+// rejections like any other: an EventRejected with ErrNoLease, counted in
+// Stats.
+func TestObserverRejectionOnUnknownDomain(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	m, clk := newManager(t, worklease.WithObserver(rec), worklease.WithLeaseTTL(time.Minute))
+	tok := acquire(t, m, "A", 0, worklease.Acquired).Token
+	_, err := m.Succeed("A", tok)
+	require.NoError(t, err)
+	require.NoError(t, m.Forget("A"))
+	rec.reset()
+
+	clk.Advance(time.Second)
+	at := clk.Now()
+	_, err = m.Succeed("A", tok) // forgotten
+	require.ErrorIs(t, err, worklease.ErrNoLease)
+	_, err = m.Fail("never", tok, errors.New("boom"))
+	require.ErrorIs(t, err, worklease.ErrNoLease)
+	_, err = m.Extend("never", tok, time.Minute)
+	require.ErrorIs(t, err, worklease.ErrNoLease)
+
+	noLease := worklease.ErrNoLease.Error()
+	require.Equal(t, []ev{
+		{worklease.EventRejected, "A", -1, 0, tok, noLease, at},
+		{worklease.EventRejected, "never", -1, 0, tok, noLease, at},
+		{worklease.EventRejected, "never", -1, 0, tok, noLease, at},
+	}, evs(rec.events()))
+	require.Equal(t, uint64(3), m.Stats().Rejected)
+}
