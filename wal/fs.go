@@ -62,6 +62,16 @@ type file interface {
 	Close() error
 }
 
+// A writeBackStarter is a file that can start writing a range to its
+// device without waiting for it (sync_file_range(2) on Linux), so that a
+// later fsync of the range finds little left to write. It is a hint and
+// makes nothing durable; an error it meets also reaches the next fsync, so
+// callers may ignore its result. (It is not part of file so that test file
+// systems need not implement it.)
+type writeBackStarter interface {
+	startWriteBack(off, n int64) error
+}
+
 // osFS is the operating system's file system.
 type osFS struct{}
 

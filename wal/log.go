@@ -91,7 +91,13 @@ type Log struct {
 	// once syncBehindBytes are unsynced; nil otherwise.
 	kickSync       chan struct{} // wakes syncBehind
 	syncBehindDone chan struct{} // closed by syncBehind when it returns
-	wake           chan struct{} // SyncNone: wakes its goroutine before the next tick (see writeBehindEarly); nil otherwise
+	// writeBack is how far SyncNone's goroutine has started the write-back
+	// of a segment (see startWriteBack). Only that goroutine uses it.
+	writeBack struct {
+		seg  *activeSegment
+		upTo int64
+	}
+	wake chan struct{} // SyncNone: wakes its goroutine before the next tick (see writeBehindEarly); nil otherwise
 }
 
 // failure wraps the error that failed the log.
@@ -781,6 +787,9 @@ func (l *Log) syncLoop(tick <-chan time.Time, wake <-chan struct{}, stop func(),
 		case <-wake:
 		}
 		_ = l.waitFor(l.last.Load(), fsync)
+		if l.kickSync != nil {
+			l.startWriteBack()
+		}
 		if l.kickSync != nil && l.unsynced() >= syncBehindBytes {
 			select {
 			case l.kickSync <- struct{}{}:
@@ -788,6 +797,34 @@ func (l *Log) syncLoop(tick <-chan time.Time, wake <-chan struct{}, stop func(),
 			}
 		}
 	}
+}
+
+// startWriteBack is SyncNone's: once writeBackBytes more have been written
+// to the active segment, it has the kernel start writing them to the device,
+// without waiting. The log then goes out steadily, and the background fsync
+// (syncBehind) finds little left to write: a long fsync holds a thread, and
+// on a small machine the CPU the write-behind goroutine needs to keep up.
+// It is a hint, so it ignores errors: any it meets, the next fsync reports.
+// Only syncLoop calls it.
+func (l *Log) startWriteBack() {
+	l.flush.Lock()
+	t := l.flush.target
+	l.flush.Unlock()
+	wb := &l.writeBack
+	if t.seg == nil {
+		return
+	}
+	if t.seg != wb.seg { // a new segment, written from its start
+		wb.seg, wb.upTo = t.seg, 0
+	}
+	if t.size-wb.upTo < writeBackBytes {
+		return
+	}
+	if f, ok := t.seg.f.(writeBackStarter); ok {
+		// A rotation may close f meanwhile; the call then fails, harmlessly.
+		_ = f.startWriteBack(wb.upTo, t.size-wb.upTo)
+	}
+	wb.upTo = t.size
 }
 
 // unsynced returns how many bytes written to the active segment are not
