@@ -91,13 +91,13 @@ type Log struct {
 	// once syncBehindBytes are unsynced; nil otherwise.
 	kickSync       chan struct{} // wakes syncBehind
 	syncBehindDone chan struct{} // closed by syncBehind when it returns
+	wake           chan struct{} // SyncNone: wakes its goroutine before the next tick (see writeBehindEarly); nil otherwise
 	// writeBack is how far SyncNone's goroutine has started the write-back
 	// of a segment (see startWriteBack). Only that goroutine uses it.
 	writeBack struct {
 		seg  *activeSegment
 		upTo int64
 	}
-	wake chan struct{} // SyncNone: wakes its goroutine before the next tick (see writeBehindEarly); nil otherwise
 }
 
 // failure wraps the error that failed the log.
