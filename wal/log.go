@@ -787,10 +787,11 @@ func (l *Log) syncLoop(tick <-chan time.Time, wake <-chan struct{}, stop func(),
 		case <-wake:
 		}
 		_ = l.waitFor(l.last.Load(), fsync)
-		if l.kickSync != nil {
-			l.startWriteBack()
+		if l.kickSync == nil { // not SyncNone
+			continue
 		}
-		if l.kickSync != nil && l.unsynced() >= syncBehindBytes {
+		l.startWriteBack()
+		if l.unsynced() >= syncBehindBytes {
 			select {
 			case l.kickSync <- struct{}{}:
 			default: // syncBehind has a kick pending already
