@@ -2,10 +2,7 @@
 
 package wal
 
-import (
-	"os"
-	"syscall"
-)
+import "syscall"
 
 // startWriteBack starts writing f's bytes [off, off+n) to the device with
 // sync_file_range(2), without waiting: SYNC_FILE_RANGE_WRITE alone neither
@@ -13,28 +10,13 @@ import (
 // fdatasync reports. (On these architectures the system call takes its
 // arguments in this order, each in one register.)
 func (f osFile) startWriteBack(off, n int64) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			_, _, errno := syscall.Syscall6(syscall.SYS_SYNC_FILE_RANGE, fd, uintptr(off), uintptr(n), syncFileRangeWrite, 0, 0)
-			if errno != syscall.EINTR {
-				if errno != 0 {
-					serr = errno
-				}
-				return
-			}
+	return fdCall(f.File, "sync_file_range", func(fd uintptr) error {
+		_, _, errno := syscall.Syscall6(syscall.SYS_SYNC_FILE_RANGE, fd, uintptr(off), uintptr(n), syncFileRangeWrite, 0, 0)
+		if errno != 0 {
+			return errno
 		}
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return &os.PathError{Op: "sync_file_range", Path: f.Name(), Err: serr}
-	}
-	return nil
+		return nil
+	})
 }
 
 // syncFileRangeWrite is SYNC_FILE_RANGE_WRITE, which the syscall package
