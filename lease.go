@@ -361,7 +361,7 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return SucceedResult{}, m.rejectUnknown(sh, "Succeed", domain, tok, now)
+		return SucceedResult{}, domainError("Succeed", domain, ErrNoLease)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	res, err := r.state.succeed(&m.policy, &e, tok)
@@ -393,7 +393,7 @@ func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error
 	}
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return FailResult{}, m.rejectUnknown(sh, "Fail", domain, tok, now)
+		return FailResult{}, domainError("Fail", domain, ErrNoLease)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	res, err := r.state.fail(&m.policy, &e, tok, cause)
@@ -426,7 +426,7 @@ func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, 
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return time.Time{}, m.rejectUnknown(sh, "Extend", domain, tok, now)
+		return time.Time{}, domainError("Extend", domain, ErrNoLease)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	at, err := r.state.extend(&m.policy, &e, tok, d)
@@ -437,19 +437,6 @@ func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, 
 		return time.Time{}, domainError("Extend", domain, err)
 	}
 	return at.in(m.loc), nil
-}
-
-// rejectUnknown refuses call (Succeed, Fail or Extend) on domain, which has
-// no record, as checkToken refuses a token on a domain without a lease: it
-// counts the rejection in sh and tells the observer, then returns the
-// error. There is no record to queue the event on, and no state to order it
-// with, so the observer hears of it at once.
-func (m *Manager) rejectUnknown(sh *shard, call, domain string, tok Token, now instant) error {
-	sh.stats.add(EventRejected, 1)
-	if m.observer != nil {
-		m.observer.Observe(Event{Kind: EventRejected, Domain: domain, Offset: -1, Token: tok, Cause: ErrNoLease, At: now.in(m.loc)})
-	}
-	return domainError(call, domain, ErrNoLease)
 }
 
 // invalidStatus names a status value that is not one of its type's constants.

@@ -653,15 +653,8 @@ func (md *modelDomain) checkToken(tok worklease.Token, now time.Time) error {
 	return err
 }
 
-// rejectUnknown is the rejection of Succeed, Fail and Extend on a domain
-// without a record: an event, like checkToken's.
-func (md *modelDomain) rejectUnknown(tok worklease.Token, now time.Time) {
-	md.emit(worklease.EventRejected, -1, 0, tok, worklease.ErrNoLease, now)
-}
-
 func (md *modelDomain) succeed(tok worklease.Token, now time.Time) (worklease.SucceedResult, error) {
 	if !md.created {
-		md.rejectUnknown(tok, now)
 		return worklease.SucceedResult{}, worklease.ErrNoLease
 	}
 	md.touch(now)
@@ -680,7 +673,6 @@ func (md *modelDomain) succeed(tok worklease.Token, now time.Time) (worklease.Su
 
 func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (worklease.FailResult, error) {
 	if !md.created {
-		md.rejectUnknown(tok, now)
 		return worklease.FailResult{}, worklease.ErrNoLease
 	}
 	md.touch(now)
@@ -713,7 +705,6 @@ func (md *modelDomain) extend(tok worklease.Token, d time.Duration, now time.Tim
 		return time.Time{}, worklease.ErrInvalidDuration
 	}
 	if !md.created {
-		md.rejectUnknown(tok, now)
 		return time.Time{}, worklease.ErrNoLease
 	}
 	md.touch(now)

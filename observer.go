@@ -37,9 +37,11 @@ const (
 	EventRequeued
 	// EventExtended: a lease's expiry moved later.
 	EventExtended
-	// EventRejected: Succeed, Fail or Extend was refused for Token; Cause is
-	// the error returned (ErrTokenMismatch, ErrNoLease, ErrLeaseExpired or
-	// ErrLeaseRevoked). Offset is the lease in flight, or -1.
+	// EventRejected: Succeed, Fail or Extend on a domain the Manager knows
+	// was refused for Token; Cause is the error returned (ErrTokenMismatch,
+	// ErrNoLease, ErrLeaseExpired or ErrLeaseRevoked). Offset is the lease
+	// in flight, or -1. (On an unknown domain they are no event; see
+	// WithObserver.)
 	EventRejected
 	// EventOutOfOrder: with WithBestEffortOrdering, an offset other than the
 	// backlog's head was granted; an EventAcquired follows.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/worklease/worklease"
@@ -493,34 +494,63 @@ func TestObserverPanicKeepsTheRestOfTheBatch(t *testing.T) {
 	require.Equal(t, []worklease.EventKind{worklease.EventAcquired, worklease.EventPaused, worklease.EventEnqueued}, kinds)
 }
 
-// TestObserverRejectionOnUnknownDomain checks that Succeed, Fail and Extend
-// on a domain the Manager does not know (never seen, or forgotten) are
-// rejections like any other: an EventRejected with ErrNoLease, counted in
-// Stats.
-func TestObserverRejectionOnUnknownDomain(t *testing.T) {
+// TestObserverUnknownDomainIsNoEvent checks that Succeed, Fail and Extend
+// on a domain the Manager does not know (never seen, or forgotten) return
+// ErrNoLease and report nothing: not from inside the observer, where an
+// event would reach it before its own call returned, and not while a
+// forgotten domain's last events are still being delivered, which it would
+// overtake.
+func TestObserverUnknownDomainIsNoEvent(t *testing.T) {
 	t.Parallel()
-	rec := &recorder{}
-	m, clk := newManager(t, worklease.WithObserver(rec), worklease.WithLeaseTTL(time.Minute))
+	var (
+		mu              sync.Mutex
+		kinds           []worklease.EventKind
+		depth, maxDepth int
+		m               *worklease.Manager
+	)
+	entered, release := make(chan struct{}), make(chan struct{})
+	obs := worklease.ObserverFunc(func(e worklease.Event) {
+		mu.Lock()
+		kinds = append(kinds, e.Kind)
+		depth++
+		maxDepth = max(maxDepth, depth)
+		mu.Unlock()
+		if e.Kind == worklease.EventProcessed {
+			// A call from the observer, on a domain that never was.
+			_, err := m.Succeed("never", e.Token)
+			assert.ErrorIs(t, err, worklease.ErrNoLease)
+			close(entered)
+			<-release
+		}
+		mu.Lock()
+		depth--
+		mu.Unlock()
+	})
+	m, _ = newManager(t, worklease.WithObserver(obs), worklease.WithLeaseTTL(time.Minute))
 	tok := acquire(t, m, "A", 0, worklease.Acquired).Token
-	_, err := m.Succeed("A", tok)
-	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := m.Succeed("A", tok)
+		assert.NoError(t, err)
+	}()
+	<-entered
+	// A's Processed event is being delivered: Forget leaves its Forgotten
+	// event to that delivery, and calls on the forgotten A must not
+	// overtake it.
 	require.NoError(t, m.Forget("A"))
-	rec.reset()
+	_, err := m.Succeed("A", tok)
+	require.ErrorIs(t, err, worklease.ErrNoLease)
+	_, err = m.Fail("A", tok, errors.New("boom"))
+	require.ErrorIs(t, err, worklease.ErrNoLease)
+	_, err = m.Extend("A", tok, time.Minute)
+	require.ErrorIs(t, err, worklease.ErrNoLease)
+	close(release)
+	<-done
 
-	clk.Advance(time.Second)
-	at := clk.Now()
-	_, err = m.Succeed("A", tok) // forgotten
-	require.ErrorIs(t, err, worklease.ErrNoLease)
-	_, err = m.Fail("never", tok, errors.New("boom"))
-	require.ErrorIs(t, err, worklease.ErrNoLease)
-	_, err = m.Extend("never", tok, time.Minute)
-	require.ErrorIs(t, err, worklease.ErrNoLease)
-
-	noLease := worklease.ErrNoLease.Error()
-	require.Equal(t, []ev{
-		{worklease.EventRejected, "A", -1, 0, tok, noLease, at},
-		{worklease.EventRejected, "never", -1, 0, tok, noLease, at},
-		{worklease.EventRejected, "never", -1, 0, tok, noLease, at},
-	}, evs(rec.events()))
-	require.Equal(t, uint64(3), m.Stats().Rejected)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []worklease.EventKind{worklease.EventAcquired, worklease.EventProcessed, worklease.EventForgotten}, kinds)
+	require.Equal(t, 1, maxDepth, "the observer was called from inside itself")
+	require.Zero(t, m.Stats().Rejected)
 }

@@ -220,9 +220,10 @@ func WithMonotonicOffsets() Option {
 // released, in the order they happened for each domain, by the goroutine
 // whose call caused them or by one still delivering that domain's earlier
 // events; events of different domains may be delivered concurrently, so o
-// must be safe for concurrent use. A rejection of Succeed, Fail or Extend
-// on a domain the Manager does not know (never seen, or forgotten) changes
-// nothing and is delivered at once by its caller.
+// must be safe for concurrent use. Succeed, Fail and Extend on a domain
+// the Manager does not know (never seen, or forgotten) return ErrNoLease
+// and are no event: with no domain to order it among, an event could reach
+// o before the forgotten domain's last events, or inside o's own call.
 //
 // o may call the Manager, even on the same domain: its call's events are
 // delivered after o returns. o should return quickly, since it delays the

@@ -14,7 +14,7 @@ type Stats struct {
 	Expired      uint64 // leases revoked because their time ran out
 	Requeued     uint64 // offsets put back at the front after an expiry or a forced release
 	Extended     uint64 // lease expiries moved later
-	Rejected     uint64 // Succeed, Fail or Extend refused for a stale or wrong token
+	Rejected     uint64 // Succeed, Fail or Extend refused for a stale or wrong token on a known domain
 	OutOfOrder   uint64 // best-effort grants of an offset other than the backlog's head
 	Killed       uint64 // offsets killed by an operator
 	Redriven     uint64 // dead letters put back by an operator
