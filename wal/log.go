@@ -87,13 +87,14 @@ type Log struct {
 
 	stopSync chan struct{} // closed by Close to stop the SyncInterval or SyncNone goroutines
 	syncDone chan struct{} // closed by syncLoop when it returns
-	// SyncNone's second goroutine, syncBehind, fsyncs what the first wrote
-	// once syncBehindBytes are unsynced; nil otherwise.
+	// SyncNone's second goroutine, syncBehind, starts the write-back of
+	// what the first wrote and fsyncs it once syncBehindBytes are unsynced;
+	// nil otherwise.
 	kickSync       chan struct{} // wakes syncBehind
 	syncBehindDone chan struct{} // closed by syncBehind when it returns
 	wake           chan struct{} // SyncNone: wakes its goroutine before the next tick (see writeBehindEarly); nil otherwise
-	// writeBack is how far SyncNone's goroutine has started the write-back
-	// of a segment (see startWriteBack). Only that goroutine uses it.
+	// writeBack is how far syncBehind has started the write-back of a
+	// segment (see startWriteBack). Only that goroutine uses it.
 	writeBack struct {
 		seg  *activeSegment
 		upTo int64
@@ -779,6 +780,7 @@ func (l *Log) finishFile(f file, b []byte, tmp, path string) error {
 func (l *Log) syncLoop(tick <-chan time.Time, wake <-chan struct{}, stop func(), fsync bool) {
 	defer close(l.syncDone)
 	defer stop()
+	kicked := l.batches.Load() // the batches syncBehind was told of
 	for {
 		select {
 		case <-l.stopSync:
@@ -790,8 +792,11 @@ func (l *Log) syncLoop(tick <-chan time.Time, wake <-chan struct{}, stop func(),
 		if l.kickSync == nil { // not SyncNone
 			continue
 		}
-		l.startWriteBack()
-		if l.unsynced() >= syncBehindBytes {
+		// What reaches the disk is syncBehind's to start and fsync: calls
+		// that may wait for the device, while this goroutine must keep
+		// writing.
+		if b := l.batches.Load(); b != kicked {
+			kicked = b
 			select {
 			case l.kickSync <- struct{}{}:
 			default: // syncBehind has a kick pending already
@@ -803,10 +808,11 @@ func (l *Log) syncLoop(tick <-chan time.Time, wake <-chan struct{}, stop func(),
 // startWriteBack is SyncNone's: once writeBackBytes more have been written
 // to the active segment, it has the kernel start writing them to the device,
 // without waiting. The log then goes out steadily, and the background fsync
-// (syncBehind) finds little left to write: a long fsync holds a thread, and
-// on a small machine the CPU the write-behind goroutine needs to keep up.
-// It is a hint, so it ignores errors: any it meets, the next fsync reports.
-// Only syncLoop calls it.
+// finds little left to write: a long fsync holds a thread, and on a small
+// machine the CPU the write-behind goroutine needs to keep up. It is a hint,
+// so it ignores errors: any it meets, the next fsync reports. Only
+// syncBehind calls it, as sync_file_range may wait for room in the device's
+// queue.
 func (l *Log) startWriteBack() {
 	l.flush.Lock()
 	t := l.flush.target
@@ -839,9 +845,11 @@ func (l *Log) unsynced() int64 {
 	return 0
 }
 
-// syncBehind is SyncNone's background fsync: at each kick from syncLoop, it
-// fsyncs everything written so far, while syncLoop goes on writing. A
-// failure is recorded by waitFor, like syncLoop's.
+// syncBehind is SyncNone's disk work, off the write-behind goroutine's
+// path: at each kick from syncLoop, which has written more, it starts the
+// write-back of what was written (startWriteBack) and, once syncBehindBytes
+// are unsynced, fsyncs everything written so far, while syncLoop goes on
+// writing. A failure is recorded by waitFor, like syncLoop's.
 func (l *Log) syncBehind() {
 	defer close(l.syncBehindDone)
 	for {
@@ -849,6 +857,10 @@ func (l *Log) syncBehind() {
 		case <-l.stopSync:
 			return
 		case <-l.kickSync:
+		}
+		l.startWriteBack()
+		if l.unsynced() < syncBehindBytes {
+			continue
 		}
 		l.flush.Lock()
 		written := l.flush.written

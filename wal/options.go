@@ -218,10 +218,10 @@ var (
 	// record to whoever writes it, mostly that goroutine. A second one
 	// fsyncs in the background once 4 MiB are written and not synced, while
 	// the first goes on writing: a new segment or a snapshot, which must
-	// fsync the log first, then finds little to sync. On Linux, the first
-	// also has the kernel start writing each quarter of a megabyte it wrote
-	// to the disk, without waiting (sync_file_range), so that the fsyncs
-	// find little left to write and end soon. A crash of the
+	// fsync the log first, then finds little to sync. On Linux (amd64 and
+	// arm64), the second also has the kernel start writing each quarter of
+	// a megabyte written to the disk, without waiting (sync_file_range), so
+	// that the fsyncs find little left to write and end soon. A crash of the
 	// process loses the records of about the last 10ms, acknowledged or
 	// not; a crash of the machine loses every record since the last fsync,
 	// at most about 4 MiB of them unless the disk falls behind. It is like

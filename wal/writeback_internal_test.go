@@ -19,6 +19,9 @@ type writeBackFS struct {
 	*memFS
 	mu      sync.Mutex
 	started map[string][][2]int64 // by the name a file was opened under: [from, to) ranges, in order
+	// congested, if not nil, holds every write-back until it is closed,
+	// as sync_file_range waits while the device's queue is full.
+	congested chan struct{}
 }
 
 func newWriteBackFS() *writeBackFS {
@@ -73,6 +76,9 @@ func (f *writeBackFile) startWriteBack(off, n int64) error {
 	f.fs.mu.Lock()
 	f.fs.started[f.name] = append(f.fs.started[f.name], [2]int64{off, off + n})
 	f.fs.mu.Unlock()
+	if f.fs.congested != nil {
+		<-f.fs.congested
+	}
 	return nil
 }
 
@@ -132,6 +138,41 @@ func TestStartWriteBack(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestWriteBackLeavesWritesGoing checks that a write-back that waits, as
+// sync_file_range does for a congested device, holds up neither the
+// write-behind goroutine nor the callers: SyncNone's writes go on while it
+// waits.
+func TestWriteBackLeavesWritesGoing(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		opt, tick, _ := manualTicker()
+		fsys := newWriteBackFS()
+		fsys.congested = make(chan struct{})
+		l, err := Open(dir, withFS(fsys), WithSyncMode(SyncNone), opt)
+		require.NoError(t, err)
+		payload := bytes.Repeat([]byte("x"), 48<<10)
+		write := func(n int) uint64 {
+			var seq uint64
+			for range n {
+				seq, err = l.Append(1, payload)
+				require.NoError(t, err)
+			}
+			tick <- time.Now()
+			synctest.Wait()
+			return seq
+		}
+
+		write(8) // 384 KiB: the write-back of the first 256 KiB starts, and waits
+		require.Len(t, fsys.ranges(segmentSuffix), 1, "a write-back started")
+		for range 3 {
+			last := write(8)
+			require.Equal(t, last, l.Stats().Written, "written while a write-back waits")
+		}
+		close(fsys.congested)
+		require.NoError(t, l.Close())
+	})
 }
 
 // TestOSFileStartWriteBack checks the real thing on a file of the operating
