@@ -379,7 +379,10 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 // lease and returns RetryScheduled: the caller backs off and tries again
 // under the same token. Once it has none, the offset becomes failed
 // (terminal) and a dead letter that keeps cause, the lease is released, and
-// Fail returns GiveUpNoBacklog or GiveUpNextHint (or GiveUpParked).
+// Fail returns GiveUpNoBacklog or GiveUpNextHint (or GiveUpParked). With
+// WithLeaseTTL, a retry also gives the lease at least a full TTL from now;
+// without it leases never expire (except one restored from a journal
+// written with a TTL, which keeps its expiry).
 //
 // Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
