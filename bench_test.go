@@ -2,6 +2,7 @@ package worklease_test
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"testing"
 
@@ -76,7 +77,7 @@ func BenchmarkCycleParallel(b *testing.B) {
 
 // BenchmarkFailRetry measures a Fail that schedules a retry.
 func BenchmarkFailRetry(b *testing.B) {
-	m := mustNew(b, worklease.WithMaxRetries(1<<62))
+	m := mustNew(b, worklease.WithMaxRetries(math.MaxInt)) // retries never run out
 	res, err := m.TryAcquire("A", 0)
 	if err != nil {
 		b.Fatal(err)
