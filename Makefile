@@ -54,10 +54,21 @@ bench: ## the performance benchmarks, then a table of their ratios against the t
 	  echo $$? >"$$status"; } | go run ./internal/benchtable; \
 	s=$$(cat "$$status"); rm -rf "$$status" "$$bin"; exit $$s
 
-fuzz: ## each fuzz target for FUZZTIME (default 10s)
-	@for pkg in . ./wal; do \
+# Go 1.26's fuzzing can fail a target with a bare "context deadline
+# exceeded" as a timed -fuzztime ends (go.dev/issue/75804, fixed in Go
+# 1.27): no input failed, so that alone is reported and passed over. A
+# failing input is always "written to testdata/fuzz".
+fuzz: ## each fuzz target for FUZZTIME (default 10s, or a count such as 100000x)
+	@out=$$(mktemp); trap 'rm -f "$$out"' EXIT; \
+	for pkg in . ./wal; do \
 		for target in $$(go test -list='^Fuzz' $$pkg | grep '^Fuzz'); do \
-			echo "== $$pkg $$target"; go test -run='^$$' -fuzz="^$$target$$" -fuzztime=$${FUZZTIME:-10s} $$pkg || exit 1; \
+			echo "== $$pkg $$target"; \
+			go test -run='^$$' -fuzz="^$$target$$" -fuzztime=$${FUZZTIME:-10s} $$pkg >"$$out" 2>&1; rc=$$?; cat "$$out"; \
+			[ $$rc -eq 0 ] && continue; \
+			if grep -q 'context deadline exceeded' "$$out" && ! grep -q 'written to testdata/fuzz' "$$out"; then \
+				echo "(not a failing input: go.dev/issue/75804, the fuzzing coordinator's own deadline)"; continue; \
+			fi; \
+			exit 1; \
 		done; \
 	done
 
