@@ -177,7 +177,7 @@ func TestWriteBackLeavesWritesGoing(t *testing.T) {
 
 // TestOSFileStartWriteBack checks the real thing on a file of the operating
 // system: it succeeds on an open file, and fails without harm once the file
-// is closed, which a rotation can do while SyncNone's goroutine looks.
+// is closed, which a rotation can do while syncBehind looks.
 func TestOSFileStartWriteBack(t *testing.T) {
 	t.Parallel()
 	f, err := osFS{}.Create(filepath.Join(t.TempDir(), "f"))
