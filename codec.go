@@ -9,14 +9,41 @@ import (
 )
 
 // The binary forms of a Record and of a Manager snapshot. Both are part of
-// the on-disk format of journals: change them only by adding a new version.
+// the on-disk format of journals: change them only by adding a new version,
+// and keep decoding the old ones.
 //
 // Integers are varints (encoding/binary); a string is its length then its
-// bytes; a time is a flag byte (0: the zero time), then Unix seconds and
-// nanoseconds, so every time.Time the Manager can hold round-trips in UTC.
+// bytes; a time is Unix seconds and nanoseconds, so every time.Time the
+// Manager can hold round-trips in UTC. The snapshot's times, and version 1
+// of a Record's, start with a flag byte (0: the zero time).
 
-// recordVersion is the first byte of every encoded Record.
-const recordVersion = 1
+// A Record's binary form starts with its version. Version 2, the one
+// AppendBinary writes, is the kind, the domain and the offset, then a
+// varint of field bits saying which other fields follow, in the bits'
+// order; a field that is not there is zero. Version 1 wrote every field
+// (see recordV1). Version 2 is about a quarter shorter for the records of a
+// cycle, which the write-behind of a busy journal spends most of its time
+// encoding and copying.
+const (
+	recordVersion1 = 1
+	recordVersion  = 2
+)
+
+// The field bits of version 2. Part of the on-disk format: never change
+// one; a new field gets a new bit. Those of a cycle's records come first,
+// so that their bits take one byte.
+const (
+	fieldAttempt        = 1 << iota // Attempt, a varint
+	fieldToken                      // Token: fence, domain serial and instance, three varints
+	fieldAt                         // At, a time
+	fieldAcquiredAtIsAt             // AcquiredAt equals At: it is not written
+	fieldAcquiredAt                 // AcquiredAt, a time
+	fieldExpiresAt                  // ExpiresAt, a time
+	fieldRetries                    // Retries, a varint
+	fieldCause                      // Cause, a string
+	fieldFront                      // Front is true; nothing is written
+	fieldFence                      // Fence, a varint
+)
 
 // maxStringLen caps a decoded string, so that a corrupt length can never make
 // a decoder allocate much more than its input holds.
@@ -28,43 +55,94 @@ var errShort = errors.New("truncated")
 // AppendBinary appends the record's binary form to b. It implements
 // encoding.BinaryAppender and never fails.
 func (r Record) AppendBinary(b []byte) ([]byte, error) {
+	fields := r.fields()
 	b = append(b, recordVersion, byte(r.Kind))
 	b = appendString(b, r.Domain)
 	b = binary.AppendVarint(b, r.Offset)
-	b = binary.AppendUvarint(b, uint64(r.Attempt))
-	b = appendToken(b, r.Token)
-	b = appendString(b, r.Cause)
-	b = appendTime(b, r.At)
-	b = appendTime(b, r.AcquiredAt)
-	b = binary.AppendUvarint(b, uint64(r.Retries))
-	b = appendTime(b, r.ExpiresAt)
-	b = appendBool(b, r.Front)
-	return binary.AppendUvarint(b, r.Fence), nil
+	b = binary.AppendUvarint(b, fields)
+	if fields&fieldAttempt != 0 {
+		b = binary.AppendUvarint(b, uint64(r.Attempt))
+	}
+	if fields&fieldToken != 0 {
+		b = appendToken(b, r.Token)
+	}
+	if fields&fieldAt != 0 {
+		b = appendUnix(b, r.At)
+	}
+	if fields&fieldAcquiredAt != 0 {
+		b = appendUnix(b, r.AcquiredAt)
+	}
+	if fields&fieldExpiresAt != 0 {
+		b = appendUnix(b, r.ExpiresAt)
+	}
+	if fields&fieldRetries != 0 {
+		b = binary.AppendUvarint(b, uint64(r.Retries))
+	}
+	if fields&fieldCause != 0 {
+		b = appendString(b, r.Cause)
+	}
+	if fields&fieldFence != 0 {
+		b = binary.AppendUvarint(b, r.Fence)
+	}
+	return b, nil
+}
+
+// fields returns the recordField bits of the fields of r that are not zero.
+func (r *Record) fields() uint64 {
+	var f uint64
+	if r.Attempt != 0 {
+		f |= fieldAttempt
+	}
+	if !r.Token.IsZero() {
+		f |= fieldToken
+	}
+	if !r.At.IsZero() {
+		f |= fieldAt
+	}
+	if !r.AcquiredAt.IsZero() {
+		if r.AcquiredAt.Equal(r.At) {
+			f |= fieldAcquiredAtIsAt
+		} else {
+			f |= fieldAcquiredAt
+		}
+	}
+	if !r.ExpiresAt.IsZero() {
+		f |= fieldExpiresAt
+	}
+	if r.Retries != 0 {
+		f |= fieldRetries
+	}
+	if r.Cause != "" {
+		f |= fieldCause
+	}
+	if r.Front {
+		f |= fieldFront
+	}
+	if r.Fence != 0 {
+		f |= fieldFence
+	}
+	return f
 }
 
 // MarshalBinary returns the record's binary form.
 func (r Record) MarshalBinary() ([]byte, error) { return r.AppendBinary(nil) }
 
-// UnmarshalBinary decodes a record's binary form. It returns an error for
-// anything AppendBinary cannot have produced, and never panics.
+// UnmarshalBinary decodes a record's binary form, of any version. It
+// returns an error for anything AppendBinary cannot have produced (in
+// version 1, anything it could not have produced before version 2), and
+// never panics.
 func (r *Record) UnmarshalBinary(data []byte) error {
 	d := decoder{b: data}
-	if v := d.byte(); v != recordVersion && d.err == nil {
+	var out Record
+	switch v := d.byte(); {
+	case d.err != nil:
+	case v == recordVersion:
+		out = d.recordV2()
+	case v == recordVersion1:
+		out = d.recordV1()
+	default:
 		return fmt.Errorf("record: unknown version %d", v)
 	}
-	var out Record
-	out.Kind = EventKind(d.byte())
-	out.Domain = d.string()
-	out.Offset = d.varint()
-	out.Attempt = d.int()
-	out.Token = d.token()
-	out.Cause = d.string()
-	out.At = d.time()
-	out.AcquiredAt = d.time()
-	out.Retries = d.int()
-	out.ExpiresAt = d.time()
-	out.Front = d.bool()
-	out.Fence = d.uvarint()
 	if d.err == nil && len(d.b) > 0 {
 		d.err = fmt.Errorf("%d bytes after the record", len(d.b))
 	}
@@ -78,6 +156,71 @@ func (r *Record) UnmarshalBinary(data []byte) error {
 	return nil
 }
 
+// recordV2 reads the rest of a version 2 record. Each field present must
+// be non-zero, as AppendBinary leaves zero fields out.
+func (d *decoder) recordV2() Record {
+	var r Record
+	r.Kind = EventKind(d.byte())
+	r.Domain = d.string()
+	r.Offset = d.varint()
+	fields := d.uvarint()
+	if fields&fieldAttempt != 0 {
+		r.Attempt = d.int()
+	}
+	if fields&fieldToken != 0 {
+		r.Token = d.token()
+	}
+	if fields&fieldAt != 0 {
+		r.At = d.unix()
+	}
+	switch {
+	case fields&fieldAcquiredAtIsAt != 0:
+		r.AcquiredAt = r.At
+	case fields&fieldAcquiredAt != 0:
+		r.AcquiredAt = d.unix()
+	}
+	if fields&fieldExpiresAt != 0 {
+		r.ExpiresAt = d.unix()
+	}
+	if fields&fieldRetries != 0 {
+		r.Retries = d.int()
+	}
+	if fields&fieldCause != 0 {
+		r.Cause = d.string()
+	}
+	r.Front = fields&fieldFront != 0
+	if fields&fieldFence != 0 {
+		r.Fence = d.uvarint()
+	}
+	// Only the bits AppendBinary would write for these fields: not an
+	// unknown bit, a field written as zero, or an AcquiredAt written
+	// although it equals At.
+	if d.err == nil && r.fields() != fields {
+		d.fail(fmt.Errorf("field bits %#x, but the fields make %#x", fields, r.fields()))
+	}
+	return r
+}
+
+// recordV1 reads the rest of a version 1 record: every field, in
+// declaration order, with a flag byte before each time and a byte for
+// Front.
+func (d *decoder) recordV1() Record {
+	var r Record
+	r.Kind = EventKind(d.byte())
+	r.Domain = d.string()
+	r.Offset = d.varint()
+	r.Attempt = d.int()
+	r.Token = d.token()
+	r.Cause = d.string()
+	r.At = d.time()
+	r.AcquiredAt = d.time()
+	r.Retries = d.int()
+	r.ExpiresAt = d.time()
+	r.Front = d.bool()
+	r.Fence = d.uvarint()
+	return r
+}
+
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
@@ -89,11 +232,16 @@ func appendToken(b []byte, t Token) []byte {
 	return binary.AppendUvarint(b, t.instance)
 }
 
+// appendTime appends t with a flag byte before it, 0 for the zero time.
 func appendTime(b []byte, t time.Time) []byte {
 	if t.IsZero() {
 		return append(b, 0)
 	}
-	b = append(b, 1)
+	return appendUnix(append(b, 1), t)
+}
+
+// appendUnix appends t, which is not zero, as Unix seconds and nanoseconds.
+func appendUnix(b []byte, t time.Time) []byte {
 	b = binary.AppendVarint(b, t.Unix())
 	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
 }
@@ -129,9 +277,12 @@ func (d *decoder) byte() byte {
 	return v
 }
 
+// uvarint reads a varint in its shortest form, the one
+// binary.AppendUvarint writes: a longer one (a last byte of 0) is refused,
+// so that each value decodes from one byte string only.
 func (d *decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	if n <= 0 || n > 1 && d.b[n-1] == 0 {
 		d.fail(errors.New("bad varint"))
 		return 0
 	}
@@ -139,9 +290,10 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
+// varint reads a signed varint in its shortest form, as uvarint.
 func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.b)
-	if n <= 0 {
+	if n <= 0 || n > 1 && d.b[n-1] == 0 {
 		d.fail(errors.New("bad varint"))
 		return 0
 	}
@@ -188,22 +340,28 @@ func (d *decoder) token() Token {
 // instant reads a time as an instant.
 func (d *decoder) instant() instant { return instantOf(d.time()) }
 
+// time reads what appendTime wrote.
 func (d *decoder) time() time.Time {
 	switch d.byte() {
 	case 0:
 		return time.Time{}
 	case 1:
-		sec := d.varint()
-		nsec := d.uvarint()
-		if nsec >= 1e9 {
-			d.fail(fmt.Errorf("nanoseconds %d out of range", nsec))
-			return time.Time{}
-		}
-		return time.Unix(sec, int64(nsec)).UTC()
+		return d.unix()
 	default:
 		d.fail(errors.New("bad time flag"))
 		return time.Time{}
 	}
+}
+
+// unix reads what appendUnix wrote, as a time in UTC.
+func (d *decoder) unix() time.Time {
+	sec := d.varint()
+	nsec := d.uvarint()
+	if nsec >= 1e9 {
+		d.fail(fmt.Errorf("nanoseconds %d out of range", nsec))
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec)).UTC()
 }
 
 func (d *decoder) bool() bool {

@@ -48,16 +48,16 @@ func (l *Log) AppendRecord(rec worklease.Record) (uint64, error) {
 }
 
 // recordFixedBound bounds the bytes of a worklease.Record's binary form
-// other than its strings' contents: 6 single bytes (the version, the kind,
-// the three times' flags and Front) and 15 varints (the two strings'
-// lengths, Offset, Attempt, the token's three numbers, two for each time,
-// Retries and Fence), each at most binary.MaxVarintLen64 bytes. It must
-// follow worklease's codec.go; TestRecordBound checks it.
-const recordFixedBound = 6 + 15*binary.MaxVarintLen64
+// other than its strings' contents: 2 single bytes (the version and the
+// kind) and 15 varints (the field bits, the two strings' lengths, Offset,
+// Attempt, the token's three numbers, two for each time, Retries and
+// Fence), each at most binary.MaxVarintLen64 bytes. It must follow
+// worklease's codec.go; TestRecordBound checks it.
+const recordFixedBound = 2 + 15*binary.MaxVarintLen64
 
 // recordBound returns an upper bound on the size of rec's binary form: at
-// most 156 bytes more than its strings, while a typical record takes about
-// 50. It is cheap enough for AppendRecord, which cannot afford to encode.
+// most 152 bytes more than its strings, while a typical record takes 25 to
+// 40. It is cheap enough for AppendRecord, which cannot afford to encode.
 func recordBound(rec *worklease.Record) int {
 	return recordFixedBound + len(rec.Domain) + len(rec.Cause)
 }

@@ -56,7 +56,7 @@ func TestRecordBound(t *testing.T) {
 	far := time.Unix(math.MaxInt64/4, 999_999_999)
 	widest := worklease.Record{
 		Kind: worklease.EventAcquired, Domain: strings.Repeat("d", 300), Offset: math.MinInt64,
-		Attempt: -1, Token: tok, Cause: strings.Repeat("c", 200), At: far, AcquiredAt: far,
+		Attempt: -1, Token: tok, Cause: strings.Repeat("c", 200), At: far, AcquiredAt: far.Add(-time.Nanosecond),
 		Retries: -1, ExpiresAt: far, Front: true, Fence: math.MaxUint64,
 	}
 	assert.LessOrEqual(t, len(binaryOf(t, widest)), recordBound(&widest))

@@ -1,0 +1,120 @@
+package worklease_test
+
+import (
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/worklease/worklease"
+)
+
+// codecCases are records with their binary forms: version 2, which
+// AppendBinary writes, and version 1, which it wrote before and which
+// journals may still hold. Both forms are part of the on-disk format: a
+// change that breaks these constants breaks existing journals.
+var codecCases = func() []struct {
+	name   string
+	rec    worklease.Record
+	v2, v1 string
+} {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 5, time.UTC)
+	return []struct {
+		name   string
+		rec    worklease.Record
+		v2, v1 string
+	}{
+		{
+			name: "grant with an expiry",
+			rec:  worklease.Record{Kind: worklease.EventAcquired, Domain: "tenant-7", Offset: 42, Attempt: 1, Token: worklease.NewToken(3, 1, 9), At: at, AcquiredAt: at, ExpiresAt: at.Add(time.Minute)},
+			v2:   "02010874656e616e742d37542f0103010980e4ad950d05f8e4ad950d05",
+			v1:   "01010874656e616e742d375401030109000180e4ad950d050180e4ad950d050001f8e4ad950d050000",
+		},
+		{
+			name: "success without a time",
+			rec:  worklease.Record{Kind: worklease.EventProcessed, Domain: "tenant-7", Offset: 42, Attempt: 1, Token: worklease.NewToken(3, 1, 0xd42f1fedcfc3e68c)},
+			v2:   "02030874656e616e742d3754030103018ccd8ffedcfdc797d401",
+			v1:   "01030874656e616e742d37540103018ccd8ffedcfdc797d40100000000000000",
+		},
+		{
+			name: "requeue keeping its first grant",
+			rec:  worklease.Record{Kind: worklease.EventRequeued, Domain: "q", Offset: 5, Attempt: 3, At: at.Add(time.Second), AcquiredAt: at, Retries: 2},
+			v2:   "020701710a550382e4ad950d0580e4ad950d0502",
+			v1:   "010701710a03000000000182e4ad950d050180e4ad950d0502000000",
+		},
+		{
+			name: "dead letter",
+			rec:  worklease.Record{Kind: worklease.EventDeadLettered, Domain: "a", Offset: 7, Attempt: 4, Cause: "boom", At: at},
+			v2:   "020501610e85010480e4ad950d0504626f6f6d",
+			v1:   "010501610e0400000004626f6f6d0180e4ad950d050000000000",
+		},
+		{
+			name: "enqueue at the front",
+			rec:  worklease.Record{Kind: worklease.EventEnqueued, Domain: "", Offset: 0, Front: true},
+			v2:   "020200008002",
+			v1:   "010200000000000000000000000100",
+		},
+		{
+			name: "forget",
+			rec:  worklease.Record{Kind: worklease.EventForgotten, Domain: "gone", Offset: -1, Fence: 12},
+			v2:   "021004676f6e650180040c",
+			v1:   "011004676f6e6501000000000000000000000c",
+		},
+	}
+}()
+
+func unhex(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	require.NoError(t, err)
+	return b
+}
+
+// TestRecordBinaryForm pins the version 2 form AppendBinary writes, and
+// checks that both versions decode to the same record.
+func TestRecordBinaryForm(t *testing.T) {
+	t.Parallel()
+	for _, c := range codecCases {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := c.rec.MarshalBinary()
+			require.NoError(t, err)
+			assert.Equal(t, c.v2, hex.EncodeToString(b))
+			assert.Less(t, len(b), len(c.v1)/2, "version 2 is shorter")
+			for _, form := range []string{c.v2, c.v1} {
+				var got worklease.Record
+				require.NoError(t, got.UnmarshalBinary(unhex(t, form)))
+				assert.Equal(t, c.rec, got)
+			}
+		})
+	}
+}
+
+// TestRecordDecodeRejects checks that version 2 bytes AppendBinary cannot
+// have written are refused, each for its reason: a record that decodes
+// must encode back to the same bytes.
+func TestRecordDecodeRejects(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, hex, err string }{
+		{"unknown version", "030200008002", "unknown version 3"},
+		{"unknown field bit", "02020000800a", "field bits 0x500, but the fields make 0x100"},
+		{"attempt written as zero", "020200000100", "field bits 0x1, but the fields make 0x0"},
+		{"token written as zero", "020200000200000000", "field bits 0x2, but the fields make 0x0"},
+		{"cause written empty", "02020000800100", "field bits 0x80, but the fields make 0x0"},
+		{"fence written as zero", "021004676f6e650180" + "0400", "field bits 0x200, but the fields make 0x0"},
+		{"acquired at written although it equals at", "0201000014" + "80e4ad950d05" + "80e4ad950d05", "field bits 0x14, but the fields make 0xc"},
+		{"acquired at equals an at that is not there", "0201000008", "field bits 0x8, but the fields make 0x0"},
+		{"both forms of acquired at", "020100001c" + "80e4ad950d05" + "80e4ad950d05", "field bits 0x1c, but the fields make 0xc"},
+		{"zero time written", "0201000004" + "ffdb8ff9ce03" + "00", "field bits 0x4, but the fields make 0x0"},
+		{"nanoseconds out of range", "0201000004" + "00" + "8094ebdc03", "nanoseconds 1000000000 out of range"},
+		{"varint longer than it needs", "0202008000" + "8002", "bad varint"},
+		{"byte after the record", "02020000800200", "1 bytes after the record"},
+		{"truncated", "02010874656e616e742d37542f0103010980e4ad950d05f8e4ad950d", "bad varint"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var rec worklease.Record
+			assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, c.hex)), c.err)
+		})
+	}
+}
