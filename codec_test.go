@@ -20,7 +20,8 @@ var codecCases = func() []struct {
 	rec    worklease.Record
 	v2, v1 string
 } {
-	at := time.Date(2026, 1, 1, 0, 0, 0, 5, time.UTC)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 123456789, time.UTC)
+	const instance = 0xd42f1fedcfc3e68c
 	return []struct {
 		name   string
 		rec    worklease.Record
@@ -28,27 +29,27 @@ var codecCases = func() []struct {
 	}{
 		{
 			name: "grant with an expiry",
-			rec:  worklease.Record{Kind: worklease.EventAcquired, Domain: "tenant-7", Offset: 42, Attempt: 1, Token: worklease.NewToken(3, 1, 9), At: at, AcquiredAt: at, ExpiresAt: at.Add(time.Minute)},
-			v2:   "02010874656e616e742d37542f0103010980e4ad950d05f8e4ad950d05",
-			v1:   "01010874656e616e742d375401030109000180e4ad950d050180e4ad950d050001f8e4ad950d050000",
+			rec:  worklease.Record{Kind: worklease.EventAcquired, Domain: "tenant-7", Offset: 42, Attempt: 1, Token: worklease.NewToken(3, 1, instance), At: at, AcquiredAt: at, ExpiresAt: at.Add(time.Minute)},
+			v2:   "02010874656e616e742d37542f0103018ce6c3cfed1f2fd415cd55f55172861815259ded5f728618",
+			v1:   "01010874656e616e742d37540103018ccd8ffedcfdc797d401000180e4ad950d959aef3a0180e4ad950d959aef3a0001f8e4ad950d959aef3a0000",
 		},
 		{
 			name: "success without a time",
-			rec:  worklease.Record{Kind: worklease.EventProcessed, Domain: "tenant-7", Offset: 42, Attempt: 1, Token: worklease.NewToken(3, 1, 0xd42f1fedcfc3e68c)},
-			v2:   "02030874656e616e742d3754030103018ccd8ffedcfdc797d401",
+			rec:  worklease.Record{Kind: worklease.EventProcessed, Domain: "tenant-7", Offset: 42, Attempt: 1, Token: worklease.NewToken(3, 1, instance)},
+			v2:   "02030874656e616e742d3754030103018ce6c3cfed1f2fd4",
 			v1:   "01030874656e616e742d37540103018ccd8ffedcfdc797d40100000000000000",
 		},
 		{
 			name: "requeue keeping its first grant",
 			rec:  worklease.Record{Kind: worklease.EventRequeued, Domain: "q", Offset: 5, Attempt: 3, At: at.Add(time.Second), AcquiredAt: at, Retries: 2},
-			v2:   "020701710a550382e4ad950d0580e4ad950d0502",
-			v1:   "010701710a03000000000182e4ad950d050180e4ad950d0502000000",
+			v2:   "020701710a55031597f0305272861815cd55f55172861802",
+			v1:   "010701710a03000000000182e4ad950d959aef3a0180e4ad950d959aef3a02000000",
 		},
 		{
 			name: "dead letter",
 			rec:  worklease.Record{Kind: worklease.EventDeadLettered, Domain: "a", Offset: 7, Attempt: 4, Cause: "boom", At: at},
-			v2:   "020501610e85010480e4ad950d0504626f6f6d",
-			v1:   "010501610e0400000004626f6f6d0180e4ad950d050000000000",
+			v2:   "020501610e85010415cd55f55172861804626f6f6d",
+			v1:   "010501610e0400000004626f6f6d0180e4ad950d959aef3a0000000000",
 		},
 		{
 			name: "enqueue at the front",
@@ -61,6 +62,12 @@ var codecCases = func() []struct {
 			rec:  worklease.Record{Kind: worklease.EventForgotten, Domain: "gone", Offset: -1, Fence: 12},
 			v2:   "021004676f6e650180040c",
 			v1:   "011004676f6e6501000000000000000000000c",
+		},
+		{
+			name: "expiry past 2262, so wide times",
+			rec:  worklease.Record{Kind: worklease.EventExtended, Domain: "far", Offset: 9, Attempt: 1, Token: worklease.NewToken(5, 2, instance), At: at, ExpiresAt: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)},
+			v2:   "02080366617212a7080105028ce6c3cfed1f2fd480e4ad950d959aef3a80b0f695f20100",
+			v1:   "010803666172120105028ccd8ffedcfdc797d401000180e4ad950d959aef3a00000180b0f695f201000000",
 		},
 	}
 }()
@@ -100,17 +107,18 @@ func TestRecordDecodeRejects(t *testing.T) {
 		{"unknown version", "030200008002", "unknown version 3"},
 		{"unknown field bit", "02020000800a", "field bits 0x500, but the fields make 0x100"},
 		{"attempt written as zero", "020200000100", "field bits 0x1, but the fields make 0x0"},
-		{"token written as zero", "020200000200000000", "field bits 0x2, but the fields make 0x0"},
+		{"token written as zero", "0202000002" + "0000" + "0000000000000000", "field bits 0x2, but the fields make 0x0"},
 		{"cause written empty", "02020000800100", "field bits 0x80, but the fields make 0x0"},
 		{"fence written as zero", "021004676f6e650180" + "0400", "field bits 0x200, but the fields make 0x0"},
-		{"acquired at written although it equals at", "0201000014" + "80e4ad950d05" + "80e4ad950d05", "field bits 0x14, but the fields make 0xc"},
+		{"acquired at written although it equals at", "0201000014" + "15cd55f551728618" + "15cd55f551728618", "field bits 0x14, but the fields make 0xc"},
 		{"acquired at equals an at that is not there", "0201000008", "field bits 0x8, but the fields make 0x0"},
-		{"both forms of acquired at", "020100001c" + "80e4ad950d05" + "80e4ad950d05", "field bits 0x1c, but the fields make 0xc"},
-		{"zero time written", "0201000004" + "ffdb8ff9ce03" + "00", "field bits 0x4, but the fields make 0x0"},
-		{"nanoseconds out of range", "0201000004" + "00" + "8094ebdc03", "nanoseconds 1000000000 out of range"},
+		{"both forms of acquired at", "020100001c" + "15cd55f551728618" + "15cd55f551728618", "field bits 0x1c, but the fields make 0xc"},
+		{"zero time written", "020100008408" + "ffdb8ff9ce03" + "00", "field bits 0x404, but the fields make 0x0"},
+		{"wide times that fit in nanoseconds", "020100008408" + "80e4ad950d" + "959aef3a", "field bits 0x404, but the fields make 0x4"},
+		{"nanoseconds out of range", "020100008408" + "00" + "8094ebdc03", "nanoseconds 1000000000 out of range"},
 		{"varint longer than it needs", "0202008000" + "8002", "bad varint"},
 		{"byte after the record", "02020000800200", "1 bytes after the record"},
-		{"truncated", "02010874656e616e742d37542f0103010980e4ad950d05f8e4ad950d", "bad varint"},
+		{"truncated", "02010874656e616e742d37542f0103018ce6c3cfed1f2fd415cd55f55172861815259ded5f7286", "truncated"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var rec worklease.Record

@@ -49,15 +49,17 @@ func (l *Log) AppendRecord(rec worklease.Record) (uint64, error) {
 
 // recordFixedBound bounds the bytes of a worklease.Record's binary form
 // other than its strings' contents: 2 single bytes (the version and the
-// kind) and 15 varints (the field bits, the two strings' lengths, Offset,
-// Attempt, the token's three numbers, two for each time, Retries and
-// Fence), each at most binary.MaxVarintLen64 bytes. It must follow
-// worklease's codec.go; TestRecordBound checks it.
-const recordFixedBound = 2 + 15*binary.MaxVarintLen64
+// kind), 8 for the token's instance and 15 varints (the field bits, the two
+// strings' lengths, Offset, Attempt, the token's fence and domain serial,
+// two for each time, which take 8 bytes or two varints, Retries and Fence),
+// each at most binary.MaxVarintLen64 bytes. It must follow worklease's
+// codec.go; TestRecordBound checks it.
+const recordFixedBound = 2 + 8 + 15*binary.MaxVarintLen64
 
 // recordBound returns an upper bound on the size of rec's binary form: at
-// most 152 bytes more than its strings, while a typical record takes 25 to
-// 40. It is cheap enough for AppendRecord, which cannot afford to encode.
+// most 160 bytes more than its strings, while the records of a cycle on a
+// domain with a short name take about 30 each. It is cheap enough for
+// AppendRecord, which cannot afford to encode.
 func recordBound(rec *worklease.Record) int {
 	return recordFixedBound + len(rec.Domain) + len(rec.Cause)
 }

@@ -53,7 +53,7 @@ func TestRecordBound(t *testing.T) {
 	t.Parallel()
 	tok, err := worklease.ParseToken("18446744073709551615-ffffffffffffffff-ffffffffffffffff")
 	require.NoError(t, err)
-	far := time.Unix(math.MaxInt64/4, 999_999_999)
+	far := time.Unix(math.MinInt64, 999_999_999) // the widest seconds and nanoseconds
 	widest := worklease.Record{
 		Kind: worklease.EventAcquired, Domain: strings.Repeat("d", 300), Offset: math.MinInt64,
 		Attempt: -1, Token: tok, Cause: strings.Repeat("c", 200), At: far, AcquiredAt: far.Add(-time.Nanosecond),
