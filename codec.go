@@ -96,7 +96,9 @@ func (r Record) AppendBinary(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// fields returns the recordField bits of the fields of r that are not zero.
+// fields returns the field bits of version 2 for r: one for each field
+// that is not zero, and fieldWideTimes if a time does not fit in int64
+// nanoseconds.
 func (r *Record) fields() uint64 {
 	var f uint64
 	if r.Attempt != 0 {
