@@ -15,7 +15,8 @@ import (
 // Integers are varints (encoding/binary); a string is its length then its
 // bytes; a time is Unix seconds and nanoseconds, so every time.Time the
 // Manager can hold round-trips in UTC. The snapshot's times, and version 1
-// of a Record's, start with a flag byte (0: the zero time).
+// of a Record's, start with a flag byte (0: the zero time); version 2 of a
+// Record's are mostly nanoseconds alone (below).
 
 // A Record's binary form starts with its version. Version 2, the one
 // AppendBinary writes, is the kind, the domain and the offset, then a
@@ -26,9 +27,9 @@ import (
 // nanoseconds, little-endian, unless the record has a time outside the
 // years 1678 to 2262, which int64 nanoseconds cannot hold: then every time
 // of the record is Unix seconds and nanoseconds (fieldWideTimes). Version
-// 1 wrote every field (see recordV1). Version 2 is about a quarter
-// shorter for the records of a cycle, which the write-behind of a busy
-// journal spends most of its time encoding and copying.
+// 1 wrote every field (see recordV1). The records of a cycle take about
+// 30% fewer bytes in version 2, and the write-behind of a busy journal
+// spends most of its time encoding and copying them.
 const (
 	recordVersion1 = 1
 	recordVersion  = 2
