@@ -3,7 +3,10 @@ package worklease_test
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/worklease/worklease"
@@ -39,40 +42,101 @@ func domainNames(n int) []string {
 	return names
 }
 
+// scatteredVisits splits names between p goroutines, each a contiguous
+// block of its own so that no two goroutines share a domain, and returns
+// each goroutine's block in a fixed pseudo-random order. That is what a
+// service with many active tenants sees: each tenant's events arrive in no
+// order that follows where its domain sits in memory. The names are fresh
+// copies laid out in visiting order, as a key arrives in a buffer of its
+// own, so that comparing it with the key a map holds reads both.
+func scatteredVisits(names []string, p int) [][]string {
+	visits := make([][]string, p)
+	for g := range visits {
+		block := names[g*len(names)/p : (g+1)*len(names)/p]
+		rng := rand.New(rand.NewPCG(uint64(g), uint64(len(names))))
+		visits[g] = make([]string, len(block))
+		for i, j := range rng.Perm(len(block)) {
+			visits[g][i] = strings.Clone(block[j])
+		}
+	}
+	return visits
+}
+
+// visitLoop runs cycle over visit, pass after pass, until more reports that
+// the benchmark is done. Every domain has finished offset 0 and, as each
+// pass visits it once, runs offset p on pass p.
+func visitLoop(visit []string, more func() bool, cycle func(domain string, offset int64)) {
+	k, pass := 0, int64(1)
+	for more() {
+		cycle(visit[k], pass)
+		if k++; k == len(visit) {
+			k, pass = 0, pass+1
+		}
+	}
+}
+
+// cycleDomains are the domain counts of the scale curve: BenchmarkCycle,
+// its floors and BenchmarkCycleParallel run at each.
+var cycleDomains = []int{1, 1_000, 100_000, 1_000_000}
+
 // BenchmarkCycle measures one granted TryAcquire plus Succeed on an existing
-// domain, in order, as an orchestrator does for every unit of work.
+// domain, as an orchestrator does for every unit of work: one goroutine
+// visits every domain once per pass, in scattered order (see
+// scatteredVisits), and each visit runs the domain's next offset.
 func BenchmarkCycle(b *testing.B) {
-	for _, n := range []int{1, 1_000, 100_000} {
+	for _, n := range cycleDomains {
 		b.Run(fmt.Sprintf("domains=%d", n), func(b *testing.B) {
 			m := mustNew(b)
 			names := domainNames(n)
-			next := make([]int64, n)
-			for i, d := range names { // create every record up front
+			for _, d := range names { // create every record up front
 				cycle(m, d, 0)
-				next[i] = 1
 			}
+			visit := scatteredVisits(names, 1)[0]
 			b.ReportAllocs()
 			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				d := i % n
-				cycle(m, names[d], next[d])
-				next[d]++
-			}
+			visitLoop(visit, b.Loop, func(domain string, offset int64) { cycle(m, domain, offset) })
 		})
 	}
 }
 
-// BenchmarkCycleParallel runs cycles from GOMAXPROCS goroutines, each on
-// domains of its own.
+// BenchmarkCycleParallel runs cycles from GOMAXPROCS goroutines, each over
+// every domain of its own share once per pass, in scattered order: with n
+// domains, all n are visited.
 func BenchmarkCycleParallel(b *testing.B) {
-	for _, n := range []int{1_000, 100_000} {
+	for _, n := range cycleDomains[1:] {
 		b.Run(fmt.Sprintf("domains=%d", n), func(b *testing.B) {
 			m := mustNew(b)
-			benchmarkParallelCycles(b, domainNames(n), func(domain string, offset int64) {
+			names := domainNames(n)
+			for _, d := range names {
+				cycle(m, d, 0)
+			}
+			benchmarkParallelCycles(b, names, func(domain string, offset int64) {
 				cycle(m, domain, offset)
 			})
 		})
 	}
+}
+
+// BenchmarkCycleParallelHotSet is BenchmarkCycleParallel on a hot set:
+// 100,000 domains exist, and each goroutine cycles over 1,000 of its own,
+// which stay in the processor's caches.
+func BenchmarkCycleParallelHotSet(b *testing.B) {
+	const n, hot = 100_000, 1_000
+	m := mustNew(b)
+	names := domainNames(n)
+	for _, d := range names {
+		cycle(m, d, 0)
+	}
+	p := runtime.GOMAXPROCS(0)
+	var set []string // each goroutine's hot domains, spread over the domains
+	for g := range p {
+		for i := range hot {
+			set = append(set, names[(g*hot+i)*(n/(p*hot))])
+		}
+	}
+	benchmarkParallelCycles(b, set, func(domain string, offset int64) {
+		cycle(m, domain, offset)
+	})
 }
 
 // BenchmarkFailRetry measures a Fail that schedules a retry.

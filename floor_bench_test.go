@@ -85,18 +85,18 @@ func BenchmarkFloorCycle(b *testing.B) { benchmarkFloorCycle(b, false) }
 func BenchmarkFloorCycleTimeline(b *testing.B) { benchmarkFloorCycle(b, true) }
 
 func benchmarkFloorCycle(b *testing.B, timeline bool) {
-	for _, n := range []int{1, 1_000, 100_000} {
+	for _, n := range cycleDomains {
 		b.Run(fmt.Sprintf("domains=%d", n), func(b *testing.B) {
 			names := domainNames(n)
 			f := newFloor(names)
 			f.timeline = timeline
-			next := make([]int64, n)
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				d := i % n
-				f.cycle(names[d], next[d])
-				next[d]++
+			for _, d := range names {
+				f.cycle(d, 0)
 			}
+			visit := scatteredVisits(names, 1)[0]
+			b.ReportAllocs()
+			b.ResetTimer()
+			visitLoop(visit, b.Loop, f.cycle)
 		})
 	}
 }
@@ -131,37 +131,32 @@ func (g *globalFloor) cycle(domain string, offset int64) {
 	g.mu.Unlock()
 }
 
-// BenchmarkGlobalFloorParallel is BenchmarkCycleParallel's floor: compare
-// their ns/op at the same domain count.
+// BenchmarkGlobalFloorParallel is BenchmarkCycleParallel's floor, visiting
+// the domains the same way: compare their ns/op at the same domain count.
 func BenchmarkGlobalFloorParallel(b *testing.B) {
-	const n = 100_000
-	names := domainNames(n)
-	g := &globalFloor{records: newFloor(names).records}
-	benchmarkParallelCycles(b, names, g.cycle)
+	for _, n := range cycleDomains[1:] {
+		b.Run(fmt.Sprintf("domains=%d", n), func(b *testing.B) {
+			names := domainNames(n)
+			g := &globalFloor{records: newFloor(names).records}
+			for _, d := range names {
+				g.cycle(d, 0)
+			}
+			benchmarkParallelCycles(b, names, g.cycle)
+		})
+	}
 }
 
-// benchmarkParallelCycles runs cycle from GOMAXPROCS goroutines, each on
-// domains of its own, as BenchmarkCycleParallel does.
+// benchmarkParallelCycles runs cycle from GOMAXPROCS goroutines, each over
+// its own share of names in scattered order (see scatteredVisits), as
+// BenchmarkCycleParallel does. Every domain must have finished offset 0.
 func benchmarkParallelCycles(b *testing.B, names []string, cycle func(domain string, offset int64)) {
+	visits := scatteredVisits(names, runtime.GOMAXPROCS(0))
 	var goroutine atomic.Int64
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		// Goroutine g owns the domains with index ≡ g (mod 64), so no
-		// two goroutines ever share a domain.
-		g := int(goroutine.Add(1) - 1)
-		var mine []int
-		for i := g; i < len(names); i += 64 {
-			mine = append(mine, i)
-		}
-		if len(mine) == 0 {
-			panic("more goroutines than domain groups")
-		}
-		offsets := make([]int64, len(mine))
-		for i := 0; pb.Next(); i++ {
-			k := i % len(mine)
-			cycle(names[mine[k]], offsets[k])
-			offsets[k]++
-		}
+		// RunParallel starts GOMAXPROCS goroutines: one per share.
+		visitLoop(visits[goroutine.Add(1)-1], pb.Next, cycle)
 	})
 }
 
@@ -180,16 +175,16 @@ func heapAfter(build func()) uint64 {
 }
 
 // BenchmarkMemory reports what domains and their history cost: bytes per
-// idle domain with history, bytes for a million offsets processed in order,
+// idle domain with history, its key included, among a thousand, 100,000 and
+// a million domains, bytes for a million offsets processed in order,
 // bytes per offset when 1% of them are scattered holes, and bytes for a
 // million sparse offsets (every 7th) with and without WithMonotonicOffsets.
 // Each iteration builds the state afresh; the metrics are the point, not
 // ns/op.
 func BenchmarkMemory(b *testing.B) {
-	idle := func(opts ...worklease.Option) func(b *testing.B) {
+	idle := func(n int, opts ...worklease.Option) func(b *testing.B) {
 		return func(b *testing.B) {
-			const n = 100_000
-			names := domainNames(n)
+			names := domainNames(n) // the Manager keeps copies of its own, which count
 			var perDomain float64
 			for b.Loop() {
 				var m *worklease.Manager
@@ -201,14 +196,16 @@ func BenchmarkMemory(b *testing.B) {
 						}
 					}
 				})
-				perDomain = float64(used) / n
+				perDomain = float64(used) / float64(n)
 				runtime.KeepAlive(m)
 			}
 			b.ReportMetric(perDomain, "bytes/domain")
 		}
 	}
-	b.Run("idle-domains", idle())
-	b.Run("idle-domains-monotonic", idle(worklease.WithMonotonicOffsets()))
+	for _, n := range cycleDomains[1:] {
+		b.Run(fmt.Sprintf("idle-domains/domains=%d", n), idle(n))
+	}
+	b.Run("idle-domains-monotonic/domains=100000", idle(100_000, worklease.WithMonotonicOffsets()))
 	b.Run("sparse-offsets", func(b *testing.B) {
 		const n, every = 1_000_000, 7
 		for _, monotonic := range []bool{false, true} {

@@ -35,7 +35,9 @@ BenchmarkCycleParallel/domains=100000    	 1000000	       400.0 ns/op	       0 B
 BenchmarkCycleParallel/domains=100000    	 1000000	       420.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkCycleParallel/domains=100000-2  	 1000000	       210.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkCycleParallel/domains=100000-2  	 1000000	       200.0 ns/op	       0 B/op	       0 allocs/op
-BenchmarkGlobalFloorParallel-2           	 1000000	       250.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkGlobalFloorParallel/domains=100000-2	 1000000	       250.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkCycle/domains=1000000           	 1000000	       700.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkFloorCycle/domains=1000000      	 1000000	       600.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkFailRetry                       	 1000000	        80.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkFailRetry-2                     	 1000000	        81.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkDeque/impl=backlog/depth=8      	100000000	        14.0 ns/op	       0 B/op	       0 allocs/op
@@ -51,7 +53,8 @@ BenchmarkManagerNoSync-2                 	 4000000	       280.0 ns/op	   3571428
 BenchmarkManagerInMemory-2               	13000000	        90.00 ns/op	  11111111 ops/s	       0 B/op	       0 allocs/op
 BenchmarkManagerReplay-2                 	      12	  93000000 ns/op	 285.00 MB/s	   4300000 records/s	 6483318 B/op	  400291 allocs/op
 pkg: github.com/worklease/worklease
-BenchmarkMemory/idle-domains-2           	       1	 123456789 ns/op	       312.5 bytes/domain
+BenchmarkMemory/idle-domains/domains=1000-2	       1	 123456789 ns/op	       300.0 bytes/domain
+BenchmarkMemory/idle-domains/domains=1000000-2	       1	 123456789 ns/op	       250.5 bytes/domain
 BenchmarkMemory/offsets/hole-every=0-2   	       1	 234567890 ns/op	       800.0 bytes/1M-offsets	         0.0008000 bytes/offset
 BenchmarkMemory/offsets/hole-every=100-2 	       1	 234567890 ns/op	    600000 bytes/1M-offsets	         0.6000 bytes/offset
 BenchmarkBroken-2                        	--- FAIL: BenchmarkBroken-2
@@ -133,13 +136,17 @@ func TestEvaluate(t *testing.T) {
 		"BenchmarkCycle/domains=1000 ÷ BenchmarkFloorCycle/domains=1000, ns/op": {310.0 / 210, true, true},
 		// No floor at this size.
 		"BenchmarkCycle/domains=100000 ÷ BenchmarkFloorCycle/domains=100000, ns/op": {0, false, false},
+		// 700 / 600.
+		"BenchmarkCycle/domains=1000000 ÷ BenchmarkFloorCycle/domains=1000000, ns/op": {700.0 / 600, true, true},
+		// (700 - 310) / (600 - 210): the cpu=1 medians.
+		"BenchmarkCycle/domains=1000000 − domains=1000 ÷ the same of BenchmarkFloorCycle, ns/op": {1, true, true},
 		// 205 / 250.
-		"BenchmarkCycleParallel/domains=100000 ÷ BenchmarkGlobalFloorParallel, ns/op at cpu=2": {0.82, true, false},
+		"BenchmarkCycleParallel/domains=100000 ÷ BenchmarkGlobalFloorParallel/domains=100000, ns/op at cpu=2": {0.82, true, false},
 		// 410 / 205: a lower bound, met.
 		"BenchmarkCycleParallel/domains=100000, ns/op at cpu=1 ÷ at cpu=2":      {2, true, true},
 		"BenchmarkDeque/impl=backlog/depth=8 ÷ impl=slice/depth=8, ns/op":       {3.5, true, false},
 		"BenchmarkDeque/impl=backlog/depth=1000 ÷ impl=slice/depth=1000, ns/op": {0, false, false},
-		"BenchmarkMemory/idle-domains, bytes/domain":                            {312.5, true, true},
+		"BenchmarkMemory/idle-domains/domains=1000000, bytes/domain":            {250.5, true, true},
 		"BenchmarkMemory/offsets/hole-every=0, bytes/1M-offsets":                {800, true, true},
 		"BenchmarkMemory/offsets/hole-every=100, bytes/offset":                  {0.6, true, false},
 		// domains=1-2 allocates 8 B/op; domains=1000's median is 0 despite
@@ -182,6 +189,22 @@ func TestWrite(t *testing.T) {
 	} {
 		assert.Contains(t, table, line+"\n")
 	}
+}
+
+func TestWriteCurve(t *testing.T) {
+	t.Parallel()
+	r, _, err := read(strings.NewReader(sample), new(bytes.Buffer))
+	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, writeCurve(&out, r))
+	lines := strings.Split(out.String(), "\n")
+	require.Greater(t, len(lines), 5)
+	assert.Equal(t, "| Domains | Cycle, 1 core (ns) | Floor, 1 core (ns) | Cycle, 2 cores (ns) | Global floor, 2 cores (ns) | Idle domain (bytes) |", lines[1])
+	// cpu=1 medians for the single-goroutine columns; the parallel ones at
+	// cpu=2; a size the input lacks reads "–".
+	assert.Equal(t, "| 1000 | 310 | 210 | 99.0 | – | 300 |", lines[3])
+	assert.Equal(t, "| 100000 | 400 | – | 205 | 250 | – |", lines[4])
+	assert.Equal(t, "| 1000000 | 700 | 600 | – | – | 250 |", lines[5])
 }
 
 func TestNumber(t *testing.T) {
