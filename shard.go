@@ -2,6 +2,7 @@ package worklease
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync"
 )
 
@@ -101,7 +102,9 @@ func (m *Manager) createRecord(sh *shard, h uint64, domain string) *record {
 	if r := sh.records.get(h, domain); r != nil { // another goroutine created it first
 		return r
 	}
-	r := &record{domain: domain}
+	// The record keeps a copy of the key: the caller's may share memory
+	// with a much larger buffer, such as the message it came in.
+	r := &record{domain: strings.Clone(domain)}
 	// A new domain's fences start above those of every forgotten domain, so
 	// a domain that is forgotten and comes back never reuses a fence.
 	floor := m.fenceFloor.Load()
