@@ -176,3 +176,24 @@ func TestShardSize(t *testing.T) {
 	size := unsafe.Sizeof(shard{})
 	assert.Zero(t, size%shardAlign, "shard is %d bytes; adjust its padding to reach a multiple of %d", size, shardAlign)
 }
+
+// TestRecordKeepsOwnKey checks that a record does not share its key's
+// memory with the caller's string, which may be a view of a larger buffer
+// the caller reuses.
+func TestRecordKeepsOwnKey(t *testing.T) {
+	t.Parallel()
+	m, err := New()
+	require.NoError(t, err)
+	buf := []byte("tenant-42, then the rest of the message it came in")
+	key := unsafe.String(&buf[0], len("tenant-42"))
+	_, err = m.TryAcquire(key, 0)
+	require.NoError(t, err)
+	_, r := m.lockRecord("tenant-42", false)
+	require.NotNil(t, r)
+	r.mu.Unlock()
+	assert.NotSame(t, unsafe.StringData(key), unsafe.StringData(r.domain))
+	copy(buf, "xxxxxxxxx") // the caller reuses its buffer
+	info, err := m.Inspect("tenant-42")
+	require.NoError(t, err)
+	assert.True(t, info.Leased, "the domain is still found under its name")
+}
