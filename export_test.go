@@ -56,7 +56,7 @@ func TerminalRuns(m *Manager, domain string) (processed [][2]int64, failed []int
 		return nil, nil
 	}
 	defer r.mu.Unlock()
-	for _, run := range r.state.processed.runs {
+	for _, run := range r.state.processed.runs() {
 		processed = append(processed, [2]int64{run.lo, run.hi})
 	}
 	if r.state.failed.len() > 0 {

@@ -118,8 +118,8 @@ func (s *domainState) checkInvariants(p *policy, instance uint64) error {
 	}
 	// With WithMonotonicOffsets, processed is the watermark's run [0, hw],
 	// and hw is the highest terminal offset: no failed offset is above it.
-	if p.monotonic && len(s.processed.runs) > 0 {
-		if r := s.processed.runs; len(r) != 1 || r[0].lo != 0 {
+	if p.monotonic && s.processed.numRuns() > 0 {
+		if r := s.processed.runs(); len(r) != 1 || r[0].lo != 0 {
 			bad("monotonic processed set is not one run from 0: %v", r)
 		} else {
 			for off := range s.failed.m {
@@ -156,11 +156,15 @@ func (s *domainState) checkInvariants(p *policy, instance uint64) error {
 // adjacent, non-negative, and counted right.
 func (s *offsetSet) check() error {
 	var n int64
-	for i, r := range s.runs {
+	runs := s.runs()
+	if s.n == 0 && (s.last != offsetRun{} || s.earlier != nil) {
+		return fmt.Errorf("an empty set holds runs")
+	}
+	for i, r := range runs {
 		if r.lo < 0 || r.hi < r.lo {
 			return fmt.Errorf("run %d is [%d, %d]", i, r.lo, r.hi)
 		}
-		if i > 0 && s.runs[i-1].hi >= r.lo-1 {
+		if i > 0 && runs[i-1].hi >= r.lo-1 {
 			return fmt.Errorf("runs %d and %d overlap or touch", i-1, i)
 		}
 		n += r.hi - r.lo + 1

@@ -202,8 +202,8 @@ func (r *record) appendSnapshot(b []byte, domain string) []byte {
 	for i := range s.backlog.len() {
 		b = binary.AppendVarint(b, s.backlog.at(i))
 	}
-	b = binary.AppendUvarint(b, uint64(len(s.processed.runs)))
-	for _, run := range s.processed.runs {
+	b = binary.AppendUvarint(b, uint64(s.processed.numRuns()))
+	for _, run := range s.processed.runs() {
 		b = binary.AppendVarint(b, run.lo)
 		b = binary.AppendUvarint(b, uint64(run.hi-run.lo))
 	}
@@ -331,15 +331,16 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 			d.fail(fmt.Errorf("bad backlog offset %d", x))
 		}
 	}
+	var runs []offsetRun
 	for range d.count(2) {
 		lo, n := d.varint(), d.uvarint()
-		if lo < 0 || n > uint64(math.MaxInt64-lo) || (len(s.processed.runs) > 0 && lo-1 <= s.processed.runs[len(s.processed.runs)-1].hi) {
+		if lo < 0 || n > uint64(math.MaxInt64-lo) || (len(runs) > 0 && lo-1 <= runs[len(runs)-1].hi) {
 			d.fail(fmt.Errorf("bad processed run at %d", lo))
 			break
 		}
-		s.processed.runs = append(s.processed.runs, offsetRun{lo, lo + int64(n)})
-		s.processed.n += int64(n) + 1
+		runs = append(runs, offsetRun{lo, lo + int64(n)})
 	}
+	s.processed.setRuns(runs)
 	for range d.count(4) {
 		off, attempts, at, cause := d.varint(), d.int(), d.instant(), d.string()
 		if off < 0 || s.failed.contains(off) {
@@ -363,8 +364,8 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 		// without it holds exact runs, and hw is the highest terminal
 		// offset among them and the failed ones.
 		hw := int64(-1)
-		if n := len(s.processed.runs); n > 0 {
-			hw = s.processed.runs[n-1].hi
+		if s.processed.len() != 0 {
+			hw = s.processed.last.hi
 		}
 		for off := range s.failed.m {
 			hw = max(hw, off)
@@ -374,7 +375,7 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 		}
 	}
 	if err := s.checkInvariants(&m.policy, m.instance); err != nil {
-		if !m.policy.monotonic && len(s.processed.runs) == 1 && s.processed.runs[0].lo == 0 {
+		if !m.policy.monotonic && s.processed.numRuns() == 1 && s.processed.last.lo == 0 {
 			// One run from 0 is what a snapshot written with the option
 			// holds; say so, since the invariant alone does not.
 			err = fmt.Errorf("%w (was the journal written WithMonotonicOffsets?)", err)

@@ -9,10 +9,15 @@ import "slices"
 // common case for in-order work, is O(1); any other add or remove is a binary
 // search plus, at worst, one copy of the intervals after it.
 //
+// The highest interval is held in the set itself, where in-order work finds
+// it without following a pointer to the others: a domain's cycle reads and
+// extends it in the cache lines of the domain's record.
+//
 // The zero offsetSet is empty and allocates nothing.
 type offsetSet struct {
-	runs []offsetRun // sorted by lo; runs[i].hi+1 < runs[i+1].lo
-	n    int64       // number of offsets in the set
+	last    offsetRun   // the highest run, when n != 0
+	earlier []offsetRun // the runs below last, sorted by lo; each hi+1 < the next lo
+	n       int64       // number of offsets in the set
 }
 
 // offsetRun is the closed interval [lo, hi].
@@ -21,12 +26,45 @@ type offsetRun struct{ lo, hi int64 }
 // len returns the number of offsets in the set.
 func (s *offsetSet) len() int64 { return s.n }
 
-// search returns the index of the first run whose lo is greater than x.
-func (s *offsetSet) search(x int64) int {
-	lo, hi := 0, len(s.runs)
+// numRuns returns the number of runs.
+func (s *offsetSet) numRuns() int {
+	if s.n == 0 {
+		return 0
+	}
+	return len(s.earlier) + 1
+}
+
+// runs returns the runs in ascending order in a new slice, nil if there are
+// none.
+func (s *offsetSet) runs() []offsetRun {
+	if s.n == 0 {
+		return nil
+	}
+	return append(slices.Clone(s.earlier), s.last)
+}
+
+// setRuns makes runs, sorted, disjoint and non-adjacent, the set's runs. It
+// takes runs over, and leaves no spare capacity in them.
+func (s *offsetSet) setRuns(runs []offsetRun) {
+	*s = offsetSet{}
+	if len(runs) == 0 {
+		return
+	}
+	s.last = runs[len(runs)-1]
+	if len(runs) > 1 {
+		s.earlier = slices.Clip(runs[:len(runs)-1])
+	}
+	for _, r := range runs {
+		s.n += r.hi - r.lo + 1
+	}
+}
+
+// search returns the index of the first of runs whose lo is greater than x.
+func search(runs []offsetRun, x int64) int {
+	lo, hi := 0, len(runs)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if s.runs[mid].lo <= x {
+		if runs[mid].lo <= x {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -37,78 +75,97 @@ func (s *offsetSet) search(x int64) int {
 
 // contains reports whether x is in the set.
 func (s *offsetSet) contains(x int64) bool {
-	n := len(s.runs)
-	if n == 0 {
+	if s.n == 0 {
 		return false
 	}
-	if last := s.runs[n-1]; x >= last.lo { // fast path: at or after the last run
-		return x <= last.hi
+	if x >= s.last.lo { // fast path: at or after the last run
+		return x <= s.last.hi
 	}
-	i := s.search(x)
-	return i > 0 && x <= s.runs[i-1].hi
+	i := search(s.earlier, x)
+	return i > 0 && x <= s.earlier[i-1].hi
 }
 
 // add inserts x, which must be non-negative, and reports whether it was absent.
 func (s *offsetSet) add(x int64) bool {
-	n := len(s.runs)
 	// Fast path: x extends the last run or starts a new one after it.
 	// The comparisons are written as x-1 so that hi+1 never overflows.
-	if n > 0 {
-		last := &s.runs[n-1]
-		if x-1 == last.hi {
-			last.hi = x
-			s.n++
-			return true
-		}
-		if x-1 > last.hi {
-			s.runs = append(s.runs, offsetRun{x, x})
-			s.n++
-			return true
-		}
+	switch {
+	case s.n == 0:
+		s.last = offsetRun{x, x}
+		s.n = 1
+		return true
+	case x-1 == s.last.hi:
+		s.last.hi = x
+		s.n++
+		return true
+	case x-1 > s.last.hi:
+		s.earlier = append(s.earlier, s.last)
+		s.last = offsetRun{x, x}
+		s.n++
+		return true
 	}
-	i := s.search(x)
-	if i > 0 && x <= s.runs[i-1].hi {
+	runs := append(s.earlier, s.last) // the slow path works on every run
+	n := len(runs)
+	i := search(runs, x)
+	if i > 0 && x <= runs[i-1].hi {
 		return false
 	}
-	joinsPrev := i > 0 && s.runs[i-1].hi == x-1
-	joinsNext := i < n && s.runs[i].lo-1 == x
+	joinsPrev := i > 0 && runs[i-1].hi == x-1
+	joinsNext := i < n && runs[i].lo-1 == x
 	switch {
 	case joinsPrev && joinsNext:
-		s.runs[i-1].hi = s.runs[i].hi
-		s.runs = slices.Delete(s.runs, i, i+1)
+		runs[i-1].hi = runs[i].hi
+		runs = slices.Delete(runs, i, i+1)
 	case joinsPrev:
-		s.runs[i-1].hi = x
+		runs[i-1].hi = x
 	case joinsNext:
-		s.runs[i].lo = x
+		runs[i].lo = x
 	default:
-		s.runs = slices.Insert(s.runs, i, offsetRun{x, x})
+		runs = slices.Insert(runs, i, offsetRun{x, x})
 	}
+	s.split(runs)
 	s.n++
 	return true
 }
 
+// split makes runs, which holds at least one run and shares its array with
+// s.earlier, the set's runs.
+func (s *offsetSet) split(runs []offsetRun) {
+	s.last = runs[len(runs)-1]
+	s.earlier = runs[:len(runs)-1]
+	if len(s.earlier) == 0 {
+		s.earlier = nil
+	}
+}
+
 // remove deletes x and reports whether it was present.
 func (s *offsetSet) remove(x int64) bool {
-	i := s.search(x) - 1
-	if i < 0 || x > s.runs[i].hi {
+	if s.n == 0 {
 		return false
 	}
-	r := s.runs[i]
+	runs := append(s.earlier, s.last)
+	i := search(runs, x) - 1
+	if i < 0 || x > runs[i].hi {
+		return false
+	}
+	r := runs[i]
 	switch {
 	case r.lo == r.hi:
-		s.runs = slices.Delete(s.runs, i, i+1)
+		runs = slices.Delete(runs, i, i+1)
 	case x == r.lo:
-		s.runs[i].lo = x + 1
+		runs[i].lo = x + 1
 	case x == r.hi:
-		s.runs[i].hi = x - 1
+		runs[i].hi = x - 1
 	default: // split [lo, hi] into [lo, x-1] and [x+1, hi]
-		s.runs[i].hi = x - 1
-		s.runs = slices.Insert(s.runs, i+1, offsetRun{x + 1, r.hi})
+		runs[i].hi = x - 1
+		runs = slices.Insert(runs, i+1, offsetRun{x + 1, r.hi})
 	}
 	s.n--
-	if len(s.runs) == 0 {
-		s.runs = nil
+	if len(runs) == 0 {
+		*s = offsetSet{}
+		return true
 	}
+	s.split(runs)
 	return true
 }
 
@@ -116,28 +173,23 @@ func (s *offsetSet) remove(x int64) bool {
 // (non-negative) and the set's largest member: the whole representation of
 // a processed set under WithMonotonicOffsets, which covers every offset up to
 // the domain's highest terminal one whatever the holes below. Any runs the
-// set held before are absorbed. Raising the run is O(1) and allocates only
-// for the first run.
+// set held before are absorbed. It never allocates.
 //
 // A run of every non-negative offset, [0, math.MaxInt64], holds 2^63
 // offsets, one more than an int64 counts: len then wraps to a negative
 // number. Callers that report a monotonic set's size compute it from the
 // run, not from len.
 func (s *offsetSet) raiseTo(x int64) {
-	n := len(s.runs)
-	if n > 0 {
-		x = max(x, s.runs[n-1].hi)
+	if s.n != 0 { // n wraps to a negative number for the run of every offset
+		x = max(x, s.last.hi)
 	}
-	if n != 1 || cap(s.runs) != 1 { // keep no spare capacity from runs absorbed
-		s.runs = make([]offsetRun, 1)
-	}
-	s.runs[0] = offsetRun{0, x}
+	s.last, s.earlier = offsetRun{0, x}, nil
 	s.n = x + 1 // wraps for x == math.MaxInt64; check counts the same way
 }
 
 // all calls yield for each offset in ascending order until yield returns false.
 func (s *offsetSet) all(yield func(int64) bool) {
-	for _, r := range s.runs {
+	for _, r := range s.runs() {
 		for x := r.lo; ; x++ {
 			if !yield(x) {
 				return

@@ -42,7 +42,8 @@ func TestOffsetSetZero(t *testing.T) {
 		assert.False(t, s.remove(x), "remove(%d)", x)
 	}
 	assert.Empty(t, members(&s))
-	assert.Nil(t, s.runs)
+	assert.Nil(t, s.runs())
+	assert.Equal(t, offsetSet{}, s)
 }
 
 func TestOffsetSetAdd(t *testing.T) {
@@ -85,7 +86,7 @@ func TestOffsetSetAdd(t *testing.T) {
 			n := s.len()
 			require.Equal(t, tt.added, s.add(tt.x))
 			require.NoError(t, s.check())
-			assert.Equal(t, tt.wantRuns, s.runs)
+			assert.Equal(t, tt.wantRuns, s.runs())
 			assert.True(t, s.contains(tt.x))
 			if tt.added {
 				n++
@@ -132,7 +133,7 @@ func TestOffsetSetRemove(t *testing.T) {
 			n := s.len()
 			require.Equal(t, tt.removed, s.remove(tt.x))
 			require.NoError(t, s.check())
-			assert.Equal(t, tt.wantRuns, s.runs)
+			assert.Equal(t, tt.wantRuns, s.runs())
 			assert.False(t, s.contains(tt.x))
 			if tt.removed {
 				n--
@@ -199,10 +200,9 @@ func TestOffsetSetInOrderMillion(t *testing.T) {
 		}
 	}
 	require.NoError(t, s.check())
-	require.Len(t, s.runs, 1, "in-order adds are one run")
-	assert.Equal(t, offsetRun{0, n - 1}, s.runs[0])
+	require.Equal(t, []offsetRun{{0, n - 1}}, s.runs(), "in-order adds are one run")
 	assert.Equal(t, int64(n), s.len())
-	assert.LessOrEqual(t, cap(s.runs), 1)
+	assert.Nil(t, s.earlier, "the one run is held in the set itself")
 	assert.True(t, s.contains(0))
 	assert.True(t, s.contains(n-1))
 	assert.False(t, s.contains(n))
@@ -229,8 +229,8 @@ func TestOffsetSetRaiseTo(t *testing.T) {
 			s := newOffsetSet(t, tt.start...)
 			s.raiseTo(tt.x)
 			require.NoError(t, s.check())
-			require.Equal(t, []offsetRun{tt.want}, s.runs)
-			assert.Equal(t, 1, cap(s.runs), "no spare capacity kept")
+			require.Equal(t, []offsetRun{tt.want}, s.runs())
+			assert.Nil(t, s.earlier, "no runs kept below the one")
 			assert.True(t, s.contains(0))
 			assert.True(t, s.contains(tt.want.hi))
 			if tt.want.hi < maxOff {
@@ -242,18 +242,18 @@ func TestOffsetSetRaiseTo(t *testing.T) {
 }
 
 // TestOffsetSetRaiseToSparse raises the run through a million sparse
-// offsets: one run, however sparse, and no allocation after the first.
+// offsets: one run, however sparse, and no allocation.
 func TestOffsetSetRaiseToSparse(t *testing.T) { // not parallel: AllocsPerRun
 	var s offsetSet
-	s.raiseTo(0)
 	allocs := testing.AllocsPerRun(1, func() {
+		s.raiseTo(0)
 		for x := int64(7); x <= 7_000_000; x += 7 {
 			s.raiseTo(x)
 		}
 	})
 	assert.Zero(t, allocs)
 	require.NoError(t, s.check())
-	require.Equal(t, []offsetRun{{0, 7_000_000}}, s.runs)
+	require.Equal(t, []offsetRun{{0, 7_000_000}}, s.runs())
 }
 
 // TestOffsetSetMemory checks that the set costs memory in proportion to its
@@ -303,11 +303,11 @@ func TestOffsetSetMemory(t *testing.T) {
 			s := tt.build(t)
 			require.NoError(t, s.check())
 			require.Equal(t, int64(n-len(holes)), s.len())
-			require.LessOrEqual(t, len(s.runs), len(holes)+1)
-			perOffset := float64(cap(s.runs)*runBytes) / float64(s.len())
-			t.Logf("%d runs, capacity %d: %.3f bytes per offset", len(s.runs), cap(s.runs), perOffset)
+			require.LessOrEqual(t, s.numRuns(), len(holes)+1)
+			perOffset := float64((cap(s.earlier)+1)*runBytes) / float64(s.len())
+			t.Logf("%d runs, capacity %d: %.3f bytes per offset", s.numRuns(), cap(s.earlier)+1, perOffset)
 			assert.LessOrEqual(t, perOffset, maxPerElem,
-				"%d runs in a slice of capacity %d", len(s.runs), cap(s.runs))
+				"%d runs, capacity %d", s.numRuns(), cap(s.earlier)+1)
 		})
 	}
 }
