@@ -125,10 +125,10 @@ func (s *domainState) processedCount(p *policy) int64 {
 	if !p.monotonic {
 		return s.processed.len()
 	}
-	if s.processed.len() == 0 {
+	if s.processed.isEmpty() {
 		return 0
 	}
-	hw := s.processed.last.hi
+	hw := s.processed.last().hi
 	pending := s.failed.len()
 	for i := range s.backlog.len() {
 		if s.backlog.at(i) <= hw {

@@ -364,8 +364,8 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 		// without it holds exact runs, and hw is the highest terminal
 		// offset among them and the failed ones.
 		hw := int64(-1)
-		if s.processed.len() != 0 {
-			hw = s.processed.last.hi
+		if !s.processed.isEmpty() {
+			hw = s.processed.last().hi
 		}
 		for off := range s.failed.m {
 			hw = max(hw, off)
@@ -375,7 +375,7 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 		}
 	}
 	if err := s.checkInvariants(&m.policy, m.instance); err != nil {
-		if !m.policy.monotonic && s.processed.numRuns() == 1 && s.processed.last.lo == 0 {
+		if !m.policy.monotonic && s.processed.numRuns() == 1 && s.processed.last().lo == 0 {
 			// One run from 0 is what a snapshot written with the option
 			// holds; say so, since the invariant alone does not.
 			err = fmt.Errorf("%w (was the journal written WithMonotonicOffsets?)", err)

@@ -11,24 +11,50 @@ import "slices"
 //
 // The highest interval is held in the set itself, where in-order work finds
 // it without following a pointer to the others: a domain's cycle reads and
-// extends it in the cache lines of the domain's record.
+// extends it in the cache lines of the domain's record. The set keeps no
+// count of its members, which would be one more word for every cycle to
+// write: len adds up the runs.
 //
 // The zero offsetSet is empty and allocates nothing.
 type offsetSet struct {
-	last    offsetRun   // the highest run, when n != 0
-	earlier []offsetRun // the runs below last, sorted by lo; each hi+1 < the next lo
-	n       int64       // number of offsets in the set
+	// The highest run is [lo, end-1]. end is one past its last offset, as
+	// a uint64 so that it does not overflow when that is math.MaxInt64; an
+	// end of zero means the set is empty (no run ends before offset 0).
+	lo      int64
+	end     uint64
+	earlier []offsetRun // the runs below the highest, sorted by lo; each hi+1 < the next lo
 }
 
 // offsetRun is the closed interval [lo, hi].
 type offsetRun struct{ lo, hi int64 }
 
-// len returns the number of offsets in the set.
-func (s *offsetSet) len() int64 { return s.n }
+// isEmpty reports whether the set has no members.
+func (s *offsetSet) isEmpty() bool { return s.end == 0 }
+
+// last returns the highest run; the set must not be empty.
+func (s *offsetSet) last() offsetRun { return offsetRun{s.lo, int64(s.end - 1)} }
+
+// setLast makes r the highest run.
+func (s *offsetSet) setLast(r offsetRun) { s.lo, s.end = r.lo, uint64(r.hi)+1 }
+
+// len returns the number of offsets in the set. It adds up the runs, so it
+// costs in proportion to their number. The run of every non-negative
+// offset, [0, math.MaxInt64], holds 2^63 offsets, one more than an int64
+// counts: len then wraps to a negative number (see raiseTo).
+func (s *offsetSet) len() int64 {
+	if s.end == 0 {
+		return 0
+	}
+	n := int64(s.end - uint64(s.lo))
+	for _, r := range s.earlier {
+		n += r.hi - r.lo + 1
+	}
+	return n
+}
 
 // numRuns returns the number of runs.
 func (s *offsetSet) numRuns() int {
-	if s.n == 0 {
+	if s.end == 0 {
 		return 0
 	}
 	return len(s.earlier) + 1
@@ -37,10 +63,10 @@ func (s *offsetSet) numRuns() int {
 // runs returns the runs in ascending order in a new slice, nil if there are
 // none.
 func (s *offsetSet) runs() []offsetRun {
-	if s.n == 0 {
+	if s.end == 0 {
 		return nil
 	}
-	return append(slices.Clone(s.earlier), s.last)
+	return append(slices.Clone(s.earlier), s.last())
 }
 
 // setRuns makes runs, sorted, disjoint and non-adjacent, the set's runs. It
@@ -50,12 +76,9 @@ func (s *offsetSet) setRuns(runs []offsetRun) {
 	if len(runs) == 0 {
 		return
 	}
-	s.last = runs[len(runs)-1]
+	s.setLast(runs[len(runs)-1])
 	if len(runs) > 1 {
 		s.earlier = slices.Clip(runs[:len(runs)-1])
-	}
-	for _, r := range runs {
-		s.n += r.hi - r.lo + 1
 	}
 }
 
@@ -75,11 +98,11 @@ func search(runs []offsetRun, x int64) int {
 
 // contains reports whether x is in the set.
 func (s *offsetSet) contains(x int64) bool {
-	if s.n == 0 {
+	if s.end == 0 {
 		return false
 	}
-	if x >= s.last.lo { // fast path: at or after the last run
-		return x <= s.last.hi
+	if x >= s.lo { // fast path: at or after the last run
+		return uint64(x) < s.end
 	}
 	i := search(s.earlier, x)
 	return i > 0 && x <= s.earlier[i-1].hi
@@ -88,23 +111,19 @@ func (s *offsetSet) contains(x int64) bool {
 // add inserts x, which must be non-negative, and reports whether it was absent.
 func (s *offsetSet) add(x int64) bool {
 	// Fast path: x extends the last run or starts a new one after it.
-	// The comparisons are written as x-1 so that hi+1 never overflows.
 	switch {
-	case s.n == 0:
-		s.last = offsetRun{x, x}
-		s.n = 1
+	case s.end == 0:
+		s.lo, s.end = x, uint64(x)+1
 		return true
-	case x-1 == s.last.hi:
-		s.last.hi = x
-		s.n++
+	case uint64(x) == s.end:
+		s.end++
 		return true
-	case x-1 > s.last.hi:
-		s.earlier = append(s.earlier, s.last)
-		s.last = offsetRun{x, x}
-		s.n++
+	case uint64(x) > s.end:
+		s.earlier = append(s.earlier, s.last())
+		s.lo, s.end = x, uint64(x)+1
 		return true
 	}
-	runs := append(s.earlier, s.last) // the slow path works on every run
+	runs := append(s.earlier, s.last()) // the slow path works on every run
 	n := len(runs)
 	i := search(runs, x)
 	if i > 0 && x <= runs[i-1].hi {
@@ -124,14 +143,13 @@ func (s *offsetSet) add(x int64) bool {
 		runs = slices.Insert(runs, i, offsetRun{x, x})
 	}
 	s.split(runs)
-	s.n++
 	return true
 }
 
 // split makes runs, which holds at least one run and shares its array with
 // s.earlier, the set's runs.
 func (s *offsetSet) split(runs []offsetRun) {
-	s.last = runs[len(runs)-1]
+	s.setLast(runs[len(runs)-1])
 	s.earlier = runs[:len(runs)-1]
 	if len(s.earlier) == 0 {
 		s.earlier = nil
@@ -140,10 +158,10 @@ func (s *offsetSet) split(runs []offsetRun) {
 
 // remove deletes x and reports whether it was present.
 func (s *offsetSet) remove(x int64) bool {
-	if s.n == 0 {
+	if s.end == 0 {
 		return false
 	}
-	runs := append(s.earlier, s.last)
+	runs := append(s.earlier, s.last())
 	i := search(runs, x) - 1
 	if i < 0 || x > runs[i].hi {
 		return false
@@ -160,7 +178,6 @@ func (s *offsetSet) remove(x int64) bool {
 		runs[i].hi = x - 1
 		runs = slices.Insert(runs, i+1, offsetRun{x + 1, r.hi})
 	}
-	s.n--
 	if len(runs) == 0 {
 		*s = offsetSet{}
 		return true
@@ -180,11 +197,10 @@ func (s *offsetSet) remove(x int64) bool {
 // number. Callers that report a monotonic set's size compute it from the
 // run, not from len.
 func (s *offsetSet) raiseTo(x int64) {
-	if s.n != 0 { // n wraps to a negative number for the run of every offset
-		x = max(x, s.last.hi)
+	if s.end != 0 {
+		x = max(x, int64(s.end-1))
 	}
-	s.last, s.earlier = offsetRun{0, x}, nil
-	s.n = x + 1 // wraps for x == math.MaxInt64; check counts the same way
+	s.lo, s.end, s.earlier = 0, uint64(x)+1, nil
 }
 
 // all calls yield for each offset in ascending order until yield returns false.

@@ -46,6 +46,39 @@ func TestOffsetSetZero(t *testing.T) {
 	assert.Equal(t, offsetSet{}, s)
 }
 
+// TestOffsetSetLen checks that len, which adds up the runs, counts every
+// shape of set, up to the run of every offset, whose 2^63 members wrap to
+// math.MinInt64 as raiseTo documents.
+func TestOffsetSetLen(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		runs []offsetRun
+		want int64
+	}{
+		{"empty", nil, 0},
+		{"zero", []offsetRun{{0, 0}}, 1},
+		{"max", []offsetRun{{maxOff, maxOff}}, 1},
+		{"one run", []offsetRun{{3, 9}}, 7},
+		{"runs", []offsetRun{{0, 1}, {5, 5}, {7, 10}}, 7},
+		{"up to max", []offsetRun{{1, maxOff}}, maxOff},
+		{"runs up to max", []offsetRun{{0, 0}, {2, maxOff}}, maxOff},
+		{"every offset", []offsetRun{{0, maxOff}}, math.MinInt64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var s offsetSet
+			s.setRuns(slices.Clone(tt.runs))
+			require.NoError(t, s.check())
+			require.Equal(t, tt.runs, s.runs())
+			assert.Equal(t, tt.want, s.len())
+			assert.Equal(t, len(tt.runs), s.numRuns())
+			assert.Equal(t, len(tt.runs) == 0, s.isEmpty())
+		})
+	}
+}
+
 func TestOffsetSetAdd(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
