@@ -58,10 +58,10 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 		Leased:    s.leased,
 		Paused:    s.paused,
 		Processed: s.processedCount(&m.policy),
-		Failed:    s.failed.len(),
+		Failed:    s.failed().len(),
 	}
 	if s.leased {
-		info.Lease = s.lease.info(domain, m.loc)
+		info.Lease = s.lease.info(domain, s.leaseToken(&m.policy), m.loc)
 	}
 	if n := s.backlog.len(); n > 0 {
 		info.Backlog = s.backlog.appendTo(make([]int64, 0, n))
@@ -72,11 +72,11 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	return info, nil
 }
 
-func (l *lease) info(domain string, loc *time.Location) LeaseInfo {
+func (l *lease) info(domain string, tok Token, loc *time.Location) LeaseInfo {
 	return LeaseInfo{
 		Domain:     domain,
 		Offset:     l.offset,
-		Token:      l.token,
+		Token:      tok,
 		AcquiredAt: l.acquiredAt.in(loc),
 		ExpiresAt:  l.expiresAt.in(loc),
 		RetryCount: l.retries,
@@ -96,7 +96,7 @@ func (m *Manager) Leases() ([]LeaseInfo, error) {
 	m.forEachRecord(func(_ *shard, domain string, r *record) {
 		r.mu.Lock()
 		if r.state.leased && !r.dropped {
-			out = append(out, r.state.lease.info(domain, m.loc))
+			out = append(out, r.state.lease.info(domain, r.state.leaseToken(&m.policy), m.loc))
 			seq = max(seq, r.lastSeq)
 		}
 		r.mu.Unlock()
@@ -148,7 +148,7 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	var seq uint64 // the latest record what we report depends on
 	if domain != "" {
 		if _, r := m.lockRecord(domain, false); r != nil {
-			out = r.state.failed.appendTo(out, domain, m.loc)
+			out = r.state.failed().appendTo(out, domain, m.loc)
 			seq = r.lastSeq
 			r.mu.Unlock()
 		}
@@ -159,8 +159,8 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	}
 	m.forEachRecord(func(_ *shard, domain string, r *record) {
 		r.mu.Lock()
-		if !r.dropped && r.state.failed.len() > 0 {
-			out = r.state.failed.appendTo(out, domain, m.loc)
+		if !r.dropped && r.state.failed().len() > 0 {
+			out = r.state.failed().appendTo(out, domain, m.loc)
 			seq = max(seq, r.lastSeq)
 		}
 		r.mu.Unlock()
@@ -231,16 +231,17 @@ func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) err
 	switch {
 	case s.isProcessed(p, offset):
 		return ErrAlreadyProcessed
-	case s.failed.contains(offset):
+	case s.isFailed(offset):
 		return nil
 	}
 	attempts, tok := 0, Token{}
 	switch {
 	case s.leased && s.lease.offset == offset:
-		attempts, tok = s.lease.retries+1, s.lease.token
+		attempts, tok = s.lease.retries+1, s.leaseToken(p)
 		s.revoke(tok, ErrLeaseRevoked)
 	case s.backlog.remove(offset):
-		attempts = s.carried[offset].retries
+		a, _ := s.carriedOf(offset)
+		attempts = a.retries
 		s.dropCarried(offset)
 	}
 	e.emit(EventKilled, offset, attempts, tok, cause)
@@ -257,10 +258,10 @@ func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) err
 // with ok true: acquire it.
 func (m *Manager) Redrive(domain string, offset int64) (next int64, ok bool, err error) {
 	return m.adminCall("Redrive", domain, false, ErrNotDeadLettered, func(s *domainState, e *emitter) error {
-		if _, found := s.failed.remove(offset); !found {
+		if !s.removeFailed(offset) {
 			return ErrNotDeadLettered
 		}
-		s.backlog.pushFront(offset)
+		s.queue().pushFront(offset)
 		e.emit(EventRedriven, offset, 0, Token{}, nil)
 		return nil
 	})
@@ -279,9 +280,9 @@ func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
 		if !s.leased {
 			return ErrNoLease
 		}
-		l := s.lease
-		e.emit(EventReleased, l.offset, l.retries+1, l.token, nil)
-		s.revoke(l.token, ErrLeaseRevoked)
+		l, tok := s.lease, s.leaseToken(&m.policy)
+		e.emit(EventReleased, l.offset, l.retries+1, tok, nil)
+		s.revoke(tok, ErrLeaseRevoked)
 		s.requeue(e, l.offset, attempt{retries: l.retries, acquiredAt: l.acquiredAt})
 		return nil
 	})

@@ -15,7 +15,8 @@ import (
 // while it holds at most smallBacklog offsets membership is a scan of the
 // ring, and past that a map indexes every member.
 //
-// The zero backlog is empty and allocates nothing.
+// The zero backlog is empty and allocates nothing. A nil *backlog is empty
+// too: every method but the pushes works on it.
 type backlog struct {
 	buf       []int64            // ring; len(buf) is zero or a power of two
 	head      int                // index in buf of the front
@@ -30,14 +31,19 @@ const (
 )
 
 // len returns the number of offsets in the backlog.
-func (b *backlog) len() int { return b.n }
+func (b *backlog) len() int {
+	if b == nil {
+		return 0
+	}
+	return b.n
+}
 
 // at returns the i-th offset from the front; i must be in [0, len).
 func (b *backlog) at(i int) int64 { return b.buf[(b.head+i)&(len(b.buf)-1)] }
 
 // front returns the offset at the front, and false if the backlog is empty.
 func (b *backlog) front() (int64, bool) {
-	if b.n == 0 {
+	if b == nil || b.n == 0 {
 		return 0, false
 	}
 	return b.buf[b.head], true
@@ -46,6 +52,8 @@ func (b *backlog) front() (int64, bool) {
 // contains reports whether x is in the backlog.
 func (b *backlog) contains(x int64) bool {
 	switch {
+	case b == nil:
+		return false
 	case b.index != nil:
 		_, ok := b.index[x]
 		return ok
@@ -103,7 +111,7 @@ func (b *backlog) pushFront(x int64) bool {
 // popFront removes and returns the front offset, and false if the backlog is
 // empty.
 func (b *backlog) popFront() (int64, bool) {
-	if b.n == 0 {
+	if b == nil || b.n == 0 {
 		return 0, false
 	}
 	x := b.buf[b.head]
@@ -205,7 +213,7 @@ func (b *backlog) check() error {
 
 // appendTo appends the backlog's offsets, front first, to dst.
 func (b *backlog) appendTo(dst []int64) []int64 {
-	for i := range b.n {
+	for i := range b.len() {
 		dst = append(dst, b.at(i))
 	}
 	return dst

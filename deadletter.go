@@ -7,7 +7,8 @@ import (
 
 // deadLetters is a domain's failed offsets with why and when each failed.
 // Failures are the exception, so a map costs little; the zero value is empty
-// and allocates nothing.
+// and allocates nothing. A nil *deadLetters is empty too: every method but
+// add works on it.
 type deadLetters struct {
 	m map[int64]deadLetter
 }
@@ -18,10 +19,15 @@ type deadLetter struct {
 	at       instant
 }
 
-func (d *deadLetters) len() int64 { return int64(len(d.m)) }
+func (d *deadLetters) len() int64 {
+	if d == nil {
+		return 0
+	}
+	return int64(len(d.m))
+}
 
 func (d *deadLetters) contains(offset int64) bool {
-	if len(d.m) == 0 { // most domains have none: skip the map call
+	if d == nil || len(d.m) == 0 { // most domains have none: skip the map call
 		return false
 	}
 	_, ok := d.m[offset]
@@ -36,6 +42,9 @@ func (d *deadLetters) add(offset int64, dl deadLetter) {
 }
 
 func (d *deadLetters) remove(offset int64) (deadLetter, bool) {
+	if d == nil {
+		return deadLetter{}, false
+	}
 	dl, ok := d.m[offset]
 	if ok {
 		delete(d.m, offset)
@@ -48,6 +57,9 @@ func (d *deadLetters) remove(offset int64) (deadLetter, bool) {
 
 // offsets returns the failed offsets in ascending order.
 func (d *deadLetters) offsets() []int64 {
+	if d == nil {
+		return nil
+	}
 	out := make([]int64, 0, len(d.m))
 	for off := range d.m {
 		out = append(out, off)
@@ -68,6 +80,9 @@ type DeadLetter struct {
 }
 
 func (d *deadLetters) appendTo(dst []DeadLetter, domain string, loc *time.Location) []DeadLetter {
+	if d == nil {
+		return dst
+	}
 	for _, off := range d.offsets() {
 		dl := d.m[off]
 		dst = append(dst, DeadLetter{Domain: domain, Offset: off, Cause: dl.cause, Attempts: dl.attempts, At: dl.at.in(loc)})

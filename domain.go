@@ -10,27 +10,56 @@ import (
 // parking and the admin calls. It does no locking and calls nothing outside
 // the package; the record that owns it holds its mutex around every method,
 // and tests drive it directly.
+//
+// Its fields are laid out for the record's cache lines (see record): what a
+// TryAcquire+Succeed cycle reads or writes comes first, and what only
+// failures, expiries and operators need is behind cold, which most domains
+// never allocate. The highest processed run ends the hot part; the other
+// runs, rarely read, follow it in the record's third line.
 type domainState struct {
-	leased  bool  // whether lease is valid: the domain is in flight
-	paused  bool  // grants nothing until resumed (Pause, or parked on a dead letter)
-	lease   lease // the current lease when leased; zero otherwise
-	backlog backlog
-	// processed and failed are the terminal offsets (seed 000 "processed"
-	// and "failed"): offsets that succeeded, and offsets that were given up
-	// or killed, which keep why. With WithMonotonicOffsets, processed is
+	leased bool  // whether lease is valid: the domain is in flight
+	paused bool  // grants nothing until resumed (Pause, or parked on a dead letter)
+	lease  lease // the current lease when leased; zero otherwise
+	// issued is the fence of the latest grant (0 before the first) and this
+	// domain's serial: with the Manager's instance they make the latest
+	// grant's token. Fences only grow, so a token is never issued twice.
+	issued issued
+	// backlog is allocated by the first offset queued, and kept: a domain
+	// that queued once is likely to queue again. A nil backlog is empty.
+	backlog *backlog
+	// cold holds what failures, expiries and operators leave behind; nil
+	// while it would be empty, as it is for most domains.
+	cold *domainCold
+	// processed holds the offsets that succeeded (seed 000 "processed";
+	// the failed ones are in cold). With WithMonotonicOffsets, it is
 	// instead empty or the one run [0, hw], hw being the highest terminal
 	// offset; isProcessed says which offsets count as processed either way.
 	processed offsetSet
-	failed    deadLetters
+}
+
+// issued is what a domain needs to make its grants' tokens.
+type issued struct {
+	fence  uint64 // the latest grant's; 0 before the first
+	serial uint64 // the domain's serial within its Manager; never 0
+}
+
+// domainCold is the part of a domain's state that most domains never have.
+// It is allocated when one of its fields is first set, and dropped once
+// all are zero again.
+type domainCold struct {
+	// failed holds the offsets that were given up or killed (seed 000
+	// "failed"), and why.
+	failed deadLetters
 	// carried holds the history of offsets that went back into the backlog
 	// after an attempt that did not end in Succeed or Fail (an expiry, a
 	// forced release), so that their next grant keeps counting attempts.
 	// nil unless there is one.
 	carried map[int64]attempt
-	// issued is the token of the latest grant, with the fence of that grant
-	// (0 before the first) and this domain's fixed serial and instance.
-	// Fences only grow, so a token is never issued twice.
-	issued Token
+	// leaseToken is the current lease's token when it is not the latest
+	// grant of this Manager: a lease that replay restored, granted by the
+	// Manager that wrote the journal. Zero otherwise, and for every lease
+	// this Manager grants.
+	leaseToken Token
 	// revoked is the token of the latest lease that ended without its
 	// holder (expired, killed or force-released), so that the holder learns
 	// why: Succeed, Fail and Extend with it return revokedErr.
@@ -38,10 +67,10 @@ type domainState struct {
 	revokedErr error
 }
 
-// lease is the seed's LeaseRecord, plus an expiry.
+// lease is the seed's LeaseRecord, plus an expiry. Its token is the
+// domain's latest grant (see domainState.leaseToken).
 type lease struct {
 	offset     int64
-	token      Token
 	acquiredAt instant // first grant of this offset; retries keep it
 	expiresAt  instant // zero: never expires
 	retries    int     // failed attempts of this offset so far
@@ -61,6 +90,108 @@ type policy struct {
 	bestEffort bool          // allow acquiring a queued offset out of turn
 	park       bool          // pause a domain when one of its offsets is dead-lettered
 	monotonic  bool          // offsets only grow: processed is a watermark (WithMonotonicOffsets)
+	instance   uint64        // the Manager's instance, which its tokens carry
+}
+
+// issuedToken returns the token of the domain's latest grant by this
+// Manager.
+func (s *domainState) issuedToken(p *policy) Token {
+	return Token{fence: s.issued.fence, domain: s.issued.serial, instance: p.instance}
+}
+
+// leaseToken returns the current lease's token; s must be leased.
+func (s *domainState) leaseToken(p *policy) Token {
+	if c := s.cold; c != nil && !c.leaseToken.IsZero() {
+		return c.leaseToken
+	}
+	return s.issuedToken(p)
+}
+
+// restoreLease makes l, granted under tok, the current lease, as replay
+// finds it: tok's fence becomes the latest grant's.
+func (s *domainState) restoreLease(p *policy, l lease, tok Token) {
+	s.issued.fence = tok.fence
+	s.leased, s.lease = true, l
+	if tok != s.issuedToken(p) {
+		s.coldPart().leaseToken = tok
+	}
+}
+
+// coldPart returns s.cold, allocating it if need be.
+func (s *domainState) coldPart() *domainCold {
+	if s.cold == nil {
+		s.cold = new(domainCold)
+	}
+	return s.cold
+}
+
+// trimCold drops s.cold once nothing is left in it.
+func (s *domainState) trimCold() {
+	if c := s.cold; c != nil && c.failed.m == nil && c.carried == nil && c.leaseToken.IsZero() && c.revoked.IsZero() {
+		s.cold = nil
+	}
+}
+
+// failed returns the domain's dead letters; nil, which is empty, if it has
+// none.
+func (s *domainState) failed() *deadLetters {
+	if s.cold == nil {
+		return nil
+	}
+	return &s.cold.failed
+}
+
+// isFailed reports whether offset is failed.
+func (s *domainState) isFailed(offset int64) bool {
+	return s.cold != nil && s.cold.failed.contains(offset)
+}
+
+// removeFailed takes offset out of the failed set and reports whether it
+// was there.
+func (s *domainState) removeFailed(offset int64) bool {
+	if s.cold == nil {
+		return false
+	}
+	_, ok := s.cold.failed.remove(offset)
+	s.trimCold()
+	return ok
+}
+
+// queue returns the backlog, allocating it if need be, for an offset about
+// to join it.
+func (s *domainState) queue() *backlog {
+	if s.backlog == nil {
+		s.backlog = new(backlog)
+	}
+	return s.backlog
+}
+
+// carriedOf returns the attempts offset carries to its next grant.
+func (s *domainState) carriedOf(offset int64) (attempt, bool) {
+	if s.cold == nil || s.cold.carried == nil {
+		return attempt{}, false
+	}
+	a, ok := s.cold.carried[offset]
+	return a, ok
+}
+
+// carry records the attempts offset, which is queued, carries to its next
+// grant.
+func (s *domainState) carry(offset int64, a attempt) {
+	c := s.coldPart()
+	if c.carried == nil {
+		c.carried = make(map[int64]attempt)
+	}
+	c.carried[offset] = a
+}
+
+// revoked returns the token of the latest lease that ended without its
+// holder and why, or the zero Token.
+func (s *domainState) revoked() (Token, error) {
+	if s.cold == nil {
+		return Token{}, nil
+	}
+	return s.cold.revoked, s.cold.revokedErr
 }
 
 // acquire is TryAcquire under the domain lock. With Acquired or
@@ -71,7 +202,7 @@ func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireStatu
 	if s.isProcessed(p, offset) {
 		return AlreadyProcessed, nil
 	}
-	if s.failed.contains(offset) {
+	if s.isFailed(offset) {
 		return AlreadyFailed, nil
 	}
 	// 2) Active lease exists (or the domain is paused, which queues
@@ -114,7 +245,7 @@ func (s *domainState) isProcessed(p *policy, offset int64) bool {
 	}
 	// The run [0, hw] holds the offsets below hw that are still to run, or
 	// failed: they do not count.
-	return !s.failed.contains(offset) && !(s.leased && s.lease.offset == offset) && !s.backlog.contains(offset)
+	return !s.isFailed(offset) && !(s.leased && s.lease.offset == offset) && !s.backlog.contains(offset)
 }
 
 // processedCount is the number of offsets that count as processed, which
@@ -129,7 +260,7 @@ func (s *domainState) processedCount(p *policy) int64 {
 		return 0
 	}
 	hw := s.processed.last().hi
-	pending := s.failed.len()
+	pending := s.failed().len()
 	for i := range s.backlog.len() {
 		if s.backlog.at(i) <= hw {
 			pending++
@@ -160,9 +291,9 @@ func (s *domainState) markTerminal(p *policy, offset int64, succeeded bool) {
 // added. Terminal offsets must have been ruled out.
 func (s *domainState) enqueue(p *policy, offset int64) bool {
 	if p.lifo {
-		return s.backlog.pushFront(offset)
+		return s.queue().pushFront(offset)
 	}
-	return s.backlog.pushBack(offset)
+	return s.queue().pushBack(offset)
 }
 
 // grant leases offset under a new token.
@@ -170,9 +301,9 @@ func (s *domainState) grant(p *policy, e *emitter, offset int64) {
 	s.issued.fence++
 	s.leased = true
 	l := &s.lease // zero: release cleared it
-	l.offset, l.token, l.acquiredAt = offset, s.issued, e.now
-	if s.carried != nil {
-		if a, ok := s.carried[offset]; ok {
+	l.offset, l.acquiredAt = offset, e.now
+	if s.cold != nil {
+		if a, ok := s.carriedOf(offset); ok {
 			l.retries, l.acquiredAt = a.retries, a.acquiredAt
 			s.dropCarried(offset)
 		}
@@ -180,19 +311,20 @@ func (s *domainState) grant(p *policy, e *emitter, offset int64) {
 	if p.ttl > 0 {
 		l.expiresAt = e.now.add(p.ttl)
 	}
-	e.emit(EventAcquired, offset, s.lease.retries+1, s.lease.token, nil)
+	e.emit(EventAcquired, offset, l.retries+1, s.issuedToken(p), nil)
 }
 
 // checkToken reports the error Succeed, Fail or Extend returns for tok, if
 // any, and reports a rejection.
-func (s *domainState) checkToken(e *emitter, tok Token) error {
-	if s.leased && tok == s.lease.token {
+func (s *domainState) checkToken(p *policy, e *emitter, tok Token) error {
+	if s.leased && tok == s.leaseToken(p) {
 		return nil
 	}
 	var err error
+	revoked, why := s.revoked()
 	switch {
-	case !tok.IsZero() && tok == s.revoked:
-		err = s.revokedErr
+	case !tok.IsZero() && tok == revoked:
+		err = why
 	case !s.leased:
 		err = ErrNoLease
 	default:
@@ -209,7 +341,7 @@ func (s *domainState) checkToken(e *emitter, tok Token) error {
 // succeed is Succeed under the domain lock.
 func (s *domainState) succeed(p *policy, e *emitter, tok Token) (SucceedResult, error) {
 	s.expireIfDue(p, e)
-	if err := s.checkToken(e, tok); err != nil {
+	if err := s.checkToken(p, e, tok); err != nil {
 		return SucceedResult{}, err
 	}
 	s.markTerminal(p, s.lease.offset, true)
@@ -224,7 +356,7 @@ func (s *domainState) succeed(p *policy, e *emitter, tok Token) (SucceedResult, 
 // fail is Fail under the domain lock.
 func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error) (FailResult, error) {
 	s.expireIfDue(p, e)
-	if err := s.checkToken(e, tok); err != nil {
+	if err := s.checkToken(p, e, tok); err != nil {
 		return FailResult{}, err
 	}
 	if s.lease.retries < p.maxRetries {
@@ -251,7 +383,7 @@ func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error) (FailR
 // than now+d. It returns the lease's expiry, zero if it never expires.
 func (s *domainState) extend(p *policy, e *emitter, tok Token, d time.Duration) (instant, error) {
 	s.expireIfDue(p, e)
-	if err := s.checkToken(e, tok); err != nil {
+	if err := s.checkToken(p, e, tok); err != nil {
 		return 0, err
 	}
 	if p.ttl == 0 {
@@ -272,38 +404,41 @@ func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
 	if !s.leased || s.lease.expiresAt == 0 || e.now < s.lease.expiresAt {
 		return false
 	}
-	l := s.lease
-	e.emit(EventExpired, l.offset, l.retries+1, l.token, nil)
-	s.revoke(l.token, ErrLeaseExpired)
+	l, tok := s.lease, s.leaseToken(p)
+	e.emit(EventExpired, l.offset, l.retries+1, tok, nil)
+	s.revoke(tok, ErrLeaseExpired)
 	if l.retries < p.maxRetries {
 		s.requeue(e, l.offset, attempt{retries: l.retries + 1, acquiredAt: l.acquiredAt})
 	} else {
-		s.deadLetter(p, e, l.offset, l.retries+1, l.token, ErrLeaseExpired, p.park)
+		s.deadLetter(p, e, l.offset, l.retries+1, tok, ErrLeaseExpired, p.park)
 	}
 	return true
 }
 
 // requeue puts offset back at the front of the line, keeping its attempts.
 func (s *domainState) requeue(e *emitter, offset int64, a attempt) {
-	s.backlog.pushFront(offset)
-	if s.carried == nil {
-		s.carried = make(map[int64]attempt)
-	}
-	s.carried[offset] = a
+	s.queue().pushFront(offset)
+	s.carry(offset, a)
 	e.record(Record{Kind: EventRequeued, Offset: offset, Attempt: a.retries, Retries: a.retries, AcquiredAt: a.acquiredAt.in(time.UTC)}, nil)
 }
 
+// dropCarried forgets the attempts offset carried, if any.
 func (s *domainState) dropCarried(offset int64) {
-	delete(s.carried, offset)
-	if len(s.carried) == 0 {
-		s.carried = nil
+	c := s.cold
+	if c == nil || c.carried == nil {
+		return
+	}
+	delete(c.carried, offset)
+	if len(c.carried) == 0 {
+		c.carried = nil
+		s.trimCold()
 	}
 }
 
 // deadLetter makes offset failed after attempts attempts, and parks the
 // domain if park is set.
 func (s *domainState) deadLetter(p *policy, e *emitter, offset int64, attempts int, tok Token, cause error, park bool) {
-	s.failed.add(offset, deadLetter{cause: cause, attempts: attempts, at: e.now})
+	s.coldPart().failed.add(offset, deadLetter{cause: cause, attempts: attempts, at: e.now})
 	s.markTerminal(p, offset, false)
 	e.emit(EventDeadLettered, offset, attempts, tok, cause)
 	if park && !s.paused {
@@ -316,11 +451,16 @@ func (s *domainState) deadLetter(p *policy, e *emitter, offset int64, attempts i
 func (s *domainState) release() {
 	s.leased = false
 	s.lease = lease{}
+	if c := s.cold; c != nil && !c.leaseToken.IsZero() {
+		c.leaseToken = Token{}
+		s.trimCold()
+	}
 }
 
-// revoke ends the lease without its holder.
+// revoke ends the lease, whose token is tok, without its holder.
 func (s *domainState) revoke(tok Token, why error) {
-	s.revoked, s.revokedErr = tok, why
+	c := s.coldPart()
+	c.revoked, c.revokedErr = tok, why
 	s.release()
 }
 
@@ -333,9 +473,10 @@ func (s *domainState) next() (int64, bool) {
 	return s.backlog.front()
 }
 
-// describe fills in res's lease fields from l, with times in loc.
-func (l *lease) describe(res *AcquireResult, loc *time.Location) {
-	res.Token = l.token
+// describe fills in res's lease fields from l, whose token is tok, with
+// times in loc.
+func (l *lease) describe(res *AcquireResult, tok Token, loc *time.Location) {
+	res.Token = tok
 	res.AcquiredAt = l.acquiredAt.in(loc)
 	res.ExpiresAt = l.expiresAt.in(loc)
 	res.RetryCount = l.retries

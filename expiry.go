@@ -34,12 +34,12 @@ func (x *expiryIndex) sync(r *record) {
 	switch {
 	case want == 0:
 		if r.heapIdx != 0 {
-			x.remove(r.heapIdx - 1)
+			x.remove(int(r.heapIdx - 1))
 		}
 	case r.heapIdx == 0:
 		x.push(expiryEntry{at: want, r: r})
 	default:
-		i := r.heapIdx - 1
+		i := int(r.heapIdx - 1)
 		x.heap[i].at = want
 		x.fix(i)
 	}
@@ -61,7 +61,7 @@ func (x *expiryIndex) popDue(now instant, dst []expiryEntry) []expiryEntry {
 func (x *expiryIndex) push(e expiryEntry) {
 	x.heap = append(x.heap, e)
 	i := len(x.heap) - 1
-	e.r.heapIdx = i + 1
+	e.r.heapIdx = int32(i + 1)
 	x.up(i)
 }
 
@@ -120,8 +120,8 @@ func (x *expiryIndex) down(i int) bool {
 
 func (x *expiryIndex) swap(i, j int) {
 	x.heap[i], x.heap[j] = x.heap[j], x.heap[i]
-	x.heap[i].r.heapIdx = i + 1
-	x.heap[j].r.heapIdx = j + 1
+	x.heap[i].r.heapIdx = int32(i + 1)
+	x.heap[j].r.heapIdx = int32(j + 1)
 }
 
 // Expiry describes a lease that Reap revoked because its time ran out.
@@ -202,6 +202,10 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 	}
 	s := &r.state
 	l := s.lease
+	var tok Token
+	if s.leased {
+		tok = s.leaseToken(&m.policy)
+	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	expired := s.expireIfDue(&m.policy, &e)
 	sh.expiry.sync(r)
@@ -211,9 +215,9 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 	exp = Expiry{
 		Domain:       r.domain,
 		Offset:       l.offset,
-		Token:        l.token,
+		Token:        tok,
 		Attempts:     l.retries + 1,
-		DeadLettered: s.failed.contains(l.offset),
+		DeadLettered: s.isFailed(l.offset),
 	}
 	exp.Next, exp.HasNext = s.next()
 	return exp, true, r.lastSeq, e.err

@@ -32,8 +32,8 @@ func Terminal(m *Manager, domain string) (processed, failed []int64) {
 	}
 	defer r.mu.Unlock()
 	r.state.processed.all(func(x int64) bool { processed = append(processed, x); return true })
-	if r.state.failed.len() > 0 {
-		failed = r.state.failed.offsets()
+	if r.state.failed().len() > 0 {
+		failed = r.state.failed().offsets()
 	}
 	return processed, failed
 }
@@ -59,8 +59,8 @@ func TerminalRuns(m *Manager, domain string) (processed [][2]int64, failed []int
 	for _, run := range r.state.processed.runs() {
 		processed = append(processed, [2]int64{run.lo, run.hi})
 	}
-	if r.state.failed.len() > 0 {
-		failed = r.state.failed.offsets()
+	if r.state.failed().len() > 0 {
+		failed = r.state.failed().offsets()
 	}
 	return processed, failed
 }

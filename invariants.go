@@ -14,7 +14,7 @@ func (m *Manager) checkInvariants() error {
 	var errs []error
 	m.forEachRecord(func(sh *shard, domain string, r *record) {
 		r.mu.Lock()
-		err := r.state.checkInvariants(&m.policy, m.instance)
+		err := r.state.checkInvariants(&m.policy)
 		if err == nil && !r.dropped && m.policy.ttl > 0 {
 			err = sh.expiry.check(r)
 		}
@@ -60,34 +60,38 @@ func (m *Manager) checkMap(sh *shard) error {
 }
 
 // checkInvariants checks one domain under p. s's record lock must be held.
-func (s *domainState) checkInvariants(p *policy, instance uint64) error {
+func (s *domainState) checkInvariants(p *policy) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
 	// Tokens: every grant comes from this domain's serial and the Manager's
 	// instance, and fences only grow.
-	if s.issued.instance != instance || s.issued.domain == 0 {
-		bad("issued token %v does not belong to this manager's domain", s.issued)
+	if s.issued.serial == 0 || p.instance == 0 {
+		bad("issued token %v does not belong to this manager's domain", s.issuedToken(p))
 	}
+	c := s.cold
 	// 1. Single in-flight unit, and 5. token fencing: the lease, if any, is
 	// the latest grant.
 	if s.leased {
 		// After a restart the lease may have been granted by the Manager
 		// before, under another instance: its fence is what must match.
-		if s.lease.token.fence != s.issued.fence || s.lease.token.fence == 0 {
-			bad("lease token %v is not the latest grant %v", s.lease.token, s.issued)
+		if tok := s.leaseToken(p); tok.fence != s.issued.fence || tok.fence == 0 {
+			bad("lease token %v is not the latest grant %v", tok, s.issuedToken(p))
+		}
+		if c != nil && c.leaseToken == s.issuedToken(p) {
+			bad("lease token %v is kept apart although this manager issued it", c.leaseToken)
 		}
 		if s.lease.retries < 0 {
 			bad("lease retry count %d is negative", s.lease.retries)
 		}
-	} else if s.lease != (lease{}) {
+	} else if s.lease != (lease{}) || (c != nil && !c.leaseToken.IsZero()) {
 		bad("idle domain keeps a lease %+v", s.lease)
 	}
 	// 2. Disjointness and 4. idempotence: the current offset and the backlog
 	// hold no terminal offset, and the current offset is not queued.
 	if s.leased {
 		off := s.lease.offset
-		if s.isProcessed(p, off) || s.failed.contains(off) || s.backlog.contains(off) {
+		if s.isProcessed(p, off) || s.isFailed(off) || s.backlog.contains(off) {
 			bad("current offset %d is also processed, failed or queued", off)
 		}
 	}
@@ -98,20 +102,26 @@ func (s *domainState) checkInvariants(p *policy, instance uint64) error {
 			bad("backlog holds %d twice", x)
 		}
 		seen[x] = true
-		if s.isProcessed(p, x) || s.failed.contains(x) {
+		if s.isProcessed(p, x) || s.isFailed(x) {
 			bad("backlog holds terminal offset %d", x)
 		}
 		if !s.backlog.contains(x) {
 			bad("backlog index misses %d", x)
 		}
 	}
-	if s.backlog.index != nil && len(s.backlog.index) != s.backlog.len() {
-		bad("backlog index has %d entries for %d offsets", len(s.backlog.index), s.backlog.len())
+	if b := s.backlog; b != nil {
+		if b.index != nil && len(b.index) != b.len() {
+			bad("backlog index has %d entries for %d offsets", len(b.index), b.len())
+		}
+		if err := b.check(); err != nil {
+			bad("backlog: %w", err)
+		}
 	}
-	if err := s.backlog.check(); err != nil {
-		bad("backlog: %w", err)
+	var failed map[int64]deadLetter
+	if c != nil {
+		failed = c.failed.m
 	}
-	for off := range s.failed.m {
+	for off := range failed {
 		if s.isProcessed(p, off) {
 			bad("offset %d is both processed and failed", off)
 		}
@@ -122,32 +132,41 @@ func (s *domainState) checkInvariants(p *policy, instance uint64) error {
 		if r := s.processed.runs(); len(r) != 1 || r[0].lo != 0 {
 			bad("monotonic processed set is not one run from 0: %v", r)
 		} else {
-			for off := range s.failed.m {
+			for off := range failed {
 				if off > r[0].hi {
 					bad("failed offset %d is above the highest terminal offset %d", off, r[0].hi)
 				}
 			}
 		}
-	} else if p.monotonic && s.failed.len() > 0 {
+	} else if p.monotonic && len(failed) > 0 {
 		bad("failed offsets but no highest terminal offset")
-	}
-	if s.failed.m != nil && len(s.failed.m) == 0 {
-		bad("empty dead-letter map kept")
 	}
 	if err := s.processed.check(); err != nil {
 		bad("processed: %w", err)
 	}
+	if c == nil {
+		return errors.Join(errs...)
+	}
+	if c.failed.m != nil && len(c.failed.m) == 0 {
+		bad("empty dead-letter map kept")
+	}
 	// Attempts carried over belong to queued offsets only.
-	for off := range s.carried {
+	for off := range c.carried {
 		if !s.backlog.contains(off) {
 			bad("carried attempts for %d, which is not queued", off)
 		}
 	}
-	if s.carried != nil && len(s.carried) == 0 {
+	if c.carried != nil && len(c.carried) == 0 {
 		bad("empty carried map kept")
 	}
-	if !s.revoked.IsZero() && (s.revoked.fence > s.issued.fence || s.revokedErr == nil) {
-		bad("revoked token %v was never issued or has no reason", s.revoked)
+	if !c.revoked.IsZero() && (c.revoked.fence > s.issued.fence || c.revokedErr == nil) {
+		bad("revoked token %v was never issued or has no reason", c.revoked)
+	}
+	if c.revoked.IsZero() != (c.revokedErr == nil) {
+		bad("revoked token %v with reason %v", c.revoked, c.revokedErr)
+	}
+	if c.failed.m == nil && c.carried == nil && c.leaseToken.IsZero() && c.revoked.IsZero() {
+		bad("empty cold part kept")
 	}
 	return errors.Join(errs...)
 }
@@ -175,7 +194,7 @@ func (x *expiryIndex) checkHeap() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for i, e := range x.heap {
-		if e.r.heapIdx != i+1 {
+		if int(e.r.heapIdx) != i+1 {
 			return fmt.Errorf("expiry index entry %d has heapIdx %d", i, e.r.heapIdx)
 		}
 		if i > 0 && x.heap[(i-1)/2].at > e.at {

@@ -24,8 +24,7 @@ type Manager struct {
 	shards    []shard
 	shardMask uint64
 	seed      maphash.Seed
-	instance  uint64 // random, non-zero; makes this Manager's tokens unique
-	policy    policy
+	policy    policy         // its instance, random and non-zero, makes this Manager's tokens unique
 	clock     Clock          // nil: the system clock, read through timeline
 	timeline  timeline       // reads the system clock when clock is nil
 	loc       *time.Location // the clock's time zone, which reported times are in
@@ -69,7 +68,6 @@ func New(opts ...Option) (*Manager, error) {
 		shards:    make([]shard, n),
 		shardMask: uint64(n - 1),
 		seed:      maphash.MakeSeed(),
-		instance:  newInstanceID(),
 		policy: policy{
 			maxRetries: cfg.maxRetries,
 			ttl:        cfg.ttl,
@@ -77,6 +75,7 @@ func New(opts ...Option) (*Manager, error) {
 			bestEffort: cfg.bestEffort,
 			park:       cfg.park,
 			monotonic:  cfg.monotonic,
+			instance:   newInstanceID(),
 		},
 		clock:     cfg.clock,
 		timeline:  newTimeline(),
@@ -336,7 +335,7 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 	// a tenth of a cycle.
 	res.Status, err = r.state.acquire(&m.policy, &e, offset)
 	if res.Status == Acquired || res.Status == AlreadyAcquired {
-		r.state.lease.describe(&res, m.loc)
+		r.state.lease.describe(&res, r.state.leaseToken(&m.policy), m.loc)
 	}
 	if ferr := m.finish(sh, r, &e); ferr != nil {
 		return AcquireResult{}, ferr

@@ -106,11 +106,8 @@ func (m *Manager) settleEnded(domain string, l lease) {
 	if !s.isProcessed(&m.policy, l.offset) {
 		return
 	}
-	s.backlog.pushFront(l.offset)
-	if s.carried == nil {
-		s.carried = make(map[int64]attempt)
-	}
-	s.carried[l.offset] = attempt{retries: l.retries, acquiredAt: l.acquiredAt}
+	s.queue().pushFront(l.offset)
+	s.carry(l.offset, attempt{retries: l.retries, acquiredAt: l.acquiredAt})
 }
 
 // apply applies one journaled record.
@@ -186,17 +183,17 @@ func (s *domainState) apply(p *policy, rec Record, ended int64) error {
 	if off < 0 && rec.Kind != EventPaused && rec.Kind != EventResumed {
 		return fmt.Errorf("negative offset")
 	}
-	terminal := s.failed.contains(off) || off != ended && s.isProcessed(p, off)
-	holds := s.leased && s.lease.token == rec.Token && s.lease.offset == off
+	terminal := s.isFailed(off) || off != ended && s.isProcessed(p, off)
+	holds := s.leased && s.leaseToken(p) == rec.Token && s.lease.offset == off
 	switch rec.Kind {
 	case EventEnqueued:
 		if terminal || (s.leased && s.lease.offset == off) || s.backlog.contains(off) {
 			return errors.New("enqueues an offset that is terminal, leased or queued")
 		}
 		if rec.Front {
-			s.backlog.pushFront(off)
+			s.queue().pushFront(off)
 		} else {
-			s.backlog.pushBack(off)
+			s.queue().pushBack(off)
 		}
 	case EventAcquired:
 		if s.leased || terminal {
@@ -207,9 +204,7 @@ func (s *domainState) apply(p *policy, rec Record, ended int64) error {
 		}
 		s.backlog.remove(off)
 		s.dropCarried(off)
-		s.issued.fence = rec.Token.fence
-		s.leased = true
-		s.lease = lease{offset: off, token: rec.Token, acquiredAt: instantOf(rec.AcquiredAt), expiresAt: instantOf(rec.ExpiresAt), retries: rec.Retries}
+		s.restoreLease(p, lease{offset: off, acquiredAt: instantOf(rec.AcquiredAt), expiresAt: instantOf(rec.ExpiresAt), retries: rec.Retries}, rec.Token)
 	case EventProcessed:
 		if !holds {
 			return errors.New("completes a lease that is not held")
@@ -250,30 +245,27 @@ func (s *domainState) apply(p *policy, rec Record, ended int64) error {
 		if terminal || (s.leased && s.lease.offset == off) || s.backlog.contains(off) {
 			return errors.New("requeues an offset that is terminal, leased or queued")
 		}
-		s.backlog.pushFront(off)
-		if s.carried == nil {
-			s.carried = make(map[int64]attempt)
-		}
-		s.carried[off] = attempt{retries: rec.Retries, acquiredAt: instantOf(rec.AcquiredAt)}
+		s.queue().pushFront(off)
+		s.carry(off, attempt{retries: rec.Retries, acquiredAt: instantOf(rec.AcquiredAt)})
 	case EventDeadLettered:
 		if terminal {
 			return errors.New("dead-letters a terminal offset")
 		}
 		if s.leased && s.lease.offset == off {
-			if s.lease.token != rec.Token {
+			if s.leaseToken(p) != rec.Token {
 				return errors.New("dead-letters a lease under another token")
 			}
 			s.release()
 		}
 		s.backlog.remove(off)
 		s.dropCarried(off)
-		s.failed.add(off, deadLetter{cause: causeFromText(rec.Cause), attempts: rec.Attempt, at: instantOf(rec.At)})
+		s.coldPart().failed.add(off, deadLetter{cause: causeFromText(rec.Cause), attempts: rec.Attempt, at: instantOf(rec.At)})
 		s.markTerminal(p, off, false)
 	case EventRedriven:
-		if _, ok := s.failed.remove(off); !ok {
+		if !s.removeFailed(off) {
 			return errors.New("redrives an offset that is not failed")
 		}
-		s.backlog.pushFront(off)
+		s.queue().pushFront(off)
 	case EventPaused:
 		s.paused = true
 	case EventResumed:

@@ -33,22 +33,43 @@ const shardAlign = 128
 // A record is one domain's entry in a shard. Once created it is never
 // replaced (seed 000 invariant 6) unless Forget drops it, so a pointer to it
 // stays valid.
+//
+// A record is laid out for the cache: it is recordSize bytes, a size class
+// whose objects start on a 64-byte line, and everything a TryAcquire+Succeed
+// cycle reads or writes sits in its first two lines (CPUs fetch lines in
+// pairs): the key's header, the lock, the counts, the flags, the lease, the
+// fence, the backlog and cold pointers and the highest processed run. The
+// third line holds what only some cycles touch: the processed set's lower
+// runs, the journal's sequence number, the observer's queue and the expiry
+// index's fields. TestRecordLayout keeps it so.
 type record struct {
 	domain string // immutable
 
-	mu      sync.Mutex  // guards everything below, except heapIdx
-	state   domainState // see domainState; never locks
+	mu sync.Mutex // guards everything below, except heapIdx
+	// counts are the domain's events of the busiest kinds, modulo 2^32;
+	// wraps, below, counts their overflows. See recordCounts.
+	counts  recordCounts
 	dropped bool        // Forget removed the domain: look it up again
+	state   domainState // see domainState; never locks
+
+	lastSeq uint64      // the journal sequence number of the domain's latest record; 0 without a journal
 	events  *eventQueue // nil without an observer
-	lastSeq uint64      // the journal sequence number of the domain's latest record
 	// expiresAt is the lease expiry the shard's expiry index holds for this
 	// record (zero: none). heapIdx is its position there plus one (zero:
-	// absent); unlike the rest, it is guarded by the shard's expiry.mu.
+	// absent); unlike the rest, it is guarded by the shard's expiry.mu. A
+	// shard's index holds far fewer than 2^31 leases: a record each.
 	expiresAt instant
-	heapIdx   int
-
-	counts recordCounts // the domain's events of the busiest kinds; see recordCounts
+	heapIdx   int32
+	wraps     recordCounts // how many times each of counts wrapped around
 }
+
+// recordSize is the size class a record must fit: 192 bytes, three cache
+// lines. The runtime's objects of that class start on a line.
+const recordSize = 192
+
+// recordHotBytes is how much of a record a cycle touches: its first two
+// cache lines.
+const recordHotBytes = 128
 
 // hash returns domain's hash, which picks its shard and keys its record
 // there.
@@ -111,7 +132,7 @@ func (m *Manager) createRecord(sh *shard, h uint64, domain string) *record {
 	if m.replaying != nil {
 		floor = m.replaying.floor(domain)
 	}
-	r.state.issued = Token{fence: floor, domain: m.domainSerial.Add(1), instance: m.instance}
+	r.state.issued = issued{fence: floor, serial: m.domainSerial.Add(1)}
 	if m.observer != nil {
 		r.events = &eventQueue{}
 	}
@@ -128,7 +149,10 @@ func (m *Manager) finish(sh *shard, r *record, e *emitter) error {
 	if m.policy.ttl > 0 {
 		sh.expiry.sync(r)
 	}
-	seq := r.lastSeq
+	var seq uint64
+	if m.journal != nil { // lastSeq sits in the record's third line: read it only if needed
+		seq = r.lastSeq
+	}
 	r.mu.Unlock()
 	if m.journal != nil {
 		if err := m.durable(seq, e.err); err != nil {

@@ -148,7 +148,7 @@ func (m *Manager) encodeSnapshot(w io.Writer) error {
 		r.mu.Lock()
 		if !r.dropped {
 			buf = append(buf, snapshotDomain)
-			buf = r.appendSnapshot(buf, domain)
+			buf = r.appendSnapshot(buf, &m.policy, domain)
 		}
 		r.mu.Unlock()
 		flush()
@@ -173,8 +173,8 @@ func (m *Manager) encodeSnapshot(w io.Writer) error {
 	return err
 }
 
-// appendSnapshot appends one domain's state. r.mu must be held.
-func (r *record) appendSnapshot(b []byte, domain string) []byte {
+// appendSnapshot appends one domain's state under p. r.mu must be held.
+func (r *record) appendSnapshot(b []byte, p *policy, domain string) []byte {
 	s := &r.state
 	b = appendString(b, domain)
 	b = binary.AppendUvarint(b, r.lastSeq)
@@ -184,13 +184,14 @@ func (r *record) appendSnapshot(b []byte, domain string) []byte {
 	if s.leased {
 		l := &s.lease
 		b = binary.AppendVarint(b, l.offset)
-		b = appendToken(b, l.token)
+		b = appendToken(b, s.leaseToken(p))
 		b = appendTime(b, l.acquiredAt.in(time.UTC))
 		b = appendTime(b, l.expiresAt.in(time.UTC))
 		b = binary.AppendUvarint(b, uint64(l.retries))
 	}
-	b = appendToken(b, s.revoked)
-	switch s.revokedErr {
+	revoked, why := s.revoked()
+	b = appendToken(b, revoked)
+	switch why {
 	case nil:
 		b = append(b, revokedNone)
 	case ErrLeaseExpired:
@@ -207,16 +208,21 @@ func (r *record) appendSnapshot(b []byte, domain string) []byte {
 		b = binary.AppendVarint(b, run.lo)
 		b = binary.AppendUvarint(b, uint64(run.hi-run.lo))
 	}
-	b = binary.AppendUvarint(b, uint64(s.failed.len()))
-	for _, off := range s.failed.offsets() {
-		dl := s.failed.m[off]
+	failed := s.failed()
+	b = binary.AppendUvarint(b, uint64(failed.len()))
+	for _, off := range failed.offsets() {
+		dl := failed.m[off]
 		b = binary.AppendVarint(b, off)
 		b = binary.AppendUvarint(b, uint64(dl.attempts))
 		b = appendTime(b, dl.at.in(time.UTC))
 		b = appendString(b, textOf(dl.cause))
 	}
-	b = binary.AppendUvarint(b, uint64(len(s.carried)))
-	for off, a := range s.carried {
+	var carried map[int64]attempt
+	if s.cold != nil {
+		carried = s.cold.carried
+	}
+	b = binary.AppendUvarint(b, uint64(len(carried)))
+	for off, a := range carried {
 		b = binary.AppendVarint(b, off)
 		b = binary.AppendUvarint(b, uint64(a.retries))
 		b = appendTime(b, a.acquiredAt.in(time.UTC))
@@ -313,21 +319,28 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 	r.lastSeq = d.uvarint()
 	s.issued.fence = d.uvarint()
 	s.paused = d.bool()
-	if s.leased = d.bool(); s.leased {
-		s.lease = lease{offset: d.varint(), token: d.token(), acquiredAt: d.instant(), expiresAt: d.instant(), retries: d.int()}
+	if d.bool() {
+		fence, off, tok := s.issued.fence, d.varint(), d.token()
+		s.restoreLease(&m.policy, lease{offset: off, acquiredAt: d.instant(), expiresAt: d.instant(), retries: d.int()}, tok)
+		s.issued.fence = fence // checkInvariants, below, checks that it is tok's
 	}
-	s.revoked = d.token()
+	revoked := d.token()
+	var why error
 	switch d.byte() {
 	case revokedNone:
 	case revokedExpired:
-		s.revokedErr = ErrLeaseExpired
+		why = ErrLeaseExpired
 	case revokedByAdmin:
-		s.revokedErr = ErrLeaseRevoked
+		why = ErrLeaseRevoked
 	default:
 		d.fail(fmt.Errorf("bad revoked reason"))
 	}
+	if !revoked.IsZero() || why != nil {
+		c := s.coldPart()
+		c.revoked, c.revokedErr = revoked, why
+	}
 	for range d.count(1) {
-		if x := d.varint(); x < 0 || !s.backlog.pushBack(x) {
+		if x := d.varint(); x < 0 || !s.queue().pushBack(x) {
 			d.fail(fmt.Errorf("bad backlog offset %d", x))
 		}
 	}
@@ -343,17 +356,14 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 	s.processed.setRuns(runs)
 	for range d.count(4) {
 		off, attempts, at, cause := d.varint(), d.int(), d.instant(), d.string()
-		if off < 0 || s.failed.contains(off) {
+		if off < 0 || s.isFailed(off) {
 			d.fail(fmt.Errorf("bad failed offset %d", off))
 		}
-		s.failed.add(off, deadLetter{cause: causeFromText(cause), attempts: attempts, at: at})
+		s.coldPart().failed.add(off, deadLetter{cause: causeFromText(cause), attempts: attempts, at: at})
 	}
 	for range d.count(3) {
 		off, retries, at := d.varint(), d.int(), d.instant()
-		if s.carried == nil {
-			s.carried = make(map[int64]attempt)
-		}
-		s.carried[off] = attempt{retries: retries, acquiredAt: at}
+		s.carry(off, attempt{retries: retries, acquiredAt: at})
 	}
 	if d.err != nil {
 		return fmt.Errorf("domain %q: %w", domain, d.err)
@@ -367,14 +377,14 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 		if !s.processed.isEmpty() {
 			hw = s.processed.last().hi
 		}
-		for off := range s.failed.m {
+		for _, off := range s.failed().offsets() {
 			hw = max(hw, off)
 		}
 		if hw >= 0 {
 			s.processed.raiseTo(hw)
 		}
 	}
-	if err := s.checkInvariants(&m.policy, m.instance); err != nil {
+	if err := s.checkInvariants(&m.policy); err != nil {
 		if !m.policy.monotonic && s.processed.numRuns() == 1 && s.processed.last().lo == 0 {
 			// One run from 0 is what a snapshot written with the option
 			// holds; say so, since the invariant alone does not.

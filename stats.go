@@ -33,10 +33,16 @@ func (c *counters) add(k EventKind, n uint64) { c[k].Add(n) }
 // recordCounts are the counts of the kinds a record counts itself: those
 // that happen on nearly every call. Kept in the record, which the call has
 // locked, their cache line stays with the goroutine working on the domain;
-// a count per shard would move between cores on every call. They are
-// guarded by the record's mu; once Forget dropped the record, they no
-// longer change.
-type recordCounts [numHotKinds]uint64
+// a count per shard would move between cores on every call. A record holds
+// them in 32 bits each, to stay in its first two cache lines, and counts
+// each wrap around in its wraps, which only a domain's four billionth event
+// of a kind touches. They are guarded by the record's mu; once Forget
+// dropped the record, they no longer change.
+type recordCounts [numHotKinds]uint32
+
+// total returns the count of r's events of the i-th hot kind. r.mu must be
+// held, or r's counts no longer change.
+func (r *record) total(i int) uint64 { return uint64(r.wraps[i])<<32 | uint64(r.counts[i]) }
 
 // hotKinds are the kinds in recordCounts, by index.
 var hotKinds = [...]EventKind{EventAcquired, EventEnqueued, EventProcessed}
@@ -60,7 +66,9 @@ func hotIndex(k EventKind) (int, bool) {
 // count adds one event of kind k on r, a record of sh locked by the caller.
 func (sh *shard) count(r *record, k EventKind) {
 	if i, ok := hotIndex(k); ok {
-		r.counts[i]++
+		if r.counts[i]++; r.counts[i] == 0 {
+			r.wraps[i]++
+		}
 		return
 	}
 	sh.stats.add(k, 1)
@@ -71,7 +79,7 @@ func (sh *shard) count(r *record, k EventKind) {
 // after r's counts last changed.
 func (sh *shard) retire(r *record) {
 	for i, k := range hotKinds {
-		sh.stats.add(k, r.counts[i])
+		sh.stats.add(k, r.total(i))
 	}
 }
 
@@ -101,7 +109,7 @@ func (m *Manager) Stats() Stats {
 		for _, r := range live {
 			r.mu.Lock()
 			for i, k := range hotKinds {
-				sum[k] += r.counts[i]
+				sum[k] += r.total(i)
 			}
 			r.mu.Unlock()
 		}
