@@ -128,4 +128,11 @@
 // domain that processed a million offsets in order keeps one run. With
 // [WithMonotonicOffsets] the holes cost nothing either: processed offsets
 // are one run from 0 to the highest terminal offset.
+//
+// A domain's own state takes 192 bytes, about 240 with its key and its
+// place in the Manager's table, and the fields that TryAcquire and Succeed
+// use share two cache lines. What only some domains need (dead letters,
+// attempts carried over after an expiry or [Manager.ForceRelease], the
+// latest revoked token) is kept apart by the domains that have it, and a
+// domain's backlog is allocated when its first offset is queued.
 package worklease
