@@ -16,7 +16,6 @@ func TestRecordLayout(t *testing.T) {
 	var r record
 	assert.LessOrEqual(t, unsafe.Sizeof(r), uintptr(recordSize), "record is %d bytes", unsafe.Sizeof(r))
 	state := unsafe.Offsetof(r.state)
-	s := &r.state
 	hot := []struct {
 		name       string
 		off, bytes uintptr
@@ -25,16 +24,16 @@ func TestRecordLayout(t *testing.T) {
 		{"mu", unsafe.Offsetof(r.mu), unsafe.Sizeof(r.mu)},
 		{"counts", unsafe.Offsetof(r.counts), unsafe.Sizeof(r.counts)},
 		{"dropped", unsafe.Offsetof(r.dropped), unsafe.Sizeof(r.dropped)},
-		{"state.leased", state + unsafe.Offsetof(s.leased), unsafe.Sizeof(s.leased)},
-		{"state.paused", state + unsafe.Offsetof(s.paused), unsafe.Sizeof(s.paused)},
-		{"state.lease", state + unsafe.Offsetof(s.lease), unsafe.Sizeof(s.lease)},
-		{"state.issued", state + unsafe.Offsetof(s.issued), unsafe.Sizeof(s.issued)},
-		{"state.backlog", state + unsafe.Offsetof(s.backlog), unsafe.Sizeof(s.backlog)},
-		{"state.cold", state + unsafe.Offsetof(s.cold), unsafe.Sizeof(s.cold)},
+		{"state.leased", state + unsafe.Offsetof(r.state.leased), unsafe.Sizeof(r.state.leased)},
+		{"state.paused", state + unsafe.Offsetof(r.state.paused), unsafe.Sizeof(r.state.paused)},
+		{"state.lease", state + unsafe.Offsetof(r.state.lease), unsafe.Sizeof(r.state.lease)},
+		{"state.issued", state + unsafe.Offsetof(r.state.issued), unsafe.Sizeof(r.state.issued)},
+		{"state.backlog", state + unsafe.Offsetof(r.state.backlog), unsafe.Sizeof(r.state.backlog)},
+		{"state.cold", state + unsafe.Offsetof(r.state.cold), unsafe.Sizeof(r.state.cold)},
 		// The highest processed run; the lower ones may follow in the
 		// third line.
-		{"state.processed.lo", state + unsafe.Offsetof(s.processed) + unsafe.Offsetof(s.processed.lo), unsafe.Sizeof(s.processed.lo)},
-		{"state.processed.end", state + unsafe.Offsetof(s.processed) + unsafe.Offsetof(s.processed.end), unsafe.Sizeof(s.processed.end)},
+		{"state.processed.lo", state + unsafe.Offsetof(r.state.processed) + unsafe.Offsetof(r.state.processed.lo), unsafe.Sizeof(r.state.processed.lo)},
+		{"state.processed.end", state + unsafe.Offsetof(r.state.processed) + unsafe.Offsetof(r.state.processed.end), unsafe.Sizeof(r.state.processed.end)},
 	}
 	for _, f := range hot {
 		assert.LessOrEqual(t, f.off+f.bytes, uintptr(recordHotBytes), "%s ends at byte %d", f.name, f.off+f.bytes)
