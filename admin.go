@@ -86,7 +86,9 @@ func (l *lease) info(domain string, loc *time.Location) LeaseInfo {
 // Leases returns every lease in flight, ordered by domain. It locks one
 // domain at a time, so under load it is not a snapshot of one instant.
 // Leases that have expired but not yet been revoked are included, with
-// their ExpiresAt in the past; Reap revokes them.
+// their ExpiresAt in the past; Reap revokes them. ExpiresAt is the lease's
+// own expiry, zero if it never expires, also for a lease restored from a
+// journal written with other options (see WithLeaseTTL).
 func (m *Manager) Leases() ([]LeaseInfo, error) {
 	if err := m.usable(); err != nil {
 		return nil, err

@@ -39,6 +39,11 @@ type Manager struct {
 	// the other calls journal then carry none, as replay needs none to
 	// apply them. Set by New, before the Manager is shared.
 	timed bool
+	// expiring: leases may have an expiry (WithLeaseTTL, or replay
+	// restored one), so the shards' expiry indexes are kept. Without it
+	// they stay empty and cost nothing. Set by New, before the Manager is
+	// shared.
+	expiring bool
 	// reporting: transitions are reported to an observer or a journal, not
 	// only counted.
 	reporting bool
@@ -84,17 +89,24 @@ func New(opts ...Option) (*Manager, error) {
 		observer:  cfg.observer,
 		journal:   cfg.journal,
 		timed:     cfg.ttl > 0 || cfg.observer != nil,
+		expiring:  cfg.ttl > 0,
 		reporting: cfg.observer != nil || cfg.journal != nil,
 	}
 	if m.clock != nil {
 		m.loc = m.clock.Now().Location()
 	}
 	if m.journal != nil {
-		if err := m.replay(); err != nil {
+		err := m.replay()
+		if err == nil {
+			err = m.timeRestoredLeases()
+		}
+		if err != nil {
 			_ = m.journal.Close() // releases what it holds, such as a directory lock; the replay error says more
 			return nil, err
 		}
-		m.timed = m.timed || m.anyLeaseExpires()
+		expires := m.anyLeaseExpires()
+		m.timed = m.timed || expires
+		m.expiring = m.expiring || expires
 	}
 	return m, nil
 }
@@ -381,8 +393,9 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 // (terminal) and a dead letter that keeps cause, the lease is released, and
 // Fail returns GiveUpNoBacklog or GiveUpNextHint (or GiveUpParked). With
 // WithLeaseTTL, a retry also gives the lease at least a full TTL from now;
-// without it leases never expire (except one restored from a journal
-// written with a TTL, which keeps its expiry).
+// without it a retry keeps the lease's expiry: leases never expire, except
+// one restored from a journal written with a TTL, which keeps its expiry
+// (see WithLeaseTTL).
 //
 // Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
@@ -410,10 +423,11 @@ func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error
 }
 
 // Extend renews the lease under tok so that it expires no sooner than d from
-// now, and returns its expiry. It never shortens a lease. Without
-// WithLeaseTTL leases never expire (except one restored from a journal
-// written with a TTL, which keeps its expiry), and Extend only checks tok
-// and returns the zero time.
+// now, and returns its expiry. It never shortens a lease. A lease that
+// never expires (every lease without WithLeaseTTL, except one restored from
+// a journal written with a TTL, which keeps its expiry and which Extend
+// renews; see WithLeaseTTL) stays so: Extend only checks tok and returns
+// the zero time.
 //
 // Extend returns an error wrapping ErrInvalidDuration if d is not positive,
 // and otherwise the same errors as Succeed (ErrNoLease after the lease was
