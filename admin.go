@@ -319,8 +319,10 @@ func (m *Manager) Resume(domain string) (next int64, ok bool, err error) {
 
 // Forget drops domain and all its history, processed and failed offsets
 // included, to free its memory: a deliberate exception to idempotence, since
-// its old offsets can then be acquired again. The domain must be idle with
-// an empty backlog, or Forget returns ErrDomainBusy. If the domain comes
+// its old offsets can then be acquired again. The domain must be idle,
+// running and with an empty backlog, or Forget returns ErrDomainBusy and
+// changes nothing: a paused or parked domain is refused, since forgetting
+// it would drop the pause; Resume it first. If the domain comes
 // back, its fences carry on above every fence it had before. Forgetting an
 // unknown domain changes nothing.
 func (m *Manager) Forget(domain string) error {
@@ -335,7 +337,7 @@ func (m *Manager) Forget(domain string) error {
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	s := &r.state
 	s.expireIfDue(&m.policy, &e)
-	if s.leased || s.backlog.len() > 0 {
+	if s.leased || s.paused || s.backlog.len() > 0 {
 		if err := m.finish(sh, r, &e); err != nil {
 			return err
 		}

@@ -48,9 +48,11 @@ var (
 	// (with WithMonotonicOffsets, one that counts as processed).
 	ErrAlreadyProcessed = errors.New("worklease: offset already processed")
 
-	// ErrDomainBusy is returned by Forget for a domain that holds a lease or
-	// has a backlog.
-	ErrDomainBusy = errors.New("worklease: domain has a lease or a backlog")
+	// ErrDomainBusy is returned by Forget for a domain that holds a lease,
+	// has a backlog, or is paused (by Pause, or parked by
+	// WithParkOnDeadLetter): forgetting a paused domain would drop the
+	// pause, and its next offset would run. Resume it first.
+	ErrDomainBusy = errors.New("worklease: domain has a lease or a backlog, or is paused")
 
 	// ErrClosed is returned by every call on a Manager after Close.
 	ErrClosed = errors.New("worklease: manager is closed")

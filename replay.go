@@ -162,6 +162,8 @@ func (m *Manager) applyForgotten(seq uint64, rec Record) error {
 		r.mu.Unlock()
 		return nil
 	}
+	// A paused domain is accepted: Forget took those before it refused
+	// them, and such journals still replay.
 	if s.leased || s.backlog.len() > 0 {
 		r.mu.Unlock()
 		return errors.New("forgets a domain that is not idle and empty")
