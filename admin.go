@@ -289,9 +289,12 @@ func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
 	})
 }
 
-// Pause stops domain from granting leases: its lease in flight, if any,
-// carries on, but every TryAcquire answers Enqueued and queues its offset,
-// until Resume. Pausing a paused domain changes nothing.
+// Pause stops domain from granting leases until Resume: its lease in flight,
+// if any, carries on, and TryAcquire of any offset that would otherwise be
+// granted answers Enqueued and queues it. The other answers do not change:
+// a processed or failed offset still answers AlreadyProcessed or
+// AlreadyFailed, and the offset in flight AlreadyAcquired. Pausing a paused
+// domain changes nothing; a paused domain cannot be forgotten (see Forget).
 func (m *Manager) Pause(domain string) error {
 	_, _, err := m.adminCall("Pause", domain, true, nil, func(s *domainState, e *emitter) error {
 		if !s.paused {

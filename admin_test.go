@@ -760,3 +760,28 @@ func TestStats(t *testing.T) {
 		Forgotten:    1,
 	}, m.Stats())
 }
+
+// A paused domain queues what it would grant, and nothing else: processed,
+// failed and in-flight offsets answer as they would running.
+func TestPauseKeepsOtherAnswers(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t, worklease.WithMaxRetries(0))
+	res := acquire(t, m, "A", 1, worklease.Acquired)
+	_, err := m.Succeed("A", res.Token)
+	require.NoError(t, err)
+	res = acquire(t, m, "A", 2, worklease.Acquired)
+	_, err = m.Fail("A", res.Token, errors.New("poison"))
+	require.NoError(t, err)
+	res = acquire(t, m, "A", 3, worklease.Acquired)
+	require.NoError(t, m.Pause("A"))
+
+	acquire(t, m, "A", 1, worklease.AlreadyProcessed)
+	acquire(t, m, "A", 2, worklease.AlreadyFailed)
+	again := acquire(t, m, "A", 3, worklease.AlreadyAcquired)
+	require.Equal(t, res.Token, again.Token)
+	acquire(t, m, "A", 4, worklease.Enqueued)
+	_, err = m.Succeed("A", res.Token)
+	require.NoError(t, err)
+	acquire(t, m, "A", 4, worklease.Enqueued)
+	require.Equal(t, []int64{4}, inspect(t, m, "A").Backlog)
+}

@@ -365,7 +365,23 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 // Succeed returns an error wrapping ErrNoLease if the domain holds no lease,
 // ErrTokenMismatch if tok is not the current lease's token, ErrLeaseExpired
 // if tok's lease ran out of time, or ErrLeaseRevoked if an operator took it
-// back; in every case nothing changes.
+// back; in every case nothing changes but the revocation of an expired
+// lease (step 3 below). Succeed, Fail and Extend check in
+// this order, and the first check that applies decides:
+//
+//  1. the Manager is closed (ErrClosed) or its journal failed
+//     (ErrJournalFailed); for Extend, the duration is not positive
+//     (ErrInvalidDuration);
+//  2. the domain is unknown (ErrNoLease);
+//  3. the domain's lease has expired: it is revoked now, and tok is
+//     checked against what remains;
+//  4. tok is the current lease's token: the call goes ahead;
+//  5. tok is the domain's latest revoked token (ErrLeaseExpired or
+//     ErrLeaseRevoked), whether the domain is idle or leased again: a
+//     domain remembers only that one, so an older revoked token goes on
+//     to the next checks, as any stale token does;
+//  6. the domain holds no lease (ErrNoLease);
+//  7. otherwise (ErrTokenMismatch).
 func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 	if err := m.usable(); err != nil {
 		return SucceedResult{}, err

@@ -167,8 +167,10 @@ func WithBestEffortOrdering() Option {
 }
 
 // WithParkOnDeadLetter parks a domain when one of its offsets is
-// dead-lettered: the domain keeps its backlog but grants nothing (every
-// TryAcquire answers Enqueued) until an operator calls Resume, so that later
+// dead-lettered: the domain keeps its backlog but grants nothing (as under
+// Pause, a TryAcquire that would grant answers Enqueued; terminal offsets
+// still answer AlreadyProcessed or AlreadyFailed) until an operator calls
+// Resume, so that later
 // offsets do not run past a failure someone must look at. Fail then returns
 // GiveUpParked. The default is seed 000's: give up on the offset and move on.
 func WithParkOnDeadLetter() Option {
