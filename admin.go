@@ -86,7 +86,9 @@ func (l *lease) info(domain string, loc *time.Location) LeaseInfo {
 // Leases returns every lease in flight, ordered by domain. It locks one
 // domain at a time, so under load it is not a snapshot of one instant.
 // Leases that have expired but not yet been revoked are included, with
-// their ExpiresAt in the past; Reap revokes them.
+// their ExpiresAt in the past; Reap revokes them. ExpiresAt is the lease's
+// own expiry, zero if it never expires, also for a lease restored from a
+// journal written with other options (see WithLeaseTTL).
 func (m *Manager) Leases() ([]LeaseInfo, error) {
 	if err := m.usable(); err != nil {
 		return nil, err
@@ -287,9 +289,12 @@ func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
 	})
 }
 
-// Pause stops domain from granting leases: its lease in flight, if any,
-// carries on, but every TryAcquire answers Enqueued and queues its offset,
-// until Resume. Pausing a paused domain changes nothing.
+// Pause stops domain from granting leases until Resume: its lease in flight,
+// if any, carries on, and TryAcquire of any offset that would otherwise be
+// granted answers Enqueued and queues it. The other answers do not change:
+// a processed or failed offset still answers AlreadyProcessed or
+// AlreadyFailed, and the offset in flight AlreadyAcquired. Pausing a paused
+// domain changes nothing; a paused domain cannot be forgotten (see Forget).
 func (m *Manager) Pause(domain string) error {
 	_, _, err := m.adminCall("Pause", domain, true, nil, func(s *domainState, e *emitter) error {
 		if !s.paused {
@@ -317,8 +322,10 @@ func (m *Manager) Resume(domain string) (next int64, ok bool, err error) {
 
 // Forget drops domain and all its history, processed and failed offsets
 // included, to free its memory: a deliberate exception to idempotence, since
-// its old offsets can then be acquired again. The domain must be idle with
-// an empty backlog, or Forget returns ErrDomainBusy. If the domain comes
+// its old offsets can then be acquired again. The domain must be idle,
+// running and with an empty backlog, or Forget returns ErrDomainBusy and
+// changes nothing: a paused or parked domain is refused, since forgetting
+// it would drop the pause; Resume it first. If the domain comes
 // back, its fences carry on above every fence it had before. Forgetting an
 // unknown domain changes nothing.
 func (m *Manager) Forget(domain string) error {
@@ -333,7 +340,7 @@ func (m *Manager) Forget(domain string) error {
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	s := &r.state
 	s.expireIfDue(&m.policy, &e)
-	if s.leased || s.backlog.len() > 0 {
+	if s.leased || s.paused || s.backlog.len() > 0 {
 		if err := m.finish(sh, r, &e); err != nil {
 			return err
 		}

@@ -254,8 +254,8 @@ func (s *domainState) extend(p *policy, e *emitter, tok Token, d time.Duration) 
 	if err := s.checkToken(e, tok); err != nil {
 		return 0, err
 	}
-	if p.ttl == 0 {
-		return 0, nil // leases never expire; nothing to extend
+	if s.lease.expiresAt == 0 {
+		return 0, nil // the lease never expires; nothing to extend
 	}
 	if at := e.now.add(d); at > s.lease.expiresAt {
 		s.lease.expiresAt = at

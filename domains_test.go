@@ -89,6 +89,8 @@ func TestDomainsReplay(t *testing.T) {
 	}
 	require.NoError(t, m.Snapshot())
 	require.NoError(t, m.Pause("after-snapshot"))
+	_, _, err = m.Resume("after-snapshot")
+	require.NoError(t, err)
 	require.NoError(t, m.Forget("after-snapshot"))
 	require.NoError(t, m.Pause("kept"))
 	want, err := m.Domains()

@@ -29,11 +29,18 @@ var (
 	// of a lease that ran out of time and was revoked (see WithLeaseTTL).
 	// Its offset is back at the front of the backlog, or dead-lettered if
 	// that was its last attempt. A domain remembers only its latest revoked
-	// token; an older one gets ErrTokenMismatch or ErrNoLease.
+	// token (expired, killed or force-released): that token gets this error
+	// (or ErrLeaseRevoked) whether the domain is now idle or leased again,
+	// before ErrNoLease and ErrTokenMismatch are considered; an older revoked
+	// token gets ErrNoLease or ErrTokenMismatch, as any stale token does. See
+	// Manager.Succeed for the order of checks.
 	ErrLeaseExpired = errors.New("worklease: lease expired")
 
 	// ErrLeaseRevoked is returned by Succeed, Fail and Extend for the token
-	// of a lease an operator took back with Kill or ForceRelease.
+	// of a lease an operator took back with Kill or ForceRelease. As with
+	// ErrLeaseExpired, only the domain's latest revoked token gets it, and
+	// it wins over ErrNoLease and ErrTokenMismatch; an older revoked token
+	// gets one of those. See Manager.Succeed for the order of checks.
 	ErrLeaseRevoked = errors.New("worklease: lease revoked by an operator")
 
 	// ErrInvalidDuration is returned by Extend for a duration that is not
@@ -48,9 +55,11 @@ var (
 	// (with WithMonotonicOffsets, one that counts as processed).
 	ErrAlreadyProcessed = errors.New("worklease: offset already processed")
 
-	// ErrDomainBusy is returned by Forget for a domain that holds a lease or
-	// has a backlog.
-	ErrDomainBusy = errors.New("worklease: domain has a lease or a backlog")
+	// ErrDomainBusy is returned by Forget for a domain that holds a lease,
+	// has a backlog, or is paused (by Pause, or parked by
+	// WithParkOnDeadLetter): forgetting a paused domain would drop the
+	// pause, and its next offset would run. Resume it first.
+	ErrDomainBusy = errors.New("worklease: domain has a lease or a backlog, or is paused")
 
 	// ErrClosed is returned by every call on a Manager after Close.
 	ErrClosed = errors.New("worklease: manager is closed")

@@ -149,13 +149,14 @@ type Expiry struct {
 // Reap is needed only to notice workers that died: seed 002's reaper, or
 // seed 004's "unacked items reappear after lease expiry". Reap looks only at
 // leases that are due, never at every domain. Without WithLeaseTTL it
-// returns nothing.
+// returns nothing, except for leases restored from a journal written with a
+// TTL, which keep their expiry (see WithLeaseTTL).
 func (m *Manager) Reap() ([]Expiry, error) {
 	if err := m.usable(); err != nil {
 		return nil, err
 	}
-	if m.policy.ttl == 0 {
-		return nil, nil
+	if !m.expiring {
+		return nil, nil // no lease has an expiry
 	}
 	now := m.now()
 	var out []Expiry

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -62,9 +63,8 @@ func TestJournalReplayProperty(t *testing.T) {
 			worklease.WithClock(clk),
 			worklease.WithMaxRetries(rapid.IntRange(0, 2).Draw(t, "maxRetries")),
 		}
-		if rapid.Bool().Draw(t, "ttl") {
-			opts = append(opts, worklease.WithLeaseTTL(10*time.Second))
-		}
+		const ttl = 10 * time.Second
+		withTTL := rapid.Bool().Draw(t, "ttl")
 		if rapid.Bool().Draw(t, "lifo") {
 			opts = append(opts, worklease.WithOrdering(worklease.LIFO))
 		}
@@ -79,7 +79,11 @@ func TestJournalReplayProperty(t *testing.T) {
 		}
 		j := &memjournal.Journal{}
 		open := func() *worklease.Manager {
-			m, err := worklease.New(append(opts, worklease.WithJournal(j.Reopen()))...)
+			o := append(slices.Clone(opts), worklease.WithJournal(j.Reopen()))
+			if withTTL {
+				o = append(o, worklease.WithLeaseTTL(ttl))
+			}
+			m, err := worklease.New(o...)
 			require.NoError(t, err)
 			return m
 		}
@@ -161,6 +165,21 @@ func TestJournalReplayProperty(t *testing.T) {
 				require.NoError(t, m.Close())
 				m = open()
 				require.Equal(t, before, dumpDomains(t, m, domains), "the restarted Manager holds what was acknowledged")
+			},
+			// A restart with WithLeaseTTL switched: a lease keeps its
+			// expiry, and one without gets a TTL from now.
+			"RestartOtherTTL": func(t *rapid.T) {
+				want := dumpDomains(t, m, domains)
+				require.NoError(t, m.Close())
+				withTTL = !withTTL
+				for d, dump := range want {
+					if withTTL && dump.Info.Leased && dump.Info.Lease.ExpiresAt.IsZero() {
+						dump.Info.Lease.ExpiresAt = clk.Now().Add(ttl)
+						want[d] = dump
+					}
+				}
+				m = open()
+				require.Equal(t, want, dumpDomains(t, m, domains), "the restarted Manager holds what was acknowledged")
 			},
 			"": func(t *rapid.T) {
 				require.NoError(t, worklease.CheckInvariants(m))

@@ -39,6 +39,11 @@ type Manager struct {
 	// the other calls journal then carry none, as replay needs none to
 	// apply them. Set by New, before the Manager is shared.
 	timed bool
+	// expiring: leases may have an expiry (WithLeaseTTL, or replay
+	// restored one), so the shards' expiry indexes are kept. Without it
+	// they stay empty and cost nothing. Set by New, before the Manager is
+	// shared.
+	expiring bool
 	// reporting: transitions are reported to an observer or a journal, not
 	// only counted.
 	reporting bool
@@ -84,17 +89,24 @@ func New(opts ...Option) (*Manager, error) {
 		observer:  cfg.observer,
 		journal:   cfg.journal,
 		timed:     cfg.ttl > 0 || cfg.observer != nil,
+		expiring:  cfg.ttl > 0,
 		reporting: cfg.observer != nil || cfg.journal != nil,
 	}
 	if m.clock != nil {
 		m.loc = m.clock.Now().Location()
 	}
 	if m.journal != nil {
-		if err := m.replay(); err != nil {
+		err := m.replay()
+		if err == nil {
+			err = m.timeRestoredLeases()
+		}
+		if err != nil {
 			_ = m.journal.Close() // releases what it holds, such as a directory lock; the replay error says more
 			return nil, err
 		}
-		m.timed = m.timed || m.anyLeaseExpires()
+		expires := m.anyLeaseExpires()
+		m.timed = m.timed || expires
+		m.expiring = m.expiring || expires
 	}
 	return m, nil
 }
@@ -353,7 +365,23 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 // Succeed returns an error wrapping ErrNoLease if the domain holds no lease,
 // ErrTokenMismatch if tok is not the current lease's token, ErrLeaseExpired
 // if tok's lease ran out of time, or ErrLeaseRevoked if an operator took it
-// back; in every case nothing changes.
+// back; in every case nothing changes but the revocation of an expired
+// lease (step 3 below). Succeed, Fail and Extend check in
+// this order, and the first check that applies decides:
+//
+//  1. the Manager is closed (ErrClosed) or its journal failed
+//     (ErrJournalFailed); for Extend, the duration is not positive
+//     (ErrInvalidDuration);
+//  2. the domain is unknown (ErrNoLease);
+//  3. the domain's lease has expired: it is revoked now, and tok is
+//     checked against what remains;
+//  4. tok is the current lease's token: the call goes ahead;
+//  5. tok is the domain's latest revoked token (ErrLeaseExpired or
+//     ErrLeaseRevoked), whether the domain is idle or leased again: a
+//     domain remembers only that one, so an older revoked token goes on
+//     to the next checks, as any stale token does;
+//  6. the domain holds no lease (ErrNoLease);
+//  7. otherwise (ErrTokenMismatch).
 func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 	if err := m.usable(); err != nil {
 		return SucceedResult{}, err
@@ -381,8 +409,9 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 // (terminal) and a dead letter that keeps cause, the lease is released, and
 // Fail returns GiveUpNoBacklog or GiveUpNextHint (or GiveUpParked). With
 // WithLeaseTTL, a retry also gives the lease at least a full TTL from now;
-// without it leases never expire (except one restored from a journal
-// written with a TTL, which keeps its expiry).
+// without it a retry keeps the lease's expiry: leases never expire, except
+// one restored from a journal written with a TTL, which keeps its expiry
+// (see WithLeaseTTL).
 //
 // Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
@@ -410,10 +439,11 @@ func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error
 }
 
 // Extend renews the lease under tok so that it expires no sooner than d from
-// now, and returns its expiry. It never shortens a lease. Without
-// WithLeaseTTL leases never expire (except one restored from a journal
-// written with a TTL, which keeps its expiry), and Extend only checks tok
-// and returns the zero time.
+// now, and returns its expiry. It never shortens a lease. A lease that
+// never expires (every lease without WithLeaseTTL, except one restored from
+// a journal written with a TTL, which keeps its expiry and which Extend
+// renews; see WithLeaseTTL) stays so: Extend only checks tok and returns
+// the zero time.
 //
 // Extend returns an error wrapping ErrInvalidDuration if d is not positive,
 // and otherwise the same errors as Succeed (ErrNoLease after the lease was

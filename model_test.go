@@ -850,7 +850,7 @@ func (md *modelDomain) forget(now time.Time) (bool, error) {
 		return false, nil
 	}
 	md.touch(now)
-	if md.leased || len(md.backlog) > 0 {
+	if md.leased || md.paused || len(md.backlog) > 0 {
 		return false, worklease.ErrDomainBusy
 	}
 	md.emit(worklease.EventForgotten, -1, 0, worklease.Token{}, nil, now)

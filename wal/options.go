@@ -2,6 +2,7 @@ package wal
 
 import (
 	"fmt"
+	"io/fs"
 	"time"
 )
 
@@ -111,6 +112,10 @@ func WithSnapshotEvery(n int64) Option {
 // SnapshotState return ErrReadOnly, SnapshotDue reports false, and Close only
 // closes files. WithSyncMode, WithSegmentSize, WithMaxRecordSize and
 // WithSnapshotEvery are checked but have no effect; no goroutine is started.
+// A read-only Open does not refuse a directory that others may write to
+// (ErrWritableByOthers): it writes nothing there, and a tool should be able
+// to look at such a log, to tell what it holds before the directory is made
+// private.
 //
 // Instead of the exclusive lock a writable Log holds, a read-only Log holds a
 // shared lock on the directory's LOCK file (flock(2) LOCK_SH on Unix;
@@ -123,8 +128,22 @@ func WithSnapshotEvery(n int64) Option {
 // change.
 func WithReadOnly() Option { return optionFunc(func(c *config) { c.readOnly = true }) }
 
+// WithGroupAccess lets the group of the log's directory read the log: Open
+// creates the directory (and any parent it creates) with mode 0750 and
+// every file with mode 0640, instead of the private 0700 and 0600 of the
+// default, before the umask. Use it when a tool run under another account
+// of the group, such as a backup, reads the journal. It does not change
+// the modes of a directory or files that exist: a log created with other
+// modes keeps them (chmod them to change them). No mode ever lets others
+// than the owner write.
+func WithGroupAccess() Option {
+	return optionFunc(func(c *config) { c.dirPerm, c.filePerm = 0o750, 0o640 })
+}
+
 type config struct {
 	readOnly      bool
+	dirPerm       fs.FileMode // the mode Open creates directories with, before the umask
+	filePerm      fs.FileMode // the mode the Log creates files with, before the umask
 	sync          SyncMode
 	segmentSize   int64
 	maxRecordSize int
@@ -136,6 +155,8 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		sync:          SyncAlways,
+		dirPerm:       0o700,
+		filePerm:      0o600,
 		segmentSize:   DefaultSegmentSize,
 		maxRecordSize: DefaultMaxRecordSize,
 		snapshotBytes: DefaultSnapshotBytes,
