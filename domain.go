@@ -89,7 +89,8 @@ func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireStatu
 	if head, ok := s.backlog.front(); ok {
 		switch {
 		case head == offset:
-			s.backlog.popFront()
+			s.grantHead(p, e)
+			return Acquired, nil
 		case !p.bestEffort:
 			return 0, &BacklogOrderError{Domain: e.r.domain, Expected: head, Got: offset}
 		default:
@@ -183,6 +184,13 @@ func (s *domainState) grant(p *policy, e *emitter, offset int64) {
 	e.emit(EventAcquired, offset, s.lease.retries+1, s.lease.token, nil)
 }
 
+// grantHead leases the backlog's head, as acquire does when asked for it on
+// an idle, running domain. The backlog must not be empty.
+func (s *domainState) grantHead(p *policy, e *emitter) {
+	head, _ := s.backlog.popFront()
+	s.grant(p, e, head)
+}
+
 // checkToken reports the error Succeed, Fail or Extend returns for tok, if
 // any, and reports a rejection.
 func (s *domainState) checkToken(e *emitter, tok Token) error {
@@ -245,6 +253,30 @@ func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error) (FailR
 		return FailResult{Status: GiveUpNextHint, RetryCount: retries, Next: next}, nil
 	}
 	return FailResult{Status: GiveUpNoBacklog, RetryCount: retries}, nil
+}
+
+// succeedNext is SucceedNext under the domain lock: succeed, then the grant
+// of the backlog's head unless the domain is paused. With NextAcquired,
+// s.lease is the lease to report.
+func (s *domainState) succeedNext(p *policy, e *emitter, tok Token) (SucceedResult, error) {
+	res, err := s.succeed(p, e, tok)
+	if err != nil || res.Status != NextHint || s.paused {
+		return res, err
+	}
+	s.grantHead(p, e)
+	return SucceedResult{Status: NextAcquired}, nil
+}
+
+// failNext is FailNext under the domain lock: fail, then, if that gave the
+// offset up on a running domain with a backlog, the grant of its head. With
+// GiveUpNextAcquired, s.lease is the lease to report.
+func (s *domainState) failNext(p *policy, e *emitter, tok Token, cause error) (FailResult, error) {
+	res, err := s.fail(p, e, tok, cause)
+	if err != nil || res.Status != GiveUpNextHint { // fail never hints while paused
+		return res, err
+	}
+	s.grantHead(p, e)
+	return FailResult{Status: GiveUpNextAcquired, RetryCount: res.RetryCount}, nil
 }
 
 // extend is Extend under the domain lock: the lease now expires no sooner
