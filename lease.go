@@ -431,7 +431,7 @@ func (m *Manager) SucceedNext(domain string, tok Token) (SucceedResult, error) {
 }
 
 // succeed is Succeed, and SucceedNext if next is set; op is the call's name.
-func (m *Manager) succeed(op, domain string, tok Token, next bool) (SucceedResult, error) {
+func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedResult, err error) {
 	if err := m.usable(); err != nil {
 		return SucceedResult{}, err
 	}
@@ -446,15 +446,14 @@ func (m *Manager) succeed(op, domain string, tok Token, next bool) (SucceedResul
 		return SucceedResult{}, domainError(op, domain, ErrNoLease)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
-	var res SucceedResult
-	var err error
+	// res is filled in place, as in TryAcquire.
 	if next {
-		res, err = r.state.succeedNext(&m.policy, &e, tok)
+		err = r.state.succeedNext(&m.policy, &e, tok, &res)
 		if res.Status == NextAcquired {
-			res.Lease = r.state.lease.info(domain, m.loc)
+			r.state.lease.fill(&res.Lease, domain, m.loc)
 		}
 	} else {
-		res, err = r.state.succeed(&m.policy, &e, tok)
+		err = r.state.succeed(&m.policy, &e, tok, &res)
 	}
 	if ferr := m.finish(sh, r, &e); ferr != nil {
 		return SucceedResult{}, ferr
@@ -497,7 +496,7 @@ func (m *Manager) FailNext(domain string, tok Token, cause error) (FailResult, e
 }
 
 // fail is Fail, and FailNext if next is set; op is the call's name.
-func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (FailResult, error) {
+func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (res FailResult, err error) {
 	if err := m.usable(); err != nil {
 		return FailResult{}, err
 	}
@@ -511,15 +510,13 @@ func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (Fa
 		return FailResult{}, domainError(op, domain, ErrNoLease)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
-	var res FailResult
-	var err error
 	if next {
-		res, err = r.state.failNext(&m.policy, &e, tok, cause)
+		err = r.state.failNext(&m.policy, &e, tok, cause, &res)
 		if res.Status == GiveUpNextAcquired {
-			res.Lease = r.state.lease.info(domain, m.loc)
+			r.state.lease.fill(&res.Lease, domain, m.loc)
 		}
 	} else {
-		res, err = r.state.fail(&m.policy, &e, tok, cause)
+		err = r.state.fail(&m.policy, &e, tok, cause, &res)
 	}
 	if ferr := m.finish(sh, r, &e); ferr != nil {
 		return FailResult{}, ferr
