@@ -424,8 +424,9 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 //
 // SucceedNext returns NoBacklog when the backlog is empty, and NextHint, as
 // Succeed does, when the domain is paused: then nothing is granted. It
-// returns the same errors as Succeed, and then changes nothing. With a
-// journal it writes the records of a Succeed followed by those of a grant.
+// returns the same errors as Succeed, checked in the same order, and then
+// changes nothing but the revocation of an expired lease. With a journal it
+// writes the records of a Succeed followed by those of a grant.
 func (m *Manager) SucceedNext(domain string, tok Token) (SucceedResult, error) {
 	return m.succeed("SucceedNext", domain, tok, true)
 }
@@ -489,7 +490,8 @@ func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error
 // paused, or WithParkOnDeadLetter just parked it, and nothing is granted);
 // never GiveUpNextHint.
 //
-// FailNext returns the same errors as Fail, and then changes nothing. With a
+// FailNext returns the same errors as Fail, checked in the same order, and
+// then changes nothing but the revocation of an expired lease. With a
 // journal it writes the records of a Fail followed by those of a grant.
 func (m *Manager) FailNext(domain string, tok Token, cause error) (FailResult, error) {
 	return m.fail("FailNext", domain, tok, cause, true)
