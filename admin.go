@@ -72,15 +72,20 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	return info, nil
 }
 
-func (l *lease) info(domain string, loc *time.Location) LeaseInfo {
-	return LeaseInfo{
-		Domain:     domain,
-		Offset:     l.offset,
-		Token:      l.token,
-		AcquiredAt: l.acquiredAt.in(loc),
-		ExpiresAt:  l.expiresAt.in(loc),
-		RetryCount: l.retries,
-	}
+// info describes l, the lease of domain, with times in loc.
+func (l *lease) info(domain string, loc *time.Location) (info LeaseInfo) {
+	l.fill(&info, domain, loc)
+	return info
+}
+
+// fill is info in place, for the results of the calls on the hot path.
+func (l *lease) fill(info *LeaseInfo, domain string, loc *time.Location) {
+	info.Domain = domain
+	info.Offset = l.offset
+	info.Token = l.token
+	info.AcquiredAt = l.acquiredAt.in(loc)
+	info.ExpiresAt = l.expiresAt.in(loc)
+	info.RetryCount = l.retries
 }
 
 // Leases returns every lease in flight, ordered by domain. It locks one

@@ -103,6 +103,12 @@ func TestJournalReplayProperty(t *testing.T) {
 			}
 			return worklease.Token{}
 		}
+		// granted checks the token of a new lease in d.
+		granted := func(t *rapid.T, d string, tok worklease.Token) {
+			require.Greater(t, tok.Fence(), fences[d], "fences never go backwards")
+			require.False(t, tokens[tok], "a token is never issued twice")
+			fences[d], tokens[tok] = tok.Fence(), true
+		}
 		t.Repeat(map[string]func(*rapid.T){
 			"TryAcquire": func(t *rapid.T) {
 				d := domain.Draw(t, "d")
@@ -112,9 +118,7 @@ func TestJournalReplayProperty(t *testing.T) {
 					return
 				}
 				if res.Status == worklease.Acquired {
-					require.Greater(t, res.Token.Fence(), fences[d], "fences never go backwards")
-					require.False(t, tokens[res.Token], "a token is never issued twice")
-					fences[d], tokens[res.Token] = res.Token.Fence(), true
+					granted(t, d, res.Token)
 				}
 			},
 			"Succeed": func(t *rapid.T) {
@@ -124,6 +128,20 @@ func TestJournalReplayProperty(t *testing.T) {
 			"Fail": func(t *rapid.T) {
 				d := domain.Draw(t, "d")
 				_, _ = m.Fail(d, token(t, d), errors.New(rapid.SampledFrom([]string{"boom", "bad input"}).Draw(t, "cause")))
+			},
+			"SucceedNext": func(t *rapid.T) {
+				d := domain.Draw(t, "d")
+				res, err := m.SucceedNext(d, token(t, d))
+				if err == nil && res.Status == worklease.NextAcquired {
+					granted(t, d, res.Lease.Token)
+				}
+			},
+			"FailNext": func(t *rapid.T) {
+				d := domain.Draw(t, "d")
+				res, err := m.FailNext(d, token(t, d), errors.New("boom"))
+				if err == nil && res.Status == worklease.GiveUpNextAcquired {
+					granted(t, d, res.Lease.Token)
+				}
 			},
 			"Extend": func(t *rapid.T) {
 				d := domain.Draw(t, "d")

@@ -244,20 +244,28 @@ type AcquireResult struct {
 	RetryCount int
 }
 
-// SucceedStatus says what Succeed did.
+// SucceedStatus says what Succeed or SucceedNext did.
 type SucceedStatus uint8
 
-// The outcomes of Succeed. Either way the offset is processed and the domain
-// is idle: Succeed hands nothing off.
+// The outcomes of Succeed and SucceedNext. Whatever the status, the offset
+// is processed. Succeed hands nothing off, so the domain is then idle;
+// SucceedNext leases the backlog's head to its caller (NextAcquired) when
+// there is one and the domain is not paused.
 const (
 	_ SucceedStatus = iota // the zero value is not a status
 
-	// NoBacklog: the domain's backlog is empty.
+	// NoBacklog: the domain's backlog is empty, and the domain is idle.
 	NoBacklog
 	// NextHint: SucceedResult.Next is the head of the backlog, the only
 	// offset the domain will grant next. It is still queued: acquire it with
-	// TryAcquire.
+	// TryAcquire (while the domain is paused, that answers Enqueued until
+	// Resume). SucceedNext returns NextHint only for a paused domain.
 	NextHint
+	// NextAcquired: SucceedNext leased the backlog's head to the caller, as
+	// TryAcquire of that offset would have: SucceedResult.Lease describes
+	// the lease now held. The domain was never idle in between, so an
+	// offset offered meanwhile is queued behind it.
+	NextAcquired
 )
 
 // String returns the status's name, e.g. "NextHint".
@@ -267,20 +275,27 @@ func (s SucceedStatus) String() string {
 		return "NoBacklog"
 	case NextHint:
 		return "NextHint"
+	case NextAcquired:
+		return "NextAcquired"
 	}
 	return invalidStatus("SucceedStatus", uint8(s))
 }
 
-// SucceedResult is the outcome of Succeed.
+// SucceedResult is the outcome of Succeed and SucceedNext.
 type SucceedResult struct {
 	Status SucceedStatus
 	Next   int64 // the backlog's head when Status is NextHint; zero otherwise
+	// Lease is the lease SucceedNext granted when Status is NextAcquired,
+	// under a new token, and zero otherwise. Its AcquiredAt and RetryCount
+	// carry over, as with TryAcquire, if the offset was granted before and
+	// went back to the backlog (an expiry, ForceRelease).
+	Lease LeaseInfo
 }
 
-// FailStatus says what Fail did.
+// FailStatus says what Fail or FailNext did.
 type FailStatus uint8
 
-// The outcomes of Fail.
+// The outcomes of Fail and FailNext.
 const (
 	_ FailStatus = iota // the zero value is not a status
 
@@ -292,12 +307,16 @@ const (
 	// (terminal); the lease is released and the backlog is empty.
 	GiveUpNoBacklog
 	// GiveUpNextHint: as GiveUpNoBacklog, but the backlog is not empty:
-	// FailResult.Next is its head, still queued.
+	// FailResult.Next is its head, still queued. Only Fail returns it.
 	GiveUpNextHint
 	// GiveUpParked: as GiveUpNoBacklog, but the domain is paused, by Pause
 	// or parked by WithParkOnDeadLetter: it grants nothing, its backlog
 	// waiting, until Resume.
 	GiveUpParked
+	// GiveUpNextAcquired: as GiveUpNextHint, but FailNext leased the
+	// backlog's head to the caller, as TryAcquire of that offset would
+	// have: FailResult.Lease describes the lease now held.
+	GiveUpNextAcquired
 )
 
 // String returns the status's name, e.g. "RetryScheduled".
@@ -311,11 +330,13 @@ func (s FailStatus) String() string {
 		return "GiveUpNextHint"
 	case GiveUpParked:
 		return "GiveUpParked"
+	case GiveUpNextAcquired:
+		return "GiveUpNextAcquired"
 	}
 	return invalidStatus("FailStatus", uint8(s))
 }
 
-// FailResult is the outcome of Fail.
+// FailResult is the outcome of Fail and FailNext.
 type FailResult struct {
 	Status FailStatus
 	// RetryCount is the number of retries scheduled for the offset: after a
@@ -323,6 +344,9 @@ type FailResult struct {
 	// the offset reached.
 	RetryCount int
 	Next       int64 // the backlog's head when Status is GiveUpNextHint; zero otherwise
+	// Lease is the lease FailNext granted when Status is GiveUpNextAcquired,
+	// under a new token, and zero otherwise; see SucceedResult.Lease.
+	Lease LeaseInfo
 }
 
 // TryAcquire asks for the lease on offset in domain. It never blocks on
@@ -360,7 +384,9 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 // becomes processed (terminal) and the lease is released. Succeed does not
 // hand off: if the backlog is not empty it returns NextHint with the head,
 // which the caller acquires with TryAcquire (while the domain is paused,
-// that answers Enqueued until Resume).
+// that answers Enqueued until Resume). Until then the domain is idle with a
+// backlog, and TryAcquire of any other offset returns ErrBacklogOrder;
+// SucceedNext leaves no such gap.
 //
 // Succeed returns an error wrapping ErrNoLease if the domain holds no lease,
 // ErrTokenMismatch if tok is not the current lease's token, ErrLeaseExpired
@@ -383,21 +409,58 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 //  6. the domain holds no lease (ErrNoLease);
 //  7. otherwise (ErrTokenMismatch).
 func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
+	return m.succeed("Succeed", domain, tok, false)
+}
+
+// SucceedNext is Succeed, and then, in the same step under the domain's
+// lock, the lease of the backlog's head to the caller: it returns
+// NextAcquired, with SucceedResult.Lease describing the new lease, exactly
+// as TryAcquire of the head would have granted it (a new token with a
+// higher fence, carried attempts, a TTL from now). The domain is never idle
+// with a backlog in between, so an offset offered meanwhile by TryAcquire is
+// simply Enqueued. A worker that drives a domain with SucceedNext and
+// FailNext works through its backlog in order without ever calling
+// TryAcquire for a queued offset.
+//
+// SucceedNext returns NoBacklog when the backlog is empty, and NextHint, as
+// Succeed does, when the domain is paused: then nothing is granted. It
+// returns the same errors as Succeed, checked in the same order, and then
+// changes nothing but the revocation of an expired lease. With a journal it
+// writes the records of a Succeed followed by those of a grant.
+func (m *Manager) SucceedNext(domain string, tok Token) (SucceedResult, error) {
+	return m.succeed("SucceedNext", domain, tok, true)
+}
+
+// succeed is Succeed, and SucceedNext if next is set; op is the call's name.
+func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedResult, err error) {
 	if err := m.usable(); err != nil {
 		return SucceedResult{}, err
 	}
-	now := m.nowIfNeeded()
+	var now instant
+	if next {
+		now = m.now() // a grant records when
+	} else {
+		now = m.nowIfNeeded()
+	}
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return SucceedResult{}, domainError("Succeed", domain, ErrNoLease)
+		return SucceedResult{}, domainError(op, domain, ErrNoLease)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
-	res, err := r.state.succeed(&m.policy, &e, tok)
+	// res is filled in place, as in TryAcquire.
+	if next {
+		err = r.state.succeedNext(&m.policy, &e, tok, &res)
+		if res.Status == NextAcquired {
+			r.state.lease.fill(&res.Lease, domain, m.loc)
+		}
+	} else {
+		err = r.state.succeed(&m.policy, &e, tok, &res)
+	}
 	if ferr := m.finish(sh, r, &e); ferr != nil {
 		return SucceedResult{}, ferr
 	}
 	if err != nil {
-		return SucceedResult{}, domainError("Succeed", domain, err)
+		return SucceedResult{}, domainError(op, domain, err)
 	}
 	return res, nil
 }
@@ -415,25 +478,53 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 //
 // Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
+	return m.fail("Fail", domain, tok, cause, false)
+}
+
+// FailNext is Fail; when the offset is given up on, the backlog's head is
+// leased to the caller in the same step, as SucceedNext does after a
+// success: FailNext returns GiveUpNextAcquired, with FailResult.Lease
+// describing the new lease and FailResult.RetryCount the count the failed
+// offset reached. Otherwise it returns what Fail does: RetryScheduled (the
+// caller keeps the lease), GiveUpNoBacklog, or GiveUpParked (the domain is
+// paused, or WithParkOnDeadLetter just parked it, and nothing is granted);
+// never GiveUpNextHint.
+//
+// FailNext returns the same errors as Fail, checked in the same order, and
+// then changes nothing but the revocation of an expired lease. With a
+// journal it writes the records of a Fail followed by those of a grant.
+func (m *Manager) FailNext(domain string, tok Token, cause error) (FailResult, error) {
+	return m.fail("FailNext", domain, tok, cause, true)
+}
+
+// fail is Fail, and FailNext if next is set; op is the call's name.
+func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (res FailResult, err error) {
 	if err := m.usable(); err != nil {
 		return FailResult{}, err
 	}
-	now := m.now() // a give-up records when
+	now := m.now() // a give-up and a grant record when
 	if m.journal != nil && cause != nil {
 		// The journal keeps the cause's text; take it now, outside the lock.
 		cause = &causeText{err: cause, text: cause.Error()}
 	}
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return FailResult{}, domainError("Fail", domain, ErrNoLease)
+		return FailResult{}, domainError(op, domain, ErrNoLease)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
-	res, err := r.state.fail(&m.policy, &e, tok, cause)
+	if next {
+		err = r.state.failNext(&m.policy, &e, tok, cause, &res)
+		if res.Status == GiveUpNextAcquired {
+			r.state.lease.fill(&res.Lease, domain, m.loc)
+		}
+	} else {
+		err = r.state.fail(&m.policy, &e, tok, cause, &res)
+	}
 	if ferr := m.finish(sh, r, &e); ferr != nil {
 		return FailResult{}, ferr
 	}
 	if err != nil {
-		return FailResult{}, domainError("Fail", domain, err)
+		return FailResult{}, domainError(op, domain, err)
 	}
 	return res, nil
 }

@@ -29,8 +29,8 @@ import (
 // (TryAcquire, Succeed, Fail, Inspect). The others draw a lease TTL (none or
 // modelTTL), FIFO or LIFO ordering, best-effort ordering, parking on dead
 // letters, monotonic offsets, one or four shards and an observer, and add
-// Extend, Reap and the admin calls. The model is written from the godoc of
-// each call.
+// SucceedNext, FailNext, Extend, Reap and the admin calls. The model is
+// written from the godoc of each call.
 //
 // TryAcquire, Kill and Pause, the calls that create a domain's record, draw
 // their domain from modelLeasedDomains only, so "z" never gets a record:
@@ -320,6 +320,26 @@ func managerModel(t *rapid.T) {
 			},
 			"Forget": func(t *rapid.T) {
 				s.forget(t, anyDomain.Draw(t, "domain"))
+			},
+			"SucceedNext": func(t *rapid.T) {
+				d := anyDomain.Draw(t, "domain")
+				s.succeedNext(t, d, s.drawToken(t, d))
+			},
+			"FailNext": func(t *rapid.T) {
+				d := anyDomain.Draw(t, "domain")
+				tok := s.drawToken(t, d)
+				cause := rapid.SampledFrom([]error{nil, errors.New("attempt failed")}).Draw(t, "cause")
+				s.failNext(t, d, tok, cause)
+			},
+			// SucceedNextCurrent and FailNextCurrent drive a domain as a
+			// worker that never calls TryAcquire for a queued offset does.
+			"SucceedNextCurrent": func(t *rapid.T) {
+				d := leased.Draw(t, "domain")
+				s.succeedNext(t, d, s.model.domains[d].lease.token)
+			},
+			"FailNextCurrent": func(t *rapid.T) {
+				d := leased.Draw(t, "domain")
+				s.failNext(t, d, s.model.domains[d].lease.token, nil)
 			},
 		})
 	}
@@ -700,6 +720,38 @@ func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (wo
 	return worklease.FailResult{Status: worklease.GiveUpNoBacklog, RetryCount: retries}, nil
 }
 
+// succeedNext is SucceedNext on the model: succeed, then, unless the domain
+// is paused, the grant of the backlog's head, as acquire would grant it. On
+// NextAcquired the model cannot know the new token: Lease.Token is zero,
+// and the caller records the real one with grant.
+func (md *modelDomain) succeedNext(domain string, tok worklease.Token, now time.Time) (worklease.SucceedResult, error) {
+	res, err := md.succeed(tok, now)
+	if err != nil || res.Status != worklease.NextHint || md.paused {
+		return res, err
+	}
+	md.acquireHead(domain, res.Next, now)
+	return worklease.SucceedResult{Status: worklease.NextAcquired, Lease: md.leaseInfo(domain)}, nil
+}
+
+// failNext is FailNext on the model: fail, then, if that gave up with a
+// hint, the grant of the backlog's head. The token is left as succeedNext
+// leaves it.
+func (md *modelDomain) failNext(domain string, tok worklease.Token, cause error, now time.Time) (worklease.FailResult, error) {
+	res, err := md.fail(tok, cause, now)
+	if err != nil || res.Status != worklease.GiveUpNextHint {
+		return res, err
+	}
+	md.acquireHead(domain, res.Next, now)
+	return worklease.FailResult{Status: worklease.GiveUpNextAcquired, RetryCount: res.RetryCount, Lease: md.leaseInfo(domain)}, nil
+}
+
+// acquireHead grants head, the backlog's head on an idle, running domain.
+func (md *modelDomain) acquireHead(domain string, head int64, now time.Time) {
+	if res, err := md.acquire(domain, head, now); err != nil || res.Status != worklease.Acquired {
+		panic(fmt.Sprintf("model: the head %d of an idle domain was not granted: %v, %v", head, res.Status, err))
+	}
+}
+
 func (md *modelDomain) extend(tok worklease.Token, d time.Duration, now time.Time) (time.Time, error) {
 	if d <= 0 {
 		return time.Time{}, worklease.ErrInvalidDuration
@@ -950,20 +1002,26 @@ func (s *modelTest) tryAcquire(t *rapid.T, d string, off int64) {
 		require.Equal(t, want.Token, got.Token, "TryAcquire(%q, %d): Token", d, off)
 		return
 	}
-	// A grant: the token must be new everywhere and fence this domain's
-	// grants in order. Token documents the fence as the number of grants in
-	// the domain so far, this one included; once a domain has been
-	// forgotten, fences only have to keep growing.
-	require.False(t, got.Token.IsZero(), "Acquired with the zero token")
-	if prev, dup := s.model.issued[got.Token]; dup {
-		require.Failf(t, "token issued twice", "token %v granted in %q was already granted in %q", got.Token, d, prev)
+	s.requireGrant(t, d, got.Token, now)
+}
+
+// requireGrant checks the token of a grant the model just made in d, and
+// records it: the token must be new everywhere and fence this domain's
+// grants in order. Token documents the fence as the number of grants in
+// the domain so far, this one included; once a domain has been forgotten,
+// fences only have to keep growing.
+func (s *modelTest) requireGrant(t *rapid.T, d string, tok worklease.Token, now time.Time) {
+	md := s.model.domains[d]
+	require.False(t, tok.IsZero(), "granted with the zero token")
+	if prev, dup := s.model.issued[tok]; dup {
+		require.Failf(t, "token issued twice", "token %v granted in %q was already granted in %q", tok, d, prev)
 	}
 	if !s.model.forgotten {
-		require.Equal(t, uint64(len(md.grants)+1), got.Token.Fence(), "fence of grant %d in %q", len(md.grants)+1, d)
+		require.Equal(t, uint64(len(md.grants)+1), tok.Fence(), "fence of grant %d in %q", len(md.grants)+1, d)
 	} else if n := len(md.grants); n > 0 {
-		require.Greater(t, got.Token.Fence(), md.grants[n-1].Fence(), "fence of grant %d in %q", n+1, d)
+		require.Greater(t, tok.Fence(), md.grants[n-1].Fence(), "fence of grant %d in %q", n+1, d)
 	}
-	s.model.grant(d, got.Token, now)
+	s.model.grant(d, tok, now)
 }
 
 func (s *modelTest) succeed(t *rapid.T, d string, tok worklease.Token) {
@@ -996,6 +1054,61 @@ func (s *modelTest) fail(t *rapid.T, d string, tok worklease.Token, cause error)
 	}
 	require.NoError(t, err, "Fail(%q, %v)", d, tok)
 	require.Equal(t, want, got, "Fail(%q, %v)", d, tok)
+}
+
+func (s *modelTest) succeedNext(t *rapid.T, d string, tok worklease.Token) {
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	want, wantErr := md.succeedNext(d, tok, now)
+	before := s.before(t, d, due, true, wantErr)
+	got, err := s.m.SucceedNext(d, tok)
+	if wantErr != nil {
+		modelRequireSentinel(t, wantErr, err)
+		require.Zero(t, got)
+		s.requireUnchanged(t, d, before)
+		return
+	}
+	require.NoError(t, err, "SucceedNext(%q, %v)", d, tok)
+	if want.Status == worklease.NextAcquired {
+		want.Lease.Token = got.Lease.Token // checked by requireGrant
+	}
+	require.Equal(t, want, got, "SucceedNext(%q, %v)", d, tok)
+	if got.Status == worklease.NextAcquired {
+		s.requireGrant(t, d, got.Lease.Token, now)
+	}
+	s.requireNoHandOffGap(t, d, "SucceedNext")
+}
+
+func (s *modelTest) failNext(t *rapid.T, d string, tok worklease.Token, cause error) {
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	want, wantErr := md.failNext(d, tok, cause, now)
+	before := s.before(t, d, due, true, wantErr)
+	got, err := s.m.FailNext(d, tok, cause)
+	if wantErr != nil {
+		modelRequireSentinel(t, wantErr, err)
+		require.Zero(t, got)
+		s.requireUnchanged(t, d, before)
+		return
+	}
+	require.NoError(t, err, "FailNext(%q, %v)", d, tok)
+	require.NotEqual(t, worklease.GiveUpNextHint, got.Status, "FailNext(%q, %v)", d, tok)
+	if want.Status == worklease.GiveUpNextAcquired {
+		want.Lease.Token = got.Lease.Token // checked by requireGrant
+	}
+	require.Equal(t, want, got, "FailNext(%q, %v)", d, tok)
+	if got.Status == worklease.GiveUpNextAcquired {
+		s.requireGrant(t, d, got.Lease.Token, now)
+	}
+	s.requireNoHandOffGap(t, d, "FailNext")
+}
+
+// requireNoHandOffGap checks what SucceedNext and FailNext promise when they
+// succeed: the domain is not left idle with a backlog unless it is paused,
+// so that TryAcquire of any offset queues it rather than refusing it.
+func (s *modelTest) requireNoHandOffGap(t *rapid.T, d, call string) {
+	md := s.model.domains[d]
+	modelCheck(t, md.leased || md.paused || len(md.backlog) == 0, "%q: %s left the domain idle with the backlog %v", d, call, md.backlog)
 }
 
 func (s *modelTest) extend(t *rapid.T, d string, tok worklease.Token, by time.Duration) {

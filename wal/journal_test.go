@@ -114,6 +114,64 @@ func TestJournalRestart(t *testing.T) {
 	}
 }
 
+// TestJournalRestartAfterSucceedNext drives domains with SucceedNext and
+// FailNext, whose records are those of a success or a give-up followed by a
+// grant, and restarts: the state is the same, and the lease the last call
+// granted can be finished by its holder.
+func TestJournalRestartAfterSucceedNext(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := openManager(t, dir) // WithMaxRetries(1)
+	held := map[string]worklease.Token{}
+	for d := range 3 {
+		domain := fmt.Sprint("d", d)
+		res, err := m.TryAcquire(domain, 0)
+		require.NoError(t, err)
+		for off := range int64(12) {
+			_, err := m.TryAcquire(domain, off+1)
+			require.NoError(t, err)
+		}
+		tok := res.Token
+		for off := range int64(10) {
+			var next worklease.LeaseInfo
+			if off%4 == 3 {
+				f, err := m.FailNext(domain, tok, errors.New("boom"))
+				require.NoError(t, err)
+				require.Equal(t, worklease.RetryScheduled, f.Status)
+				f, err = m.FailNext(domain, tok, errors.New("boom"))
+				require.NoError(t, err)
+				require.Equal(t, worklease.GiveUpNextAcquired, f.Status)
+				next = f.Lease
+			} else {
+				s, err := m.SucceedNext(domain, tok)
+				require.NoError(t, err)
+				require.Equal(t, worklease.NextAcquired, s.Status)
+				next = s.Lease
+			}
+			require.Equal(t, off+1, next.Offset)
+			tok = next.Token
+		}
+		held[domain] = tok
+	}
+	before := dump(t, m)
+	require.NoError(t, m.Close())
+
+	m = openManager(t, dir)
+	defer func() { require.NoError(t, m.Close()) }()
+	require.Equal(t, before, dump(t, m))
+	for domain, tok := range held {
+		s, err := m.SucceedNext(domain, tok)
+		require.NoError(t, err)
+		require.Equal(t, worklease.NextAcquired, s.Status)
+		require.Equal(t, int64(11), s.Lease.Offset)
+		info, err := m.Inspect(domain)
+		require.NoError(t, err)
+		require.Equal(t, int64(9), info.Processed)
+		require.Equal(t, int64(2), info.Failed)
+		require.Equal(t, []int64{12}, info.Backlog)
+	}
+}
+
 func TestJournalSnapshotThenRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
