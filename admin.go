@@ -43,8 +43,8 @@ type LeaseInfo struct {
 // seen is reported idle and empty. Like every call, it first revokes the
 // domain's lease if it has expired.
 func (m *Manager) Inspect(domain string) (DomainInfo, error) {
-	if err := m.usable(); err != nil {
-		return DomainInfo{}, err
+	if !m.accepts(domain, 0) {
+		return DomainInfo{}, m.refuse("Inspect", domain, 0)
 	}
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
@@ -138,8 +138,9 @@ func (m *Manager) Domains() ([]string, error) {
 // DeadLetters returns domain's failed offsets in ascending order, with why
 // and when each failed. Like Leases, it does not revoke expired leases: an
 // offset whose last lease ran out shows up once its domain is touched or
-// reaped. With domain "" it returns those of every domain,
-// ordered by domain then offset.
+// reaped. With domain "", which is never a domain (see ErrInvalidDomain),
+// it returns those of every domain, ordered by domain then offset; any
+// other domain is checked as every call checks one.
 func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	if err := m.usable(); err != nil {
 		return nil, err
@@ -147,6 +148,9 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	var out []DeadLetter
 	var seq uint64 // the latest record what we report depends on
 	if domain != "" {
+		if !m.accepts(domain, 0) {
+			return nil, m.refuse("DeadLetters", domain, 0)
+		}
 		if _, r := m.lockRecord(domain, false); r != nil {
 			out = r.state.failed.appendTo(out, domain, m.loc)
 			seq = r.lastSeq
@@ -174,14 +178,15 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	return out, nil
 }
 
-// adminCall runs op on domain's record, locked, and reports the offset the
+// adminCall checks the call's domain and offset (0 for a call that takes
+// none), then runs op on domain's record, locked, and reports the offset the
 // domain will grant next if it is idle and running afterwards: the caller
 // should acquire it, since no Succeed or Fail will hint at it. For a domain
 // the Manager has never seen, adminCall creates a record if create is set,
 // and otherwise returns unknown (which may be nil: nothing to do).
-func (m *Manager) adminCall(name, domain string, create bool, unknown error, op func(s *domainState, e *emitter) error) (next int64, ok bool, err error) {
-	if err := m.usable(); err != nil {
-		return 0, false, err
+func (m *Manager) adminCall(name, domain string, offset int64, create bool, unknown error, op func(s *domainState, e *emitter) error) (next int64, ok bool, err error) {
+	if !m.accepts(domain, offset) {
+		return 0, false, m.refuse(name, domain, offset)
 	}
 	now := m.now()
 	sh, r := m.lockRecord(domain, create)
@@ -215,14 +220,8 @@ func (m *Manager) adminCall(name, domain string, create bool, unknown error, op 
 // If the domain is then idle and running with a backlog, Kill returns its
 // head as next with ok true: acquire it to keep the domain moving.
 func (m *Manager) Kill(domain string, offset int64, reason string) (next int64, ok bool, err error) {
-	if err := m.usable(); err != nil {
-		return 0, false, err
-	}
-	if offset < 0 {
-		return 0, false, domainError("Kill", domain, ErrInvalidOffset)
-	}
 	cause := errors.New(reason)
-	return m.adminCall("Kill", domain, true, nil, func(s *domainState, e *emitter) error {
+	return m.adminCall("Kill", domain, offset, true, nil, func(s *domainState, e *emitter) error {
 		return s.kill(&m.policy, e, offset, cause)
 	})
 }
@@ -251,12 +250,13 @@ func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) err
 // Redrive takes offset out of the failed set and puts it at the front of
 // its domain's backlog with a fresh attempt count, so that it runs next and
 // order is kept. It is a deliberate exception to idempotence. It returns
-// ErrNotDeadLettered if the offset is not failed.
+// ErrNotDeadLettered if the offset is not failed, and ErrInvalidOffset, like
+// every call, for a negative one.
 //
 // If the domain is idle and running, Redrive returns the offset as next
 // with ok true: acquire it.
 func (m *Manager) Redrive(domain string, offset int64) (next int64, ok bool, err error) {
-	return m.adminCall("Redrive", domain, false, ErrNotDeadLettered, func(s *domainState, e *emitter) error {
+	return m.adminCall("Redrive", domain, offset, false, ErrNotDeadLettered, func(s *domainState, e *emitter) error {
 		if _, found := s.failed.remove(offset); !found {
 			return ErrNotDeadLettered
 		}
@@ -275,7 +275,7 @@ func (m *Manager) Redrive(domain string, offset int64) (next int64, ok bool, err
 // If the domain is running, ForceRelease returns the offset as next with ok
 // true: acquire it.
 func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
-	return m.adminCall("ForceRelease", domain, false, ErrNoLease, func(s *domainState, e *emitter) error {
+	return m.adminCall("ForceRelease", domain, 0, false, ErrNoLease, func(s *domainState, e *emitter) error {
 		if !s.leased {
 			return ErrNoLease
 		}
@@ -291,7 +291,7 @@ func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
 // carries on, but every TryAcquire answers Enqueued and queues its offset,
 // until Resume. Pausing a paused domain changes nothing.
 func (m *Manager) Pause(domain string) error {
-	_, _, err := m.adminCall("Pause", domain, true, nil, func(s *domainState, e *emitter) error {
+	_, _, err := m.adminCall("Pause", domain, 0, true, nil, func(s *domainState, e *emitter) error {
 		if !s.paused {
 			s.paused = true
 			e.emit(EventPaused, -1, 0, Token{}, nil)
@@ -305,7 +305,7 @@ func (m *Manager) Pause(domain string) error {
 // with a backlog, Resume returns the head as next with ok true: acquire it.
 // Resuming a running or unknown domain changes nothing.
 func (m *Manager) Resume(domain string) (next int64, ok bool, err error) {
-	next, ok, err = m.adminCall("Resume", domain, false, nil, func(s *domainState, e *emitter) error {
+	next, ok, err = m.adminCall("Resume", domain, 0, false, nil, func(s *domainState, e *emitter) error {
 		if s.paused {
 			s.paused = false
 			e.emit(EventResumed, -1, 0, Token{}, nil)
@@ -322,8 +322,8 @@ func (m *Manager) Resume(domain string) (next int64, ok bool, err error) {
 // back, its fences carry on above every fence it had before. Forgetting an
 // unknown domain changes nothing.
 func (m *Manager) Forget(domain string) error {
-	if err := m.usable(); err != nil {
-		return err
+	if !m.accepts(domain, 0) {
+		return m.refuse("Forget", domain, 0)
 	}
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)

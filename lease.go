@@ -19,6 +19,10 @@ import (
 // no goroutines, never sleeps, and holds no lock while it calls code outside
 // the package. Calls on different domains rarely contend; calls on one domain
 // are serialized.
+//
+// Use New: the zero Manager is not usable. A zero Manager, and a nil
+// *Manager, never panic: every call returns an error matching ErrClosed,
+// Close included, and Stats reports zero counts.
 type Manager struct {
 	// Immutable after New.
 	shards    []shard
@@ -45,9 +49,12 @@ type Manager struct {
 
 	domainSerial atomic.Uint64 // last serial given to a new domain's record
 	fenceFloor   atomic.Uint64 // highest fence of any forgotten domain
-	closed       atomic.Bool
-	failure      atomic.Pointer[error] // the journal's failure; set once, then every call returns it
-	snapshots    snapshotter
+	// open is set by New and cleared by Close or a journal failure, so that
+	// a call checks one flag; closed and failure say which.
+	open      atomic.Bool
+	closed    atomic.Bool
+	failure   atomic.Pointer[error] // the journal's failure; set once, then every call returns it
+	snapshots snapshotter
 }
 
 // New returns a Manager configured by opts. With no options it behaves
@@ -89,6 +96,7 @@ func New(opts ...Option) (*Manager, error) {
 	if m.clock != nil {
 		m.loc = m.clock.Now().Location()
 	}
+	m.open.Store(true)
 	if m.journal != nil {
 		if err := m.replay(); err != nil {
 			_ = m.journal.Close() // releases what it holds, such as a directory lock; the replay error says more
@@ -131,28 +139,21 @@ func (m *Manager) nowIfNeeded() instant {
 // already under way finish normally. With a journal, Close waits for a
 // snapshot under way, then closes the journal, which makes everything
 // appended durable, and returns its error. Close returns ErrClosed if the
-// Manager was already closed.
+// Manager was already closed, and an error matching ErrClosed for a zero or
+// nil Manager.
 func (m *Manager) Close() error {
+	if m == nil || m.shards == nil {
+		return errNotNew
+	}
 	if m.closed.Swap(true) {
 		return ErrClosed
 	}
+	m.open.Store(false)
 	if m.journal == nil {
 		return nil
 	}
 	m.snapshots.stop()
 	return m.journal.Close()
-}
-
-// usable returns the error every call returns once the Manager is closed or
-// its journal has failed, and nil before.
-func (m *Manager) usable() error {
-	if f := m.failure.Load(); f != nil {
-		return *f
-	}
-	if m.closed.Load() {
-		return ErrClosed
-	}
-	return nil
 }
 
 // durable waits until the journal holds every record up to seq. appendErr is
@@ -168,6 +169,7 @@ func (m *Manager) durable(seq uint64, appendErr error) error {
 	}
 	failed := fmt.Errorf("%w: %w", ErrJournalFailed, err)
 	m.failure.CompareAndSwap(nil, &failed)
+	m.open.Store(false)
 	return *m.failure.Load()
 }
 
@@ -320,14 +322,12 @@ type FailResult struct {
 // When the domain is idle and its backlog is not empty, only the backlog's
 // head may be acquired; any other offset is a caller bug and returns a
 // *BacklogOrderError (matching ErrBacklogOrder) without changing anything,
-// unless WithBestEffortOrdering allows it. A negative offset returns
+// unless WithBestEffortOrdering allows it. An empty domain, or one longer
+// than MaxDomainLen, returns ErrInvalidDomain, and a negative offset
 // ErrInvalidOffset.
 func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, err error) {
-	if err := m.usable(); err != nil {
-		return AcquireResult{}, err
-	}
-	if offset < 0 {
-		return AcquireResult{}, domainError("TryAcquire", domain, ErrInvalidOffset)
+	if !m.accepts(domain, offset) {
+		return AcquireResult{}, m.refuse("TryAcquire", domain, offset)
 	}
 	now := m.now() // read outside the lock: a caller's clock may take locks of its own
 	sh, r := m.lockRecord(domain, true)
@@ -355,8 +355,8 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 // if tok's lease ran out of time, or ErrLeaseRevoked if an operator took it
 // back; in every case nothing changes.
 func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
-	if err := m.usable(); err != nil {
-		return SucceedResult{}, err
+	if !m.accepts(domain, 0) {
+		return SucceedResult{}, m.refuse("Succeed", domain, 0)
 	}
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
@@ -386,8 +386,8 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 //
 // Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
-	if err := m.usable(); err != nil {
-		return FailResult{}, err
+	if !m.accepts(domain, 0) {
+		return FailResult{}, m.refuse("Fail", domain, 0)
 	}
 	now := m.now() // a give-up records when
 	if m.journal != nil && cause != nil {
@@ -420,8 +420,8 @@ func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error
 // released, ErrLeaseExpired once it has run out); either way nothing
 // changes.
 func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, error) {
-	if err := m.usable(); err != nil {
-		return time.Time{}, err
+	if !m.accepts(domain, 0) {
+		return time.Time{}, m.refuse("Extend", domain, 0)
 	}
 	if d <= 0 {
 		return time.Time{}, domainError("Extend", domain, ErrInvalidDuration)

@@ -46,6 +46,9 @@ const (
 	modelTTL       = 10 * time.Second
 )
 
+// modelLongDomain is one byte too long for a domain.
+var modelLongDomain = strings.Repeat("d", worklease.MaxDomainLen+1)
+
 func TestManagerModel(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, managerModel)
@@ -250,6 +253,21 @@ func managerModel(t *rapid.T) {
 		"Inspect": func(t *rapid.T) {
 			s.inspect(t, anyDomain.Draw(t, "domain"))
 		},
+		// InvalidDomain makes any call on a domain no call accepts, with
+		// any offset: it is refused with ErrInvalidDomain, first, and
+		// changes nothing, which the "" check confirms (no record, event
+		// or count).
+		"InvalidDomain": func(t *rapid.T) {
+			d := rapid.SampledFrom([]string{"", modelLongDomain}).Draw(t, "domain")
+			off := rapid.OneOf(offset, negative).Draw(t, "offset")
+			c := rapid.SampledFrom(domainCalls).Draw(t, "call")
+			modelRequireSentinel(t, worklease.ErrInvalidDomain, c.call(s.m, d, off))
+			if d != "" {
+				_, err := s.m.DeadLetters(d)
+				modelRequireSentinel(t, worklease.ErrInvalidDomain, err)
+			}
+			require.Nil(t, worklease.RecordOf(s.m, d), "%s made a record", c.name)
+		},
 		"": s.check,
 	}
 	if cfg.ttl > 0 {
@@ -300,6 +318,9 @@ func managerModel(t *rapid.T) {
 			"KillNegative": func(t *rapid.T) {
 				d := anyDomain.Draw(t, "domain")
 				s.kill(t, d, negative.Draw(t, "offset"), reason.Draw(t, "reason"))
+			},
+			"RedriveNegative": func(t *rapid.T) {
+				s.redrive(t, anyDomain.Draw(t, "domain"), negative.Draw(t, "offset"))
 			},
 			"Redrive": func(t *rapid.T) {
 				d := anyDomain.Draw(t, "domain")
@@ -793,6 +814,9 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 }
 
 func (md *modelDomain) redrive(off int64, now time.Time) (int64, bool, error) {
+	if off < 0 {
+		return 0, false, worklease.ErrInvalidOffset
+	}
 	if !md.created {
 		return 0, false, worklease.ErrNotDeadLettered
 	}
@@ -1061,7 +1085,7 @@ func (s *modelTest) redrive(t *rapid.T, d string, off int64) {
 	md, now := s.model.domains[d], s.clk.Now()
 	due := md.due(now)
 	wantNext, wantOK, wantErr := md.redrive(off, now)
-	before := s.before(t, d, due, true, wantErr)
+	before := s.before(t, d, due, off >= 0, wantErr) // a negative offset is refused before the domain is touched
 	next, ok, err := s.m.Redrive(d, off)
 	s.requireAdmin(t, fmt.Sprintf("Redrive(%d)", off), d, before, wantNext, wantOK, wantErr, next, ok, err)
 }
@@ -1109,7 +1133,7 @@ var modelSentinels = []error{
 	worklease.ErrNoLease, worklease.ErrTokenMismatch, worklease.ErrBacklogOrder,
 	worklease.ErrLeaseExpired, worklease.ErrLeaseRevoked, worklease.ErrInvalidDuration,
 	worklease.ErrInvalidOffset, worklease.ErrNotDeadLettered, worklease.ErrAlreadyProcessed,
-	worklease.ErrDomainBusy, worklease.ErrClosed,
+	worklease.ErrDomainBusy, worklease.ErrClosed, worklease.ErrInvalidDomain,
 }
 
 // modelRequireSentinel checks that err is want under errors.Is, and none of

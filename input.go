@@ -1,0 +1,105 @@
+package worklease
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// MaxDomainLen is the longest domain key, in bytes, that a call accepts.
+// Every call that takes a domain returns an error wrapping ErrInvalidDomain
+// for a longer one, or for the empty domain, and changes nothing, with or
+// without a journal.
+const MaxDomainLen = 4096
+
+// usable returns the error every call returns once the Manager is closed or
+// its journal has failed, and for a zero or nil Manager; nil otherwise.
+func (m *Manager) usable() error {
+	if m == nil || !m.open.Load() {
+		return m.unusable()
+	}
+	return nil
+}
+
+// unusable is usable's answer for a Manager that is not open.
+func (m *Manager) unusable() error {
+	if m == nil || m.shards == nil {
+		return errNotNew
+	}
+	if f := m.failure.Load(); f != nil {
+		return *f
+	}
+	return ErrClosed
+}
+
+// errNotNew is what a Manager that New did not make returns.
+var errNotNew error = notNewError{}
+
+// notNewError is the error of a zero or nil Manager. It matches ErrClosed,
+// as such a Manager is never open.
+type notNewError struct{}
+
+func (notNewError) Error() string {
+	return "worklease: manager is not usable: the zero Manager and a nil one are not open; use New"
+}
+
+func (notNewError) Is(target error) bool { return target == ErrClosed }
+
+// accepts reports whether a call on domain, at offset, may go ahead: the
+// Manager is usable, domain is a valid domain key and offset is not
+// negative. Calls that take no offset pass 0. Every call on one domain
+// starts with it, before it changes anything, and returns refuse's error
+// if it fails:
+//
+//	if !m.accepts(domain, offset) {
+//		return …, m.refuse("Call", domain, offset)
+//	}
+//
+// It is kept small enough to inline, as the hot path runs it on every call.
+func (m *Manager) accepts(domain string, offset int64) bool {
+	// uint(len-1) folds the empty domain into the length check.
+	return m != nil && m.open.Load() && uint(len(domain)-1) < MaxDomainLen && offset >= 0
+}
+
+// refuse returns the error of the call op, which accepts refused: the
+// first of these that applies, in this order: the Manager is not usable
+// (ErrClosed, or the journal's failure), domain is invalid
+// (ErrInvalidDomain), offset is negative (ErrInvalidOffset).
+func (m *Manager) refuse(op, domain string, offset int64) error {
+	switch {
+	case m.usable() != nil:
+		return m.usable()
+	case !validDomain(domain):
+		return domainError(op, domain, ErrInvalidDomain)
+	default:
+		return domainError(op, domain, ErrInvalidOffset)
+	}
+}
+
+// validDomain reports whether a call accepts domain. A journal written
+// before domains were bounded may hold others: the Manager keeps them, and
+// writes no record of them (see Reap).
+func validDomain(domain string) bool { return len(domain) > 0 && len(domain) <= MaxDomainLen }
+
+// shortDomain is how an error names domain: quoted whole if short, else
+// a quoted prefix and its length, so that a huge domain never makes a huge
+// error message.
+func shortDomain(domain string) string {
+	const show = 64
+	if len(domain) <= show {
+		return fmt.Sprintf("%q", domain)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", truncateText(domain, show), len(domain))
+}
+
+// truncateText returns s cut to at most n bytes, without splitting a UTF-8
+// sequence: a rune that would cross n is dropped whole. (An invalid
+// sequence is cut at n or up to three bytes before.)
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(s[n]); i++ {
+		n--
+	}
+	return s[:n]
+}

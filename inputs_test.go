@@ -1,0 +1,181 @@
+package worklease_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/internal/memjournal"
+)
+
+// domainCalls are every call that takes a domain, made on domain with
+// offset where it takes one, each returning only its error.
+var domainCalls = []struct {
+	name string
+	call func(m *worklease.Manager, domain string, offset int64) error
+}{
+	{"TryAcquire", func(m *worklease.Manager, d string, off int64) error { _, err := m.TryAcquire(d, off); return err }},
+	{"Succeed", func(m *worklease.Manager, d string, _ int64) error {
+		_, err := m.Succeed(d, worklease.Token{})
+		return err
+	}},
+	{"Fail", func(m *worklease.Manager, d string, _ int64) error {
+		_, err := m.Fail(d, worklease.Token{}, errors.New("x"))
+		return err
+	}},
+	{"Extend", func(m *worklease.Manager, d string, _ int64) error {
+		_, err := m.Extend(d, worklease.Token{}, time.Second)
+		return err
+	}},
+	{"Inspect", func(m *worklease.Manager, d string, _ int64) error { _, err := m.Inspect(d); return err }},
+	{"Redrive", func(m *worklease.Manager, d string, off int64) error { _, _, err := m.Redrive(d, off); return err }},
+	{"Kill", func(m *worklease.Manager, d string, off int64) error { _, _, err := m.Kill(d, off, "why"); return err }},
+	{"ForceRelease", func(m *worklease.Manager, d string, _ int64) error { _, _, err := m.ForceRelease(d); return err }},
+	{"Pause", func(m *worklease.Manager, d string, _ int64) error { return m.Pause(d) }},
+	{"Resume", func(m *worklease.Manager, d string, _ int64) error { _, _, err := m.Resume(d); return err }},
+	{"Forget", func(m *worklease.Manager, d string, _ int64) error { return m.Forget(d) }},
+}
+
+// Every call refuses the empty domain and one longer than MaxDomainLen with
+// ErrInvalidDomain, before the offset, and changes nothing: no record, no
+// event, no journal record. The error names a long domain by a prefix and
+// its length.
+func TestInvalidDomainRefusedEverywhere(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("d", worklease.MaxDomainLen+1)
+	for _, c := range domainCalls {
+		for _, domain := range []string{"", long, long + strings.Repeat("e", 1<<20)} {
+			for _, offset := range []int64{1, -5} {
+				j := &memjournal.Journal{}
+				var events []worklease.Event
+				m, err := worklease.New(worklease.WithJournal(j),
+					worklease.WithObserver(worklease.ObserverFunc(func(e worklease.Event) { events = append(events, e) })))
+				require.NoError(t, err)
+				err = c.call(m, domain, offset)
+				require.ErrorIs(t, err, worklease.ErrInvalidDomain, "%s on a domain of %d bytes", c.name, len(domain))
+				require.NotErrorIs(t, err, worklease.ErrInvalidOffset, c.name)
+				require.Less(t, len(err.Error()), 300, "%s: the error prints the whole domain", c.name)
+				if len(domain) > 0 {
+					require.Contains(t, err.Error(), "bytes", c.name)
+				}
+				domains, err := m.Domains()
+				require.NoError(t, err)
+				require.Empty(t, domains, c.name)
+				require.Zero(t, m.Stats(), c.name)
+				require.Empty(t, events, c.name)
+				_, recs := j.Records()
+				require.Empty(t, recs, "%s journaled a record", c.name)
+				require.NoError(t, m.Close())
+			}
+		}
+	}
+}
+
+// A domain of exactly MaxDomainLen bytes works like any other.
+func TestLongestDomainAccepted(t *testing.T) {
+	t.Parallel()
+	d := strings.Repeat("é", worklease.MaxDomainLen/2) // 2 bytes each
+	require.Len(t, d, worklease.MaxDomainLen)
+	m, err := worklease.New(worklease.WithJournal(&memjournal.Journal{}))
+	require.NoError(t, err)
+	defer m.Close()
+	res, err := m.TryAcquire(d, 1)
+	require.NoError(t, err)
+	require.Equal(t, worklease.Acquired, res.Status)
+	_, err = m.Succeed(d, res.Token)
+	require.NoError(t, err)
+	require.NoError(t, m.Pause(d))
+	_, _, err = m.Resume(d)
+	require.NoError(t, err)
+}
+
+// DeadLetters("") means every domain; any other invalid domain is refused.
+func TestDeadLettersDomain(t *testing.T) {
+	t.Parallel()
+	m, err := worklease.New(worklease.WithMaxRetries(0))
+	require.NoError(t, err)
+	_, _, err = m.Kill("a", 1, "x")
+	require.NoError(t, err)
+	all, err := m.DeadLetters("")
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	_, err = m.DeadLetters(strings.Repeat("d", worklease.MaxDomainLen+1))
+	require.ErrorIs(t, err, worklease.ErrInvalidDomain)
+}
+
+// Every call checks in the same order: a closed Manager first, then the
+// domain, then the offset, then the call's own arguments.
+func TestInputsCheckedInOrder(t *testing.T) {
+	t.Parallel()
+	for _, c := range domainCalls {
+		m, err := worklease.New()
+		require.NoError(t, err)
+		_, err = m.TryAcquire("a", 1)
+		require.NoError(t, err)
+		err = c.call(m, "", -5)
+		require.ErrorIs(t, err, worklease.ErrInvalidDomain, c.name)
+		require.NoError(t, m.Close())
+		require.ErrorIs(t, c.call(m, "", -5), worklease.ErrClosed, c.name)
+	}
+	m, err := worklease.New()
+	require.NoError(t, err)
+	defer m.Close()
+	for _, c := range []string{"TryAcquire", "Redrive", "Kill"} {
+		for _, dc := range domainCalls {
+			if dc.name == c {
+				require.ErrorIs(t, dc.call(m, "a", -5), worklease.ErrInvalidOffset, c)
+			}
+		}
+	}
+	_, err = m.Extend("", worklease.Token{}, -time.Second)
+	require.ErrorIs(t, err, worklease.ErrInvalidDomain, "Extend checks the domain before the duration")
+}
+
+// Redrive of a negative offset is ErrInvalidOffset, as for Kill, on a known
+// domain and an unknown one.
+func TestRedriveNegativeOffset(t *testing.T) {
+	t.Parallel()
+	m, err := worklease.New()
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = m.TryAcquire("a", 1)
+	require.NoError(t, err)
+	for _, d := range []string{"a", "unknown"} {
+		_, _, err = m.Redrive(d, -5)
+		require.ErrorIs(t, err, worklease.ErrInvalidOffset, d)
+		require.NotErrorIs(t, err, worklease.ErrNotDeadLettered, d)
+		_, _, err = m.Kill(d, -5, "x")
+		require.ErrorIs(t, err, worklease.ErrInvalidOffset, d)
+	}
+}
+
+// A zero Manager and a nil one answer every call with an error matching
+// ErrClosed instead of panicking; Stats reports zero counts.
+func TestZeroAndNilManager(t *testing.T) {
+	t.Parallel()
+	var zero worklease.Manager
+	for name, m := range map[string]*worklease.Manager{"zero": &zero, "nil": nil} {
+		for _, c := range domainCalls {
+			require.ErrorIs(t, c.call(m, "a", 1), worklease.ErrClosed, "%s %s", name, c.name)
+		}
+		_, err := m.DeadLetters("")
+		require.ErrorIs(t, err, worklease.ErrClosed, name)
+		_, err = m.DeadLetters("a")
+		require.ErrorIs(t, err, worklease.ErrClosed, name)
+		_, err = m.Leases()
+		require.ErrorIs(t, err, worklease.ErrClosed, name)
+		_, err = m.Domains()
+		require.ErrorIs(t, err, worklease.ErrClosed, name)
+		_, err = m.Reap()
+		require.ErrorIs(t, err, worklease.ErrClosed, name)
+		require.ErrorIs(t, m.Snapshot(), worklease.ErrClosed, name)
+		require.Zero(t, m.Stats(), name)
+		err = m.Close()
+		require.ErrorIs(t, err, worklease.ErrClosed, name)
+		require.Contains(t, err.Error(), "New", name)
+	}
+}
