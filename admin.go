@@ -2,7 +2,6 @@ package worklease
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -210,17 +209,20 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 	return next, ok, nil
 }
 
-// Kill makes offset failed whatever its state, with reason as its cause
-// (seed 001's TaskDead): a queued offset leaves the backlog; an offset in
-// flight loses its lease, whose holder is then refused with ErrLeaseRevoked;
-// an offset never seen is failed before it arrives. Killing a failed offset
-// changes nothing; killing a processed one returns ErrAlreadyProcessed (with
-// WithMonotonicOffsets, any offset that counts as processed).
+// Kill makes offset failed whatever its state, with reason as its cause: a
+// queued offset leaves the backlog; an offset in flight loses its lease,
+// whose holder is then refused with ErrLeaseRevoked; an offset never seen is
+// failed before it arrives. Killing a failed offset changes nothing; killing
+// a processed one returns ErrAlreadyProcessed (with WithMonotonicOffsets,
+// any offset that counts as processed).
+//
+// The dead letter keeps reason as its cause, cut to MaxCauseLen bytes; an
+// empty reason leaves it no cause (nil).
 //
 // If the domain is then idle and running with a backlog, Kill returns its
 // head as next with ok true: acquire it to keep the domain moving.
 func (m *Manager) Kill(domain string, offset int64, reason string) (next int64, ok bool, err error) {
-	cause := errors.New(reason)
+	cause := reasonCause(reason)
 	return m.adminCall("Kill", domain, offset, true, nil, func(s *domainState, e *emitter) error {
 		return s.kill(&m.policy, e, offset, cause)
 	})

@@ -5,10 +5,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/internal/clock"
 	"github.com/worklease/worklease/internal/memjournal"
 )
 
@@ -177,5 +179,93 @@ func TestZeroAndNilManager(t *testing.T) {
 		err = m.Close()
 		require.ErrorIs(t, err, worklease.ErrClosed, name)
 		require.Contains(t, err.Error(), "New", name)
+	}
+}
+
+// A cause's text is cut to MaxCauseLen bytes at a UTF-8 boundary, for
+// Fail's and Kill's alike; the dead letter keeps the shorter text, the same
+// after a restart, and errors.Is still finds the caller's error.
+func TestLongCauseTruncated(t *testing.T) {
+	t.Parallel()
+	// The rune that crosses MaxCauseLen is dropped whole.
+	text := strings.Repeat("x", worklease.MaxCauseLen-1) + strings.Repeat("é", 1<<19)
+	want := text[:worklease.MaxCauseLen-1]
+	cause := errors.New(text)
+	for _, journaled := range []bool{false, true} {
+		j := &memjournal.Journal{}
+		opts := []worklease.Option{worklease.WithMaxRetries(1)}
+		if journaled {
+			opts = append(opts, worklease.WithJournal(j))
+		}
+		m, err := worklease.New(opts...)
+		require.NoError(t, err)
+		res, err := m.TryAcquire("a", 1)
+		require.NoError(t, err)
+		_, err = m.Fail("a", res.Token, cause) // a retry
+		require.NoError(t, err)
+		_, err = m.Fail("a", res.Token, cause)
+		require.NoError(t, err)
+		_, _, err = m.Kill("b", 1, text)
+		require.NoError(t, err)
+		check := func(m *worklease.Manager, restarted bool) {
+			dls, err := m.DeadLetters("")
+			require.NoError(t, err)
+			require.Len(t, dls, 2)
+			for _, dl := range dls {
+				require.Equal(t, want, dl.Cause.Error(), "%s, journaled %v, restarted %v", dl.Domain, journaled, restarted)
+				require.True(t, utf8.ValidString(dl.Cause.Error()))
+			}
+			if !restarted {
+				require.ErrorIs(t, dls[0].Cause, cause, "Fail's cause is still the caller's error")
+			}
+		}
+		check(m, false)
+		require.NoError(t, m.Close())
+		if journaled {
+			opts[len(opts)-1] = worklease.WithJournal(j.Reopen())
+			m, err = worklease.New(opts...)
+			require.NoError(t, err)
+			check(m, true)
+			require.NoError(t, m.Close())
+		}
+	}
+}
+
+// A cause whose text is empty is no cause: the dead letter's Cause is nil,
+// before a restart as after it.
+func TestEmptyCauseIsNoCause(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	for _, journaled := range []bool{false, true} {
+		j := &memjournal.Journal{}
+		opts := []worklease.Option{worklease.WithMaxRetries(0), worklease.WithClock(clk)}
+		if journaled {
+			opts = append(opts, worklease.WithJournal(j))
+		}
+		m, err := worklease.New(opts...)
+		require.NoError(t, err)
+		res, err := m.TryAcquire("a", 1)
+		require.NoError(t, err)
+		_, err = m.Fail("a", res.Token, errors.New(""))
+		require.NoError(t, err)
+		_, _, err = m.Kill("a", 2, "")
+		require.NoError(t, err)
+		check := func(m *worklease.Manager) {
+			dls, err := m.DeadLetters("a")
+			require.NoError(t, err)
+			require.Len(t, dls, 2)
+			for _, dl := range dls {
+				require.Nil(t, dl.Cause, "offset %d, journaled %v", dl.Offset, journaled)
+			}
+		}
+		check(m)
+		require.NoError(t, m.Close())
+		if journaled {
+			opts[len(opts)-1] = worklease.WithJournal(j.Reopen())
+			m, err = worklease.New(opts...)
+			require.NoError(t, err)
+			check(m)
+			require.NoError(t, m.Close())
+		}
 	}
 }

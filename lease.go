@@ -384,16 +384,18 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 // without it leases never expire (except one restored from a journal
 // written with a TTL, which keeps its expiry).
 //
+// Fail calls cause's Error method once, before it takes the domain's lock.
+// A cause whose text is longer than MaxCauseLen is kept with its text cut
+// to MaxCauseLen (it still unwraps to cause), and one whose text is empty
+// leaves the dead letter no cause (see DeadLetter).
+//
 // Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
 	if !m.accepts(domain, 0) {
 		return FailResult{}, m.refuse("Fail", domain, 0)
 	}
 	now := m.now() // a give-up records when
-	if m.journal != nil && cause != nil {
-		// The journal keeps the cause's text; take it now, outside the lock.
-		cause = &causeText{err: cause, text: cause.Error()}
-	}
+	cause = keepCause(cause, m.journal != nil)
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
 		return FailResult{}, domainError("Fail", domain, ErrNoLease)

@@ -46,8 +46,29 @@ const (
 	modelTTL       = 10 * time.Second
 )
 
-// modelLongDomain is one byte too long for a domain.
-var modelLongDomain = strings.Repeat("d", worklease.MaxDomainLen+1)
+var (
+	// modelLongDomain is one byte too long for a domain.
+	modelLongDomain = strings.Repeat("d", worklease.MaxDomainLen+1)
+	// modelLongCause is a cause too long to keep whole, whose rune that
+	// crosses MaxCauseLen must go whole.
+	modelLongCause = strings.Repeat("x", worklease.MaxCauseLen-1) + "éé"
+)
+
+// modelKeptCause is the cause the Manager keeps for cause, as MaxCauseLen
+// says: its text cut to at most MaxCauseLen bytes without splitting a rune.
+func modelKeptCause(cause error) error {
+	if cause == nil || len(cause.Error()) <= worklease.MaxCauseLen {
+		return cause
+	}
+	var b strings.Builder
+	for _, r := range cause.Error() {
+		if b.Len()+len(string(r)) > worklease.MaxCauseLen {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return errors.New(b.String())
+}
 
 func TestManagerModel(t *testing.T) {
 	t.Parallel()
@@ -188,7 +209,8 @@ func managerModel(t *rapid.T) {
 		rapid.Map(rapid.Int64Range(0, 15_000), func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }))
 	extendSeconds := rapid.Map(rapid.Int64Range(1, 20), func(s int64) time.Duration { return time.Duration(s) * time.Second })
 	extendBy := rapid.OneOf(rapid.SampledFrom([]time.Duration{-time.Second, 0}), extendSeconds, extendSeconds, extendSeconds)
-	reason := rapid.SampledFrom([]string{"poison", "operator", ""})
+	reason := rapid.SampledFrom([]string{"poison", "operator", "", modelLongCause})
+	causes := rapid.SampledFrom([]error{nil, errors.New("attempt failed"), errors.New(""), errors.New(modelLongCause)})
 
 	actions := map[string]func(*rapid.T){
 		"TryAcquire": func(t *rapid.T) {
@@ -233,8 +255,7 @@ func managerModel(t *rapid.T) {
 		"Fail": func(t *rapid.T) {
 			d := anyDomain.Draw(t, "domain")
 			tok := s.drawToken(t, d)
-			cause := rapid.SampledFrom([]error{nil, errors.New("attempt failed")}).Draw(t, "cause")
-			s.fail(t, d, tok, cause)
+			s.fail(t, d, tok, causes.Draw(t, "cause"))
 		},
 		// SucceedCurrent and FailCurrent finish the lease in flight, so
 		// that runs reach deep states instead of mostly bouncing off the
@@ -500,7 +521,11 @@ func (md *modelDomain) requeue(off int64, a modelAttempt, now time.Time) {
 }
 
 func (md *modelDomain) deadLetter(off int64, attempts int, tok worklease.Token, cause error, now time.Time, park bool) {
-	md.failed[off] = modelDeadLetter{cause: cause, attempts: attempts, at: now}
+	kept := cause
+	if cause != nil && cause.Error() == "" {
+		kept = nil // DeadLetter.Cause: a cause with no text is none
+	}
+	md.failed[off] = modelDeadLetter{cause: kept, attempts: attempts, at: now}
 	md.hw = max(md.hw, off)
 	md.emit(worklease.EventDeadLettered, off, attempts, tok, cause, now)
 	if park && !md.paused {
@@ -700,6 +725,7 @@ func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (wo
 	if err := md.checkToken(tok, now); err != nil {
 		return worklease.FailResult{}, err
 	}
+	cause = modelKeptCause(cause)
 	if md.lease.retries < md.cfg.maxRetries {
 		md.lease.retries++
 		// The next attempt gets at least a full TTL.
@@ -797,7 +823,10 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 		next, ok := md.next()
 		return next, ok, nil
 	}
-	cause := errors.New(reason)
+	var cause error // an empty reason is no cause
+	if reason != "" {
+		cause = modelKeptCause(errors.New(reason))
+	}
 	attempts, tok := 0, worklease.Token{}
 	if md.leased && md.lease.offset == off {
 		attempts, tok = md.lease.retries+1, md.lease.token
@@ -1148,13 +1177,14 @@ func modelRequireSentinel(t *rapid.T, want, err error) {
 }
 
 // modelSameCause reports whether a dead letter's or event's cause is the one
-// the model expects: the same error (Fail's cause, a sentinel), or one with
-// the same text (Kill's reason).
+// the model expects: both none, or both with the same text (a Fail cause or
+// Kill reason as cut to MaxCauseLen, a sentinel). A cut Fail cause still
+// unwraps to the caller's error; TestLongCauseTruncated checks that.
 func modelSameCause(want, got error) bool {
 	if want == nil || got == nil {
 		return want == nil && got == nil
 	}
-	return errors.Is(got, want) || got.Error() == want.Error()
+	return got.Error() == want.Error()
 }
 
 // drawToken picks the token for a Succeed, Fail or Extend on d: the current
