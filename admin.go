@@ -213,8 +213,15 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 // queued offset leaves the backlog; an offset in flight loses its lease,
 // whose holder is then refused with ErrLeaseRevoked; an offset never seen is
 // failed before it arrives. Killing a failed offset changes nothing; killing
-// a processed one returns ErrAlreadyProcessed (with WithMonotonicOffsets,
-// any offset that counts as processed).
+// a processed one returns ErrAlreadyProcessed.
+//
+// With WithMonotonicOffsets, Kill fails only offsets that are queued or in
+// flight. Any other offset not failed yet is either at or below the
+// domain's highest finished offset, and counts as processed
+// (ErrAlreadyProcessed), or above it: then Kill returns ErrOffsetAhead and
+// changes nothing, since failing it would make every offset below it count
+// as processed, silently dropping that work. On a domain the Manager does
+// not know, every offset is ahead.
 //
 // The dead letter keeps reason as its cause, cut to MaxCauseLen bytes; an
 // empty reason leaves it no cause (nil).
@@ -223,21 +230,30 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 // head as next with ok true: acquire it to keep the domain moving.
 func (m *Manager) Kill(domain string, offset int64, reason string) (next int64, ok bool, err error) {
 	cause := reasonCause(reason)
-	return m.adminCall("Kill", domain, offset, true, nil, func(s *domainState, e *emitter) error {
+	// Under WithMonotonicOffsets, a domain the Manager does not know has
+	// no offset Kill may fail.
+	create, unknown := true, error(nil)
+	if m != nil && m.policy.monotonic {
+		create, unknown = false, ErrOffsetAhead
+	}
+	return m.adminCall("Kill", domain, offset, create, unknown, func(s *domainState, e *emitter) error {
 		return s.kill(&m.policy, e, offset, cause)
 	})
 }
 
 func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) error {
+	inFlight := s.leased && s.lease.offset == offset
 	switch {
 	case s.isProcessed(p, offset):
 		return ErrAlreadyProcessed
 	case s.failed.contains(offset):
 		return nil
+	case p.monotonic && !inFlight && !s.backlog.contains(offset):
+		return ErrOffsetAhead // not processed, so above the highest finished offset
 	}
 	attempts, tok := 0, Token{}
 	switch {
-	case s.leased && s.lease.offset == offset:
+	case inFlight:
 		attempts, tok = s.lease.retries+1, s.lease.token
 		s.revoke(tok, ErrLeaseRevoked)
 	case s.backlog.remove(offset):

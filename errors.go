@@ -71,6 +71,13 @@ var (
 	// domain by a short prefix and its length.
 	ErrInvalidDomain = errors.New("worklease: domain must be 1 to 4096 bytes long")
 
+	// ErrOffsetAhead is returned by Kill, with WithMonotonicOffsets, for an
+	// offset above the domain's highest finished offset that is neither
+	// queued nor in flight: failing it would make every offset below it
+	// that the domain has not seen count as processed, and an operator's
+	// typo would silently drop that work.
+	ErrOffsetAhead = errors.New("worklease: offset is ahead of the domain's offsets")
+
 	// ErrInvalidConfig is returned by New when an option has an invalid value.
 	ErrInvalidConfig = errors.New("worklease: invalid configuration")
 )

@@ -269,3 +269,80 @@ func TestEmptyCauseIsNoCause(t *testing.T) {
 		}
 	}
 }
+
+// With WithMonotonicOffsets, Kill refuses an offset above the domain's
+// highest finished offset that is neither queued nor in flight: it would
+// make every offset below it count as processed. It changes nothing.
+func TestMonotonicKillAhead(t *testing.T) {
+	t.Parallel()
+	m, err := worklease.New(worklease.WithMonotonicOffsets())
+	require.NoError(t, err)
+	defer m.Close()
+
+	_, _, err = m.Kill("k", 1000, "typo")
+	require.ErrorIs(t, err, worklease.ErrOffsetAhead)
+	domains, err := m.Domains()
+	require.NoError(t, err)
+	require.Empty(t, domains, "a refused Kill made a domain")
+	require.Zero(t, m.Stats())
+
+	res, err := m.TryAcquire("k", 2)
+	require.NoError(t, err)
+	_, err = m.Succeed("k", res.Token)
+	require.NoError(t, err)
+	before, err := m.Inspect("k")
+	require.NoError(t, err)
+	for _, off := range []int64{3, 1000} {
+		_, _, err = m.Kill("k", off, "typo")
+		require.ErrorIs(t, err, worklease.ErrOffsetAhead, "offset %d", off)
+	}
+	after, err := m.Inspect("k")
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	res, err = m.TryAcquire("k", 999)
+	require.NoError(t, err)
+	require.Equal(t, worklease.Acquired, res.Status, "offsets below 1000 are still to run")
+
+	// Queued and in-flight offsets above hw can be killed, as before.
+	_, err = m.TryAcquire("k", 1005)
+	require.NoError(t, err)
+	_, _, err = m.Kill("k", 1005, "poison")
+	require.NoError(t, err)
+	_, _, err = m.Kill("k", 999, "poison")
+	require.NoError(t, err)
+	_, _, err = m.Kill("k", 1, "processed")
+	require.ErrorIs(t, err, worklease.ErrAlreadyProcessed)
+
+	// Without the option, killing an offset never seen fails it ahead.
+	plain, err := worklease.New()
+	require.NoError(t, err)
+	defer plain.Close()
+	_, _, err = plain.Kill("k", 1000, "skip")
+	require.NoError(t, err)
+	res, err = plain.TryAcquire("k", 999)
+	require.NoError(t, err)
+	require.Equal(t, worklease.Acquired, res.Status)
+}
+
+// A journal whose Kill went ahead of a domain's offsets, as WithMonotonicOffsets
+// allowed before ErrOffsetAhead, still replays with the option: the killed
+// offset is the domain's highest finished one.
+func TestMonotonicKillAheadReplays(t *testing.T) {
+	t.Parallel()
+	j := &memjournal.Journal{}
+	m, err := worklease.New(worklease.WithJournal(j)) // without the option, Kill of an unseen offset is allowed
+	require.NoError(t, err)
+	_, _, err = m.Kill("k", 1000, "skip")
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+
+	m, err = worklease.New(worklease.WithJournal(j.Reopen()), worklease.WithMonotonicOffsets())
+	require.NoError(t, err)
+	defer m.Close()
+	res, err := m.TryAcquire("k", 999)
+	require.NoError(t, err)
+	require.Equal(t, worklease.AlreadyProcessed, res.Status)
+	res, err = m.TryAcquire("k", 1000)
+	require.NoError(t, err)
+	require.Equal(t, worklease.AlreadyFailed, res.Status)
+}

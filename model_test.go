@@ -814,6 +814,9 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 	if off < 0 {
 		return 0, false, worklease.ErrInvalidOffset
 	}
+	if md.cfg.monotonic && !md.created {
+		return 0, false, worklease.ErrOffsetAhead // nothing of it is queued or in flight
+	}
 	md.created = true
 	md.touch(now)
 	if md.isProcessed(off) {
@@ -823,12 +826,18 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 		next, ok := md.next()
 		return next, ok, nil
 	}
+	inFlight := md.leased && md.lease.offset == off
+	if md.cfg.monotonic && !inFlight && !slices.Contains(md.backlog, off) {
+		// Not processed, so above hw: failing it would make the offsets
+		// below it count as processed.
+		return 0, false, worklease.ErrOffsetAhead
+	}
 	var cause error // an empty reason is no cause
 	if reason != "" {
 		cause = modelKeptCause(errors.New(reason))
 	}
 	attempts, tok := 0, worklease.Token{}
-	if md.leased && md.lease.offset == off {
+	if inFlight {
 		attempts, tok = md.lease.retries+1, md.lease.token
 		md.endLease(tok, worklease.ErrLeaseRevoked)
 	} else if i := slices.Index(md.backlog, off); i >= 0 {
@@ -1105,7 +1114,9 @@ func (s *modelTest) kill(t *rapid.T, d string, off int64, reason string) {
 	md, now := s.model.domains[d], s.clk.Now()
 	due := md.due(now)
 	wantNext, wantOK, wantErr := md.kill(off, reason, now)
-	before := s.before(t, d, due, off >= 0, wantErr) // a negative offset is refused before the domain is touched
+	// A negative offset is refused before the domain is touched, and so is
+	// any offset of a domain without a record under WithMonotonicOffsets.
+	before := s.before(t, d, due, off >= 0, wantErr)
 	next, ok, err := s.m.Kill(d, off, reason)
 	s.requireAdmin(t, fmt.Sprintf("Kill(%d)", off), d, before, wantNext, wantOK, wantErr, next, ok, err)
 }
@@ -1162,7 +1173,7 @@ var modelSentinels = []error{
 	worklease.ErrNoLease, worklease.ErrTokenMismatch, worklease.ErrBacklogOrder,
 	worklease.ErrLeaseExpired, worklease.ErrLeaseRevoked, worklease.ErrInvalidDuration,
 	worklease.ErrInvalidOffset, worklease.ErrNotDeadLettered, worklease.ErrAlreadyProcessed,
-	worklease.ErrDomainBusy, worklease.ErrClosed, worklease.ErrInvalidDomain,
+	worklease.ErrDomainBusy, worklease.ErrClosed, worklease.ErrInvalidDomain, worklease.ErrOffsetAhead,
 }
 
 // modelRequireSentinel checks that err is want under errors.Is, and none of
