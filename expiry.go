@@ -151,9 +151,9 @@ type Expiry struct {
 // leases that are due, never at every domain. Without WithLeaseTTL it
 // returns nothing.
 //
-// Reap leaves alone the lease of a domain that no call
-// accepts (see MaxDomainLen), which only a journal written before domains
-// were bounded can hold.
+// Reap leaves alone the lease of a domain that no call accepts (see
+// MaxDomainLen), which only a journal written before domains were bounded
+// can hold.
 func (m *Manager) Reap() ([]Expiry, error) {
 	if err := m.usable(); err != nil {
 		return nil, err

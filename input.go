@@ -79,14 +79,13 @@ func (m *Manager) accepts(domain string, offset int64) bool {
 // (ErrClosed, or the journal's failure), domain is invalid
 // (ErrInvalidDomain), offset is negative (ErrInvalidOffset).
 func (m *Manager) refuse(op, domain string, offset int64) error {
-	switch {
-	case m.usable() != nil:
-		return m.usable()
-	case !validDomain(domain):
-		return domainError(op, domain, ErrInvalidDomain)
-	default:
-		return domainError(op, domain, ErrInvalidOffset)
+	if err := m.usable(); err != nil {
+		return err
 	}
+	if !validDomain(domain) {
+		return domainError(op, domain, ErrInvalidDomain)
+	}
+	return domainError(op, domain, ErrInvalidOffset)
 }
 
 // validDomain reports whether a call accepts domain. A journal written
