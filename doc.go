@@ -10,7 +10,8 @@
 //
 // # The protocol
 //
-// A unit of work is an offset (a non-negative int64) in a domain (a string).
+// A unit of work is an offset (a non-negative int64) in a domain (a string
+// of 1 to [MaxDomainLen] bytes).
 // The orchestrator drives each one through four steps:
 //
 //  1. Acquire: [Manager.TryAcquire](domain, offset). [Acquired] means the

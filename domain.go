@@ -342,7 +342,7 @@ func (s *domainState) dropCarried(offset int64) {
 // deadLetter makes offset failed after attempts attempts, and parks the
 // domain if park is set.
 func (s *domainState) deadLetter(p *policy, e *emitter, offset int64, attempts int, tok Token, cause error, park bool) {
-	s.failed.add(offset, deadLetter{cause: cause, attempts: attempts, at: e.now})
+	s.failed.add(offset, deadLetter{cause: deadLetterCause(cause), attempts: attempts, at: e.now})
 	s.markTerminal(p, offset, false)
 	e.emit(EventDeadLettered, offset, attempts, tok, cause)
 	if park && !s.paused {

@@ -151,6 +151,10 @@ type Expiry struct {
 // leases that are due, never at every domain. Without WithLeaseTTL it
 // returns nothing, except for leases restored from a journal written with a
 // TTL, which keep their expiry (see WithLeaseTTL).
+//
+// Reap leaves alone the lease of a domain that no call accepts (see
+// MaxDomainLen), which only a journal written before domains were bounded
+// can hold.
 func (m *Manager) Reap() ([]Expiry, error) {
 	if err := m.usable(); err != nil {
 		return nil, err
@@ -199,6 +203,13 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 	defer r.mu.Unlock()
 	r.expiresAt = 0 // no longer in the index; sync puts it back if still leased
 	if r.dropped {
+		return Expiry{}, false, 0, nil
+	}
+	if !validDomain(r.domain) {
+		// A domain no call accepts, from a journal written before domains
+		// were bounded: its records could be more than the journal takes.
+		// Its lease stays as it is, like everything else of it.
+		sh.expiry.sync(r)
 		return Expiry{}, false, 0, nil
 	}
 	s := &r.state

@@ -127,7 +127,7 @@ func TestJournalReplayProperty(t *testing.T) {
 			},
 			"Fail": func(t *rapid.T) {
 				d := domain.Draw(t, "d")
-				_, _ = m.Fail(d, token(t, d), errors.New(rapid.SampledFrom([]string{"boom", "bad input"}).Draw(t, "cause")))
+				_, _ = m.Fail(d, token(t, d), errors.New(rapid.SampledFrom([]string{"boom", "bad input", ""}).Draw(t, "cause")))
 			},
 			"SucceedNext": func(t *rapid.T) {
 				d := domain.Draw(t, "d")
@@ -155,7 +155,7 @@ func TestJournalReplayProperty(t *testing.T) {
 				require.NoError(t, err)
 			},
 			"Kill": func(t *rapid.T) {
-				_, _, _ = m.Kill(domain.Draw(t, "d"), offset.Draw(t, "offset"), "operator")
+				_, _, _ = m.Kill(domain.Draw(t, "d"), offset.Draw(t, "offset"), rapid.SampledFrom([]string{"operator", ""}).Draw(t, "reason"))
 			},
 			"Redrive": func(t *rapid.T) {
 				_, _, _ = m.Redrive(domain.Draw(t, "d"), offset.Draw(t, "offset"))

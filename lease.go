@@ -19,6 +19,10 @@ import (
 // no goroutines, never sleeps, and holds no lock while it calls code outside
 // the package. Calls on different domains rarely contend; calls on one domain
 // are serialized.
+//
+// Use New: the zero Manager is not usable. A zero Manager, and a nil
+// *Manager, never panic: every call returns an error matching ErrClosed,
+// Close included, and Stats reports zero counts.
 type Manager struct {
 	// Immutable after New.
 	shards    []shard
@@ -50,9 +54,12 @@ type Manager struct {
 
 	domainSerial atomic.Uint64 // last serial given to a new domain's record
 	fenceFloor   atomic.Uint64 // highest fence of any forgotten domain
-	closed       atomic.Bool
-	failure      atomic.Pointer[error] // the journal's failure; set once, then every call returns it
-	snapshots    snapshotter
+	// open is set by New and cleared by Close or a journal failure, so that
+	// a call checks one flag; closed and failure say which.
+	open      atomic.Bool
+	closed    atomic.Bool
+	failure   atomic.Pointer[error] // the journal's failure; set once, then every call returns it
+	snapshots snapshotter
 }
 
 // New returns a Manager configured by opts. With no options it behaves
@@ -95,6 +102,7 @@ func New(opts ...Option) (*Manager, error) {
 	if m.clock != nil {
 		m.loc = m.clock.Now().Location()
 	}
+	m.open.Store(true)
 	if m.journal != nil {
 		err := m.replay()
 		if err == nil {
@@ -143,28 +151,21 @@ func (m *Manager) nowIfNeeded() instant {
 // already under way finish normally. With a journal, Close waits for a
 // snapshot under way, then closes the journal, which makes everything
 // appended durable, and returns its error. Close returns ErrClosed if the
-// Manager was already closed.
+// Manager was already closed, and an error matching ErrClosed for a zero or
+// nil Manager.
 func (m *Manager) Close() error {
+	if m == nil || m.shards == nil {
+		return errNotNew
+	}
 	if m.closed.Swap(true) {
 		return ErrClosed
 	}
+	m.open.Store(false)
 	if m.journal == nil {
 		return nil
 	}
 	m.snapshots.stop()
 	return m.journal.Close()
-}
-
-// usable returns the error every call returns once the Manager is closed or
-// its journal has failed, and nil before.
-func (m *Manager) usable() error {
-	if f := m.failure.Load(); f != nil {
-		return *f
-	}
-	if m.closed.Load() {
-		return ErrClosed
-	}
-	return nil
 }
 
 // durable waits until the journal holds every record up to seq. appendErr is
@@ -180,6 +181,7 @@ func (m *Manager) durable(seq uint64, appendErr error) error {
 	}
 	failed := fmt.Errorf("%w: %w", ErrJournalFailed, err)
 	m.failure.CompareAndSwap(nil, &failed)
+	m.open.Store(false)
 	return *m.failure.Load()
 }
 
@@ -356,14 +358,12 @@ type FailResult struct {
 // When the domain is idle and its backlog is not empty, only the backlog's
 // head may be acquired; any other offset is a caller bug and returns a
 // *BacklogOrderError (matching ErrBacklogOrder) without changing anything,
-// unless WithBestEffortOrdering allows it. A negative offset returns
+// unless WithBestEffortOrdering allows it. An empty domain, or one longer
+// than MaxDomainLen, returns ErrInvalidDomain, and a negative offset
 // ErrInvalidOffset.
 func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, err error) {
-	if err := m.usable(); err != nil {
-		return AcquireResult{}, err
-	}
-	if offset < 0 {
-		return AcquireResult{}, domainError("TryAcquire", domain, ErrInvalidOffset)
+	if !m.accepts(domain, offset) {
+		return AcquireResult{}, m.refuse("TryAcquire", domain, offset)
 	}
 	now := m.now() // read outside the lock: a caller's clock may take locks of its own
 	sh, r := m.lockRecord(domain, true)
@@ -433,8 +433,8 @@ func (m *Manager) SucceedNext(domain string, tok Token) (SucceedResult, error) {
 
 // succeed is Succeed, and SucceedNext if next is set; op is the call's name.
 func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedResult, err error) {
-	if err := m.usable(); err != nil {
-		return SucceedResult{}, err
+	if !m.accepts(domain, 0) {
+		return SucceedResult{}, m.refuse(op, domain, 0)
 	}
 	var now instant
 	if next {
@@ -476,6 +476,11 @@ func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedR
 // one restored from a journal written with a TTL, which keeps its expiry
 // (see WithLeaseTTL).
 //
+// Fail calls cause's Error method once, before it takes the domain's lock.
+// A cause whose text is longer than MaxCauseLen is kept with its text cut
+// to MaxCauseLen (it still unwraps to cause), and one whose text is empty
+// leaves the dead letter no cause (see DeadLetter).
+//
 // Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
 	return m.fail("Fail", domain, tok, cause, false)
@@ -499,14 +504,11 @@ func (m *Manager) FailNext(domain string, tok Token, cause error) (FailResult, e
 
 // fail is Fail, and FailNext if next is set; op is the call's name.
 func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (res FailResult, err error) {
-	if err := m.usable(); err != nil {
-		return FailResult{}, err
+	if !m.accepts(domain, 0) {
+		return FailResult{}, m.refuse(op, domain, 0)
 	}
 	now := m.now() // a give-up and a grant record when
-	if m.journal != nil && cause != nil {
-		// The journal keeps the cause's text; take it now, outside the lock.
-		cause = &causeText{err: cause, text: cause.Error()}
-	}
+	cause = keepCause(cause, m.journal != nil)
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
 		return FailResult{}, domainError(op, domain, ErrNoLease)
@@ -541,8 +543,8 @@ func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (re
 // released, ErrLeaseExpired once it has run out); either way nothing
 // changes.
 func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, error) {
-	if err := m.usable(); err != nil {
-		return time.Time{}, err
+	if !m.accepts(domain, 0) {
+		return time.Time{}, m.refuse("Extend", domain, 0)
 	}
 	if d <= 0 {
 		return time.Time{}, domainError("Extend", domain, ErrInvalidDuration)

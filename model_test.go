@@ -46,6 +46,30 @@ const (
 	modelTTL       = 10 * time.Second
 )
 
+var (
+	// modelLongDomain is one byte too long for a domain.
+	modelLongDomain = strings.Repeat("d", worklease.MaxDomainLen+1)
+	// modelLongCause is a cause too long to keep whole, whose rune that
+	// crosses MaxCauseLen must go whole.
+	modelLongCause = strings.Repeat("x", worklease.MaxCauseLen-1) + "éé"
+)
+
+// modelKeptCause is the cause the Manager keeps for cause, as MaxCauseLen
+// says: its text cut to at most MaxCauseLen bytes without splitting a rune.
+func modelKeptCause(cause error) error {
+	if cause == nil || len(cause.Error()) <= worklease.MaxCauseLen {
+		return cause
+	}
+	var b strings.Builder
+	for _, r := range cause.Error() {
+		if b.Len()+len(string(r)) > worklease.MaxCauseLen {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return errors.New(b.String())
+}
+
 func TestManagerModel(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, managerModel)
@@ -185,7 +209,8 @@ func managerModel(t *rapid.T) {
 		rapid.Map(rapid.Int64Range(0, 15_000), func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }))
 	extendSeconds := rapid.Map(rapid.Int64Range(1, 20), func(s int64) time.Duration { return time.Duration(s) * time.Second })
 	extendBy := rapid.OneOf(rapid.SampledFrom([]time.Duration{-time.Second, 0}), extendSeconds, extendSeconds, extendSeconds)
-	reason := rapid.SampledFrom([]string{"poison", "operator", ""})
+	reason := rapid.SampledFrom([]string{"poison", "operator", "", modelLongCause})
+	causes := rapid.SampledFrom([]error{nil, errors.New("attempt failed"), errors.New(""), errors.New(modelLongCause)})
 
 	actions := map[string]func(*rapid.T){
 		"TryAcquire": func(t *rapid.T) {
@@ -230,8 +255,7 @@ func managerModel(t *rapid.T) {
 		"Fail": func(t *rapid.T) {
 			d := anyDomain.Draw(t, "domain")
 			tok := s.drawToken(t, d)
-			cause := rapid.SampledFrom([]error{nil, errors.New("attempt failed")}).Draw(t, "cause")
-			s.fail(t, d, tok, cause)
+			s.fail(t, d, tok, causes.Draw(t, "cause"))
 		},
 		// SucceedCurrent and FailCurrent finish the lease in flight, so
 		// that runs reach deep states instead of mostly bouncing off the
@@ -249,6 +273,21 @@ func managerModel(t *rapid.T) {
 		},
 		"Inspect": func(t *rapid.T) {
 			s.inspect(t, anyDomain.Draw(t, "domain"))
+		},
+		// InvalidDomain makes any call on a domain no call accepts, with
+		// any offset: it is refused with ErrInvalidDomain, first, and
+		// changes nothing, which the "" check confirms (no record, event
+		// or count).
+		"InvalidDomain": func(t *rapid.T) {
+			d := rapid.SampledFrom([]string{"", modelLongDomain}).Draw(t, "domain")
+			off := rapid.OneOf(offset, negative).Draw(t, "offset")
+			c := rapid.SampledFrom(domainCalls).Draw(t, "call")
+			modelRequireSentinel(t, worklease.ErrInvalidDomain, c.call(s.m, d, off))
+			if d != "" {
+				_, err := s.m.DeadLetters(d)
+				modelRequireSentinel(t, worklease.ErrInvalidDomain, err)
+			}
+			require.Nil(t, worklease.RecordOf(s.m, d), "%s made a record", c.name)
 		},
 		"": s.check,
 	}
@@ -300,6 +339,9 @@ func managerModel(t *rapid.T) {
 			"KillNegative": func(t *rapid.T) {
 				d := anyDomain.Draw(t, "domain")
 				s.kill(t, d, negative.Draw(t, "offset"), reason.Draw(t, "reason"))
+			},
+			"RedriveNegative": func(t *rapid.T) {
+				s.redrive(t, anyDomain.Draw(t, "domain"), negative.Draw(t, "offset"))
 			},
 			"Redrive": func(t *rapid.T) {
 				d := anyDomain.Draw(t, "domain")
@@ -499,7 +541,11 @@ func (md *modelDomain) requeue(off int64, a modelAttempt, now time.Time) {
 }
 
 func (md *modelDomain) deadLetter(off int64, attempts int, tok worklease.Token, cause error, now time.Time, park bool) {
-	md.failed[off] = modelDeadLetter{cause: cause, attempts: attempts, at: now}
+	kept := cause
+	if cause != nil && cause.Error() == "" {
+		kept = nil // DeadLetter.Cause: a cause with no text is none
+	}
+	md.failed[off] = modelDeadLetter{cause: kept, attempts: attempts, at: now}
 	md.hw = max(md.hw, off)
 	md.emit(worklease.EventDeadLettered, off, attempts, tok, cause, now)
 	if park && !md.paused {
@@ -699,6 +745,7 @@ func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (wo
 	if err := md.checkToken(tok, now); err != nil {
 		return worklease.FailResult{}, err
 	}
+	cause = modelKeptCause(cause)
 	if md.lease.retries < md.cfg.maxRetries {
 		md.lease.retries++
 		// The next attempt gets at least a full TTL.
@@ -819,6 +866,9 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 	if off < 0 {
 		return 0, false, worklease.ErrInvalidOffset
 	}
+	if md.cfg.monotonic && !md.created {
+		return 0, false, worklease.ErrOffsetAhead // nothing of it is queued or in flight
+	}
 	md.created = true
 	md.touch(now)
 	if md.isProcessed(off) {
@@ -828,9 +878,18 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 		next, ok := md.next()
 		return next, ok, nil
 	}
-	cause := errors.New(reason)
+	inFlight := md.leased && md.lease.offset == off
+	if md.cfg.monotonic && !inFlight && !slices.Contains(md.backlog, off) {
+		// Not processed, so above hw: failing it would make the offsets
+		// below it count as processed.
+		return 0, false, worklease.ErrOffsetAhead
+	}
+	var cause error // an empty reason is no cause
+	if reason != "" {
+		cause = modelKeptCause(errors.New(reason))
+	}
 	attempts, tok := 0, worklease.Token{}
-	if md.leased && md.lease.offset == off {
+	if inFlight {
 		attempts, tok = md.lease.retries+1, md.lease.token
 		md.endLease(tok, worklease.ErrLeaseRevoked)
 	} else if i := slices.Index(md.backlog, off); i >= 0 {
@@ -845,6 +904,9 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 }
 
 func (md *modelDomain) redrive(off int64, now time.Time) (int64, bool, error) {
+	if off < 0 {
+		return 0, false, worklease.ErrInvalidOffset
+	}
 	if !md.created {
 		return 0, false, worklease.ErrNotDeadLettered
 	}
@@ -1165,7 +1227,9 @@ func (s *modelTest) kill(t *rapid.T, d string, off int64, reason string) {
 	md, now := s.model.domains[d], s.clk.Now()
 	due := md.due(now)
 	wantNext, wantOK, wantErr := md.kill(off, reason, now)
-	before := s.before(t, d, due, off >= 0, wantErr) // a negative offset is refused before the domain is touched
+	// A negative offset is refused before the domain is touched, and so is
+	// any offset of a domain without a record under WithMonotonicOffsets.
+	before := s.before(t, d, due, off >= 0, wantErr)
 	next, ok, err := s.m.Kill(d, off, reason)
 	s.requireAdmin(t, fmt.Sprintf("Kill(%d)", off), d, before, wantNext, wantOK, wantErr, next, ok, err)
 }
@@ -1174,7 +1238,7 @@ func (s *modelTest) redrive(t *rapid.T, d string, off int64) {
 	md, now := s.model.domains[d], s.clk.Now()
 	due := md.due(now)
 	wantNext, wantOK, wantErr := md.redrive(off, now)
-	before := s.before(t, d, due, true, wantErr)
+	before := s.before(t, d, due, off >= 0, wantErr) // a negative offset is refused before the domain is touched
 	next, ok, err := s.m.Redrive(d, off)
 	s.requireAdmin(t, fmt.Sprintf("Redrive(%d)", off), d, before, wantNext, wantOK, wantErr, next, ok, err)
 }
@@ -1222,7 +1286,7 @@ var modelSentinels = []error{
 	worklease.ErrNoLease, worklease.ErrTokenMismatch, worklease.ErrBacklogOrder,
 	worklease.ErrLeaseExpired, worklease.ErrLeaseRevoked, worklease.ErrInvalidDuration,
 	worklease.ErrInvalidOffset, worklease.ErrNotDeadLettered, worklease.ErrAlreadyProcessed,
-	worklease.ErrDomainBusy, worklease.ErrClosed,
+	worklease.ErrDomainBusy, worklease.ErrClosed, worklease.ErrInvalidDomain, worklease.ErrOffsetAhead,
 }
 
 // modelRequireSentinel checks that err is want under errors.Is, and none of
@@ -1237,13 +1301,14 @@ func modelRequireSentinel(t *rapid.T, want, err error) {
 }
 
 // modelSameCause reports whether a dead letter's or event's cause is the one
-// the model expects: the same error (Fail's cause, a sentinel), or one with
-// the same text (Kill's reason).
+// the model expects: both none, or both with the same text (a Fail cause or
+// Kill reason as cut to MaxCauseLen, a sentinel). A cut Fail cause still
+// unwraps to the caller's error; TestLongCauseTruncated checks that.
 func modelSameCause(want, got error) bool {
 	if want == nil || got == nil {
 		return want == nil && got == nil
 	}
-	return errors.Is(got, want) || got.Error() == want.Error()
+	return got.Error() == want.Error()
 }
 
 // drawToken picks the token for a Succeed, Fail or Extend on d: the current

@@ -197,17 +197,21 @@ func WithParkOnDeadLetter() Option {
 // as processed only once it succeeds. An offset queued below hw (LIFO or
 // best-effort ordering, an expiry or a redrive can put one there) stays
 // queued and is granted as usual. Kill returns ErrAlreadyProcessed for any
-// offset that counts as processed, and killing an offset above hw raises hw
-// to it. Inspect reports as DomainInfo.Processed the number of offsets that
-// count as processed: hw+1 less the failed, queued and leased offsets at or
-// below hw. Forget drops a domain's hw with the rest of its history.
+// offset that counts as processed. Killing an offset above hw raises hw to
+// it, so Kill allows it only for an offset queued or in flight: for any
+// other, which the domain has not seen, Kill returns ErrOffsetAhead and
+// changes nothing, as failing it would make every offset below it count as
+// processed (an operator's typo would silently drop that work). Inspect
+// reports as DomainInfo.Processed the number of offsets that count as
+// processed: hw+1 less the failed, queued and leased offsets at or below
+// hw. Forget drops a domain's hw with the rest of its history.
 //
 // Memory: a domain's processed offsets are one run, [0, hw], whatever the
 // holes between them, so a domain costs the same after a million sparse
 // offsets as after one; failed and queued offsets are kept one by one, as
 // without the option.
 //
-// The default is seed 000's exact rule: an offset counts as processed only if
+// The default is the exact rule: an offset counts as processed only if
 // it succeeded, and an offset never seen is never reported processed.
 //
 // With WithJournal, replay applies the journal's records under the same

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io/fs"
 	"time"
+
+	"github.com/worklease/worklease"
 )
 
 // Limits and defaults for the options of Open.
@@ -16,6 +18,13 @@ const (
 	// DefaultMaxRecordSize is the payload limit used without
 	// WithMaxRecordSize.
 	DefaultMaxRecordSize = 1 << 20
+	// MinMaxRecordSize is the smallest limit WithMaxRecordSize accepts:
+	// the largest record a worklease.Manager writes, one whose domain has
+	// worklease.MaxDomainLen bytes and whose cause has
+	// worklease.MaxCauseLen, every other field at its widest. So a Log
+	// never refuses a Manager's record for its size, which would fail the
+	// Manager for every domain.
+	MinMaxRecordSize = recordFixedBound + worklease.MaxDomainLen + worklease.MaxCauseLen
 	// MaxRecordSizeLimit is the largest limit WithMaxRecordSize accepts. It
 	// is part of the on-disk format (readers reject segment headers above
 	// it); never lower it.
@@ -67,8 +76,9 @@ func WithSegmentSize(n int64) Option { return optionFunc(func(c *config) { c.seg
 // WithMaxRecordSize sets the largest payload, in bytes, that Append accepts.
 // Each segment records the limit it was written with in its header, and its
 // records are read back with that same limit, so changing it between runs
-// never makes old records unreadable. The default is DefaultMaxRecordSize;
-// Open accepts 1 to MaxRecordSizeLimit.
+// never makes old records unreadable (segments written with a limit below
+// today's minimum included). The default is DefaultMaxRecordSize; Open
+// accepts MinMaxRecordSize to MaxRecordSizeLimit.
 func WithMaxRecordSize(n int) Option { return optionFunc(func(c *config) { c.maxRecordSize = n }) }
 
 // withFS makes the log use fsys instead of the operating system's file
@@ -176,8 +186,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: %v: the interval must be positive", ErrInvalidConfig, c.sync)
 	case c.segmentSize < MinSegmentSize:
 		return fmt.Errorf("%w: segment size %d is below the minimum %d", ErrInvalidConfig, c.segmentSize, MinSegmentSize)
-	case c.maxRecordSize < 1 || c.maxRecordSize > MaxRecordSizeLimit:
-		return fmt.Errorf("%w: max record size %d is outside 1 to %d", ErrInvalidConfig, c.maxRecordSize, MaxRecordSizeLimit)
+	case c.maxRecordSize < MinMaxRecordSize || c.maxRecordSize > MaxRecordSizeLimit:
+		return fmt.Errorf("%w: max record size %d is outside %d to %d", ErrInvalidConfig, c.maxRecordSize, MinMaxRecordSize, MaxRecordSizeLimit)
 	case c.snapshotBytes < 0:
 		return fmt.Errorf("%w: snapshot threshold %d is negative", ErrInvalidConfig, c.snapshotBytes)
 	case c.fs == nil || c.newTicker == nil:
