@@ -2,7 +2,6 @@ package worklease
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -43,8 +42,8 @@ type LeaseInfo struct {
 // seen is reported idle and empty. Like every call, it first revokes the
 // domain's lease if it has expired.
 func (m *Manager) Inspect(domain string) (DomainInfo, error) {
-	if err := m.usable(); err != nil {
-		return DomainInfo{}, err
+	if !m.accepts(domain, 0) {
+		return DomainInfo{}, m.refuse("Inspect", domain, 0)
 	}
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
@@ -72,21 +71,28 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	return info, nil
 }
 
-func (l *lease) info(domain string, tok Token, loc *time.Location) LeaseInfo {
-	return LeaseInfo{
-		Domain:     domain,
-		Offset:     l.offset,
-		Token:      tok,
-		AcquiredAt: l.acquiredAt.in(loc),
-		ExpiresAt:  l.expiresAt.in(loc),
-		RetryCount: l.retries,
-	}
+// info describes l, the lease of domain under tok, with times in loc.
+func (l *lease) info(domain string, tok Token, loc *time.Location) (info LeaseInfo) {
+	l.fill(&info, domain, tok, loc)
+	return info
+}
+
+// fill is info in place, for the results of the calls on the hot path.
+func (l *lease) fill(info *LeaseInfo, domain string, tok Token, loc *time.Location) {
+	info.Domain = domain
+	info.Offset = l.offset
+	info.Token = tok
+	info.AcquiredAt = l.acquiredAt.in(loc)
+	info.ExpiresAt = l.expiresAt.in(loc)
+	info.RetryCount = l.retries
 }
 
 // Leases returns every lease in flight, ordered by domain. It locks one
 // domain at a time, so under load it is not a snapshot of one instant.
 // Leases that have expired but not yet been revoked are included, with
-// their ExpiresAt in the past; Reap revokes them.
+// their ExpiresAt in the past; Reap revokes them. ExpiresAt is the lease's
+// own expiry, zero if it never expires, also for a lease restored from a
+// journal written with other options (see WithLeaseTTL).
 func (m *Manager) Leases() ([]LeaseInfo, error) {
 	if err := m.usable(); err != nil {
 		return nil, err
@@ -138,8 +144,9 @@ func (m *Manager) Domains() ([]string, error) {
 // DeadLetters returns domain's failed offsets in ascending order, with why
 // and when each failed. Like Leases, it does not revoke expired leases: an
 // offset whose last lease ran out shows up once its domain is touched or
-// reaped. With domain "" it returns those of every domain,
-// ordered by domain then offset.
+// reaped. With domain "", which is never a domain (see ErrInvalidDomain),
+// it returns those of every domain, ordered by domain then offset; any
+// other domain is checked as every call checks one.
 func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	if err := m.usable(); err != nil {
 		return nil, err
@@ -147,6 +154,9 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	var out []DeadLetter
 	var seq uint64 // the latest record what we report depends on
 	if domain != "" {
+		if !m.accepts(domain, 0) {
+			return nil, m.refuse("DeadLetters", domain, 0)
+		}
 		if _, r := m.lockRecord(domain, false); r != nil {
 			out = r.state.failed().appendTo(out, domain, m.loc)
 			seq = r.lastSeq
@@ -174,14 +184,15 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	return out, nil
 }
 
-// adminCall runs op on domain's record, locked, and reports the offset the
+// adminCall checks the call's domain and offset (0 for a call that takes
+// none), then runs op on domain's record, locked, and reports the offset the
 // domain will grant next if it is idle and running afterwards: the caller
 // should acquire it, since no Succeed or Fail will hint at it. For a domain
 // the Manager has never seen, adminCall creates a record if create is set,
 // and otherwise returns unknown (which may be nil: nothing to do).
-func (m *Manager) adminCall(name, domain string, create bool, unknown error, op func(s *domainState, e *emitter) error) (next int64, ok bool, err error) {
-	if err := m.usable(); err != nil {
-		return 0, false, err
+func (m *Manager) adminCall(name, domain string, offset int64, create bool, unknown error, op func(s *domainState, e *emitter) error) (next int64, ok bool, err error) {
+	if !m.accepts(domain, offset) {
+		return 0, false, m.refuse(name, domain, offset)
 	}
 	now := m.now()
 	sh, r := m.lockRecord(domain, create)
@@ -205,38 +216,51 @@ func (m *Manager) adminCall(name, domain string, create bool, unknown error, op 
 	return next, ok, nil
 }
 
-// Kill makes offset failed whatever its state, with reason as its cause
-// (seed 001's TaskDead): a queued offset leaves the backlog; an offset in
-// flight loses its lease, whose holder is then refused with ErrLeaseRevoked;
-// an offset never seen is failed before it arrives. Killing a failed offset
-// changes nothing; killing a processed one returns ErrAlreadyProcessed (with
-// WithMonotonicOffsets, any offset that counts as processed).
+// Kill makes offset failed whatever its state, with reason as its cause: a
+// queued offset leaves the backlog; an offset in flight loses its lease,
+// whose holder is then refused with ErrLeaseRevoked; an offset never seen is
+// failed before it arrives. Killing a failed offset changes nothing; killing
+// a processed one returns ErrAlreadyProcessed.
+//
+// With WithMonotonicOffsets, Kill fails only offsets that are queued or in
+// flight. Any other offset not failed yet is either at or below the
+// domain's highest finished offset, and counts as processed
+// (ErrAlreadyProcessed), or above it: then Kill returns ErrOffsetAhead and
+// changes nothing, since failing it would make every offset below it count
+// as processed, silently dropping that work. On a domain the Manager does
+// not know, every offset is ahead.
+//
+// The dead letter keeps reason as its cause, cut to MaxCauseLen bytes; an
+// empty reason leaves it no cause (nil).
 //
 // If the domain is then idle and running with a backlog, Kill returns its
 // head as next with ok true: acquire it to keep the domain moving.
 func (m *Manager) Kill(domain string, offset int64, reason string) (next int64, ok bool, err error) {
-	if err := m.usable(); err != nil {
-		return 0, false, err
+	cause := reasonCause(reason)
+	// Under WithMonotonicOffsets, a domain the Manager does not know has
+	// no offset Kill may fail.
+	create, unknown := true, error(nil)
+	if m != nil && m.policy.monotonic {
+		create, unknown = false, ErrOffsetAhead
 	}
-	if offset < 0 {
-		return 0, false, domainError("Kill", domain, ErrInvalidOffset)
-	}
-	cause := errors.New(reason)
-	return m.adminCall("Kill", domain, true, nil, func(s *domainState, e *emitter) error {
+	return m.adminCall("Kill", domain, offset, create, unknown, func(s *domainState, e *emitter) error {
 		return s.kill(&m.policy, e, offset, cause)
 	})
 }
 
 func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) error {
+	inFlight := s.leased && s.lease.offset == offset
 	switch {
 	case s.isProcessed(p, offset):
 		return ErrAlreadyProcessed
 	case s.isFailed(offset):
 		return nil
+	case p.monotonic && !inFlight && !s.backlog.contains(offset):
+		return ErrOffsetAhead // not processed, so above the highest finished offset
 	}
 	attempts, tok := 0, Token{}
 	switch {
-	case s.leased && s.lease.offset == offset:
+	case inFlight:
 		attempts, tok = s.lease.retries+1, s.leaseToken(p)
 		s.revoke(tok, ErrLeaseRevoked)
 	case s.backlog.remove(offset):
@@ -252,12 +276,13 @@ func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) err
 // Redrive takes offset out of the failed set and puts it at the front of
 // its domain's backlog with a fresh attempt count, so that it runs next and
 // order is kept. It is a deliberate exception to idempotence. It returns
-// ErrNotDeadLettered if the offset is not failed.
+// ErrNotDeadLettered if the offset is not failed, and ErrInvalidOffset, like
+// every call, for a negative one.
 //
 // If the domain is idle and running, Redrive returns the offset as next
 // with ok true: acquire it.
 func (m *Manager) Redrive(domain string, offset int64) (next int64, ok bool, err error) {
-	return m.adminCall("Redrive", domain, false, ErrNotDeadLettered, func(s *domainState, e *emitter) error {
+	return m.adminCall("Redrive", domain, offset, false, ErrNotDeadLettered, func(s *domainState, e *emitter) error {
 		if !s.removeFailed(offset) {
 			return ErrNotDeadLettered
 		}
@@ -276,7 +301,7 @@ func (m *Manager) Redrive(domain string, offset int64) (next int64, ok bool, err
 // If the domain is running, ForceRelease returns the offset as next with ok
 // true: acquire it.
 func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
-	return m.adminCall("ForceRelease", domain, false, ErrNoLease, func(s *domainState, e *emitter) error {
+	return m.adminCall("ForceRelease", domain, 0, false, ErrNoLease, func(s *domainState, e *emitter) error {
 		if !s.leased {
 			return ErrNoLease
 		}
@@ -288,11 +313,14 @@ func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
 	})
 }
 
-// Pause stops domain from granting leases: its lease in flight, if any,
-// carries on, but every TryAcquire answers Enqueued and queues its offset,
-// until Resume. Pausing a paused domain changes nothing.
+// Pause stops domain from granting leases until Resume: its lease in flight,
+// if any, carries on, and TryAcquire of any offset that would otherwise be
+// granted answers Enqueued and queues it. The other answers do not change:
+// a processed or failed offset still answers AlreadyProcessed or
+// AlreadyFailed, and the offset in flight AlreadyAcquired. Pausing a paused
+// domain changes nothing; a paused domain cannot be forgotten (see Forget).
 func (m *Manager) Pause(domain string) error {
-	_, _, err := m.adminCall("Pause", domain, true, nil, func(s *domainState, e *emitter) error {
+	_, _, err := m.adminCall("Pause", domain, 0, true, nil, func(s *domainState, e *emitter) error {
 		if !s.paused {
 			s.paused = true
 			e.emit(EventPaused, -1, 0, Token{}, nil)
@@ -306,7 +334,7 @@ func (m *Manager) Pause(domain string) error {
 // with a backlog, Resume returns the head as next with ok true: acquire it.
 // Resuming a running or unknown domain changes nothing.
 func (m *Manager) Resume(domain string) (next int64, ok bool, err error) {
-	next, ok, err = m.adminCall("Resume", domain, false, nil, func(s *domainState, e *emitter) error {
+	next, ok, err = m.adminCall("Resume", domain, 0, false, nil, func(s *domainState, e *emitter) error {
 		if s.paused {
 			s.paused = false
 			e.emit(EventResumed, -1, 0, Token{}, nil)
@@ -318,13 +346,15 @@ func (m *Manager) Resume(domain string) (next int64, ok bool, err error) {
 
 // Forget drops domain and all its history, processed and failed offsets
 // included, to free its memory: a deliberate exception to idempotence, since
-// its old offsets can then be acquired again. The domain must be idle with
-// an empty backlog, or Forget returns ErrDomainBusy. If the domain comes
+// its old offsets can then be acquired again. The domain must be idle,
+// running and with an empty backlog, or Forget returns ErrDomainBusy and
+// changes nothing: a paused or parked domain is refused, since forgetting
+// it would drop the pause; Resume it first. If the domain comes
 // back, its fences carry on above every fence it had before. Forgetting an
 // unknown domain changes nothing.
 func (m *Manager) Forget(domain string) error {
-	if err := m.usable(); err != nil {
-		return err
+	if !m.accepts(domain, 0) {
+		return m.refuse("Forget", domain, 0)
 	}
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
@@ -334,7 +364,7 @@ func (m *Manager) Forget(domain string) error {
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	s := &r.state
 	s.expireIfDue(&m.policy, &e)
-	if s.leased || s.backlog.len() > 0 {
+	if s.leased || s.paused || s.backlog.len() > 0 {
 		if err := m.finish(sh, r, &e); err != nil {
 			return err
 		}

@@ -255,7 +255,12 @@ func TestForget(t *testing.T) {
 			require.NoError(t, err)
 		}, nil},
 		{"paused, idle and empty", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) {
+			require.NoError(t, m.Pause("A")) // forgetting would drop the pause
+		}, worklease.ErrDomainBusy},
+		{"paused then resumed", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) {
 			require.NoError(t, m.Pause("A"))
+			_, _, err := m.Resume("A")
+			require.NoError(t, err)
 		}, nil},
 		{"with dead letters", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) {
 			_, _, err := m.Kill("A", 4, "x")
@@ -299,6 +304,24 @@ func TestForget(t *testing.T) {
 			require.NoError(t, m.Forget("A"), "forgetting it again changes nothing")
 		})
 	}
+}
+
+// Forget refuses a domain parked by WithParkOnDeadLetter, as any paused
+// one: forgetting it would drop the pause, and the next offset would run.
+// Resume first.
+func TestForgetParked(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t, worklease.WithMaxRetries(0), worklease.WithParkOnDeadLetter())
+	res := acquire(t, m, "A", 1, worklease.Acquired)
+	fres, err := m.Fail("A", res.Token, errors.New("poison"))
+	require.NoError(t, err)
+	require.Equal(t, worklease.GiveUpParked, fres.Status)
+	require.ErrorIs(t, m.Forget("A"), worklease.ErrDomainBusy)
+	require.True(t, inspect(t, m, "A").Paused, "the pause is kept")
+	_, _, err = m.Resume("A")
+	require.NoError(t, err)
+	require.NoError(t, m.Forget("A"))
+	acquire(t, m, "A", 2, worklease.Acquired)
 }
 
 // Once forgotten, a domain's old offsets can be acquired again, and its
@@ -736,4 +759,29 @@ func TestStats(t *testing.T) {
 		Resumed:      1,
 		Forgotten:    1,
 	}, m.Stats())
+}
+
+// A paused domain queues what it would grant, and nothing else: processed,
+// failed and in-flight offsets answer as they would running.
+func TestPauseKeepsOtherAnswers(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t, worklease.WithMaxRetries(0))
+	res := acquire(t, m, "A", 1, worklease.Acquired)
+	_, err := m.Succeed("A", res.Token)
+	require.NoError(t, err)
+	res = acquire(t, m, "A", 2, worklease.Acquired)
+	_, err = m.Fail("A", res.Token, errors.New("poison"))
+	require.NoError(t, err)
+	res = acquire(t, m, "A", 3, worklease.Acquired)
+	require.NoError(t, m.Pause("A"))
+
+	acquire(t, m, "A", 1, worklease.AlreadyProcessed)
+	acquire(t, m, "A", 2, worklease.AlreadyFailed)
+	again := acquire(t, m, "A", 3, worklease.AlreadyAcquired)
+	require.Equal(t, res.Token, again.Token)
+	acquire(t, m, "A", 4, worklease.Enqueued)
+	_, err = m.Succeed("A", res.Token)
+	require.NoError(t, err)
+	acquire(t, m, "A", 4, worklease.Enqueued)
+	require.Equal(t, []int64{4}, inspect(t, m, "A").Backlog)
 }

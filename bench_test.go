@@ -180,6 +180,63 @@ func BenchmarkEnqueueHandOff(b *testing.B) {
 	}
 }
 
+// BenchmarkSucceedNext measures a busy domain's hand-off: an offset is
+// enqueued behind the one in flight, which then finishes and hands the
+// domain to the next, either in one SucceedNext or, as before it, with
+// Succeed and a TryAcquire of the hinted head. Both run on the same
+// domains, each of which always has one offset in flight and one queued.
+func BenchmarkSucceedNext(b *testing.B) {
+	impls := []struct {
+		name string
+		next func(m *worklease.Manager, domain string, tok worklease.Token) worklease.Token
+	}{
+		{"SucceedNext", func(m *worklease.Manager, domain string, tok worklease.Token) worklease.Token {
+			s, err := m.SucceedNext(domain, tok)
+			if err != nil || s.Status != worklease.NextAcquired {
+				panic(fmt.Sprint(s.Status, err))
+			}
+			return s.Lease.Token
+		}},
+		{"Succeed+TryAcquire", func(m *worklease.Manager, domain string, tok worklease.Token) worklease.Token {
+			s, err := m.Succeed(domain, tok)
+			if err != nil || s.Status != worklease.NextHint {
+				panic(fmt.Sprint(s.Status, err))
+			}
+			r, err := m.TryAcquire(domain, s.Next)
+			if err != nil || r.Status != worklease.Acquired {
+				panic(fmt.Sprint(r.Status, err))
+			}
+			return r.Token
+		}},
+	}
+	for _, n := range []int{1, 1_000} {
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("domains=%d/impl=%s", n, impl.name), func(b *testing.B) {
+				m := mustNew(b)
+				names := domainNames(n)
+				toks := make([]worklease.Token, n)
+				next := make([]int64, n)
+				for i, d := range names {
+					res, err := m.TryAcquire(d, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					toks[i], next[i] = res.Token, 1
+				}
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					d := i % n
+					if r, err := m.TryAcquire(names[d], next[d]); err != nil || r.Status != worklease.Enqueued {
+						b.Fatal(r.Status, err)
+					}
+					next[d]++
+					toks[d] = impl.next(m, names[d], toks[d])
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkStats measures Stats over 100,000 domains, which it visits one
 // by one.
 func BenchmarkStats(b *testing.B) {

@@ -63,6 +63,8 @@ func FuzzSnapshotRestore(f *testing.F) {
 		require.NoError(f, err)
 		_, err = m.Succeed("a", res.Token) // with the option, 2 is queued below hw
 		require.NoError(f, err)
+		_, err = m.TryAcquire("b", 5)
+		require.NoError(f, err)
 		_, _, err = m.Kill("b", 5, "poison")
 		require.NoError(f, err)
 		require.NoError(f, m.Pause("c"))

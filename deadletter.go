@@ -72,9 +72,15 @@ func (d *deadLetters) offsets() []int64 {
 // lease expired too often, or that an operator killed. It stays failed, and
 // TryAcquire answers AlreadyFailed for it, until Redrive.
 type DeadLetter struct {
-	Domain   string
-	Offset   int64
-	Cause    error     // the last failure: Fail's cause, ErrLeaseExpired, or Kill's reason; may be nil
+	Domain string
+	Offset int64
+	// Cause is the last failure: Fail's cause, ErrLeaseExpired, or Kill's
+	// reason, its text cut to MaxCauseLen bytes. It is nil if there was
+	// none, or if its text was empty: a journal keeps a cause as its text,
+	// so an empty one reads the same before and after a restart. After a
+	// restart it is an error with the same text (ErrLeaseExpired and
+	// ErrLeaseRevoked are restored as themselves).
+	Cause    error
 	Attempts int       // attempts made, the last one included; 0 if killed before any
 	At       time.Time // when it failed
 }

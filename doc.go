@@ -10,7 +10,8 @@
 //
 // # The protocol
 //
-// A unit of work is an offset (a non-negative int64) in a domain (a string).
+// A unit of work is an offset (a non-negative int64) in a domain (a string
+// of 1 to [MaxDomainLen] bytes).
 // The orchestrator drives each one through four steps:
 //
 //  1. Acquire: [Manager.TryAcquire](domain, offset). [Acquired] means the
@@ -24,10 +25,16 @@
 //     retries remain; the orchestrator backs off, computing the delay from the
 //     retry count and acquired time, and tries again under the same token.
 //     Once retries run out it gives up: [GiveUpNoBacklog] or [GiveUpNextHint].
-//  4. Follow the hint: Succeed and Fail never hand the lease to the next
-//     offset themselves. They release it and return the backlog's head
+//  4. Go on to the next offset: Succeed and Fail never hand the lease to the
+//     next offset themselves. They release it and return the backlog's head
 //     ([NextHint], [GiveUpNextHint]), which the orchestrator acquires with
-//     TryAcquire when it chooses to.
+//     TryAcquire when it chooses to; until then the domain is idle with a
+//     backlog, and TryAcquire of any other offset returns a
+//     [*BacklogOrderError]. [Manager.SucceedNext] and [Manager.FailNext]
+//     leave no such gap: they finish the offset and lease the backlog's head
+//     to the caller in the same step ([NextAcquired], [GiveUpNextAcquired]),
+//     so a worker that uses them works through its domain in order while
+//     new offsets are simply queued.
 //
 // # States
 //
@@ -42,9 +49,10 @@
 //  1. Single in-flight unit: at most one lease, on exactly one offset.
 //  2. Disjointness: the current offset is neither terminal nor queued, and
 //     the backlog holds no terminal offset.
-//  3. FIFO discipline: the backlog is drained only by TryAcquire, and only
-//     from its head. While it is not empty, acquiring any other offset on an
-//     idle domain returns a [*BacklogOrderError].
+//  3. FIFO discipline: the backlog is drained only by grants (TryAcquire,
+//     SucceedNext and FailNext), and only from its head. While it is not
+//     empty, acquiring any other offset on an idle domain returns a
+//     [*BacklogOrderError].
 //  4. Idempotence: a terminal offset (processed or failed) is never queued or
 //     granted again.
 //  5. Token fencing: Succeed and Fail act only for the current lease's token;

@@ -220,7 +220,8 @@ func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireStatu
 	if head, ok := s.backlog.front(); ok {
 		switch {
 		case head == offset:
-			s.backlog.popFront()
+			s.grantHead(p, e)
+			return Acquired, nil
 		case !p.bestEffort:
 			return 0, &BacklogOrderError{Domain: e.r.domain, Expected: head, Got: offset}
 		default:
@@ -314,6 +315,13 @@ func (s *domainState) grant(p *policy, e *emitter, offset int64) {
 	e.emit(EventAcquired, offset, l.retries+1, s.issuedToken(p), nil)
 }
 
+// grantHead leases the backlog's head, as acquire does when asked for it on
+// an idle, running domain. The backlog must not be empty.
+func (s *domainState) grantHead(p *policy, e *emitter) {
+	head, _ := s.backlog.popFront()
+	s.grant(p, e, head)
+}
+
 // checkToken reports the error Succeed, Fail or Extend returns for tok, if
 // any, and reports a rejection.
 func (s *domainState) checkToken(p *policy, e *emitter, tok Token) error {
@@ -338,26 +346,29 @@ func (s *domainState) checkToken(p *policy, e *emitter, tok Token) error {
 	return err
 }
 
-// succeed is Succeed under the domain lock.
-func (s *domainState) succeed(p *policy, e *emitter, tok Token) (SucceedResult, error) {
+// succeed is Succeed under the domain lock. It fills in res's Status and
+// Next; res must be zero.
+func (s *domainState) succeed(p *policy, e *emitter, tok Token, res *SucceedResult) error {
 	s.expireIfDue(p, e)
 	if err := s.checkToken(p, e, tok); err != nil {
-		return SucceedResult{}, err
+		return err
 	}
 	s.markTerminal(p, s.lease.offset, true)
 	e.emit(EventProcessed, s.lease.offset, s.lease.retries+1, tok, nil)
 	s.release()
+	res.Status = NoBacklog
 	if next, ok := s.backlog.front(); ok {
-		return SucceedResult{Status: NextHint, Next: next}, nil
+		res.Status, res.Next = NextHint, next
 	}
-	return SucceedResult{Status: NoBacklog}, nil
+	return nil
 }
 
-// fail is Fail under the domain lock.
-func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error) (FailResult, error) {
+// fail is Fail under the domain lock. It fills in res's Status, RetryCount
+// and Next; res must be zero.
+func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error, res *FailResult) error {
 	s.expireIfDue(p, e)
 	if err := s.checkToken(p, e, tok); err != nil {
-		return FailResult{}, err
+		return err
 	}
 	if s.lease.retries < p.maxRetries {
 		s.lease.retries++ // acquiredAt stays: it marks the offset's first grant
@@ -365,18 +376,46 @@ func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error) (FailR
 			s.lease.expiresAt = at // the next attempt gets at least a full TTL
 		}
 		e.emit(EventRetrying, s.lease.offset, s.lease.retries, tok, cause)
-		return FailResult{Status: RetryScheduled, RetryCount: s.lease.retries}, nil
+		res.Status, res.RetryCount = RetryScheduled, s.lease.retries
+		return nil
 	}
-	retries := s.lease.retries
-	s.deadLetter(p, e, s.lease.offset, retries+1, tok, cause, p.park)
+	res.RetryCount = s.lease.retries
+	s.deadLetter(p, e, s.lease.offset, res.RetryCount+1, tok, cause, p.park)
 	s.release()
-	if s.paused {
-		return FailResult{Status: GiveUpParked, RetryCount: retries}, nil
+	switch next, ok := s.backlog.front(); {
+	case s.paused:
+		res.Status = GiveUpParked
+	case ok:
+		res.Status, res.Next = GiveUpNextHint, next
+	default:
+		res.Status = GiveUpNoBacklog
 	}
-	if next, ok := s.backlog.front(); ok {
-		return FailResult{Status: GiveUpNextHint, RetryCount: retries, Next: next}, nil
+	return nil
+}
+
+// succeedNext is SucceedNext under the domain lock: succeed, then the grant
+// of the backlog's head unless the domain is paused. With NextAcquired,
+// s.lease is the lease to report.
+func (s *domainState) succeedNext(p *policy, e *emitter, tok Token, res *SucceedResult) error {
+	if err := s.succeed(p, e, tok, res); err != nil || res.Status != NextHint || s.paused {
+		return err
 	}
-	return FailResult{Status: GiveUpNoBacklog, RetryCount: retries}, nil
+	s.grantHead(p, e)
+	res.Status, res.Next = NextAcquired, 0
+	return nil
+}
+
+// failNext is FailNext under the domain lock: fail, then, if that gave the
+// offset up on a running domain with a backlog, the grant of its head. With
+// GiveUpNextAcquired, s.lease is the lease to report.
+func (s *domainState) failNext(p *policy, e *emitter, tok Token, cause error, res *FailResult) error {
+	// fail hints at the head only if the domain is not paused.
+	if err := s.fail(p, e, tok, cause, res); err != nil || res.Status != GiveUpNextHint {
+		return err
+	}
+	s.grantHead(p, e)
+	res.Status, res.Next = GiveUpNextAcquired, 0
+	return nil
 }
 
 // extend is Extend under the domain lock: the lease now expires no sooner
@@ -386,8 +425,8 @@ func (s *domainState) extend(p *policy, e *emitter, tok Token, d time.Duration) 
 	if err := s.checkToken(p, e, tok); err != nil {
 		return 0, err
 	}
-	if p.ttl == 0 {
-		return 0, nil // leases never expire; nothing to extend
+	if s.lease.expiresAt == 0 {
+		return 0, nil // the lease never expires; nothing to extend
 	}
 	if at := e.now.add(d); at > s.lease.expiresAt {
 		s.lease.expiresAt = at
@@ -438,7 +477,7 @@ func (s *domainState) dropCarried(offset int64) {
 // deadLetter makes offset failed after attempts attempts, and parks the
 // domain if park is set.
 func (s *domainState) deadLetter(p *policy, e *emitter, offset int64, attempts int, tok Token, cause error, park bool) {
-	s.coldPart().failed.add(offset, deadLetter{cause: cause, attempts: attempts, at: e.now})
+	s.coldPart().failed.add(offset, deadLetter{cause: deadLetterCause(cause), attempts: attempts, at: e.now})
 	s.markTerminal(p, offset, false)
 	e.emit(EventDeadLettered, offset, attempts, tok, cause)
 	if park && !s.paused {

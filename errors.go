@@ -5,11 +5,15 @@ import (
 	"fmt"
 )
 
-// Errors returned by the Manager. They report bugs in the caller (seed 000's
-// "hard bugs") or misuse, never a normal outcome, and a call that returns one
-// has changed nothing, except that, like every call on one domain, it first
-// revokes the domain's lease if that has expired (see WithLeaseTTL). Returned errors may wrap these with the domain and
-// other context; test for them with errors.Is.
+// Errors returned by the Manager. They report bugs in the caller or misuse,
+// never a normal outcome, and a call that returns one has changed nothing,
+// except that, like every call on one domain that gets past its input
+// checks, it first revokes the domain's lease if that has expired (see
+// WithLeaseTTL). Every call checks its inputs first, in one order: the
+// Manager is open (ErrClosed, or ErrJournalFailed), then the domain
+// (ErrInvalidDomain), then the offset (ErrInvalidOffset), then its other
+// arguments (ErrInvalidDuration). Returned errors may wrap these with the
+// domain and other context; test for them with errors.Is.
 var (
 	// ErrBacklogOrder is returned by TryAcquire when the domain is idle, its
 	// backlog is not empty, and the offset asked for is not the backlog's
@@ -29,11 +33,18 @@ var (
 	// of a lease that ran out of time and was revoked (see WithLeaseTTL).
 	// Its offset is back at the front of the backlog, or dead-lettered if
 	// that was its last attempt. A domain remembers only its latest revoked
-	// token; an older one gets ErrTokenMismatch or ErrNoLease.
+	// token (expired, killed or force-released): that token gets this error
+	// (or ErrLeaseRevoked) whether the domain is now idle or leased again,
+	// before ErrNoLease and ErrTokenMismatch are considered; an older revoked
+	// token gets ErrNoLease or ErrTokenMismatch, as any stale token does. See
+	// Manager.Succeed for the order of checks.
 	ErrLeaseExpired = errors.New("worklease: lease expired")
 
 	// ErrLeaseRevoked is returned by Succeed, Fail and Extend for the token
-	// of a lease an operator took back with Kill or ForceRelease.
+	// of a lease an operator took back with Kill or ForceRelease. As with
+	// ErrLeaseExpired, only the domain's latest revoked token gets it, and
+	// it wins over ErrNoLease and ErrTokenMismatch; an older revoked token
+	// gets one of those. See Manager.Succeed for the order of checks.
 	ErrLeaseRevoked = errors.New("worklease: lease revoked by an operator")
 
 	// ErrInvalidDuration is returned by Extend for a duration that is not
@@ -48,16 +59,33 @@ var (
 	// (with WithMonotonicOffsets, one that counts as processed).
 	ErrAlreadyProcessed = errors.New("worklease: offset already processed")
 
-	// ErrDomainBusy is returned by Forget for a domain that holds a lease or
-	// has a backlog.
-	ErrDomainBusy = errors.New("worklease: domain has a lease or a backlog")
+	// ErrDomainBusy is returned by Forget for a domain that holds a lease,
+	// has a backlog, or is paused (by Pause, or parked by
+	// WithParkOnDeadLetter): forgetting a paused domain would drop the
+	// pause, and its next offset would run. Resume it first.
+	ErrDomainBusy = errors.New("worklease: domain has a lease or a backlog, or is paused")
 
-	// ErrClosed is returned by every call on a Manager after Close.
+	// ErrClosed is returned by every call on a Manager after Close. An error
+	// matching it is returned by every call on a zero or nil Manager,
+	// which New did not make.
 	ErrClosed = errors.New("worklease: manager is closed")
 
-	// ErrInvalidOffset is returned for a negative offset. Offsets, like Kafka
-	// offsets, are non-negative.
+	// ErrInvalidOffset is returned by every call that takes an offset for a
+	// negative one. Offsets, like Kafka offsets, are non-negative.
 	ErrInvalidOffset = errors.New("worklease: offset must be non-negative")
+
+	// ErrInvalidDomain is returned by every call that takes a domain for
+	// the empty domain or one longer than MaxDomainLen bytes (except
+	// DeadLetters, for which "" means every domain). The error names a long
+	// domain by a short prefix and its length.
+	ErrInvalidDomain = errors.New("worklease: domain must be 1 to 4096 bytes long")
+
+	// ErrOffsetAhead is returned by Kill, with WithMonotonicOffsets, for an
+	// offset above the domain's highest finished offset that is neither
+	// queued nor in flight: failing it would make every offset below it
+	// that the domain has not seen count as processed, and an operator's
+	// typo would silently drop that work.
+	ErrOffsetAhead = errors.New("worklease: offset is ahead of the domain's offsets")
 
 	// ErrInvalidConfig is returned by New when an option has an invalid value.
 	ErrInvalidConfig = errors.New("worklease: invalid configuration")
@@ -84,5 +112,5 @@ func (e *BacklogOrderError) Is(target error) bool { return target == ErrBacklogO
 // domainError adds the operation and domain to a sentinel error, keeping it
 // matchable with errors.Is.
 func domainError(op, domain string, err error) error {
-	return fmt.Errorf("%w (%s on domain %q)", err, op, domain)
+	return fmt.Errorf("%w (%s on domain %s)", err, op, shortDomain(domain))
 }

@@ -8,40 +8,108 @@ import (
 	"github.com/worklease/worklease"
 )
 
-// The orchestrator protocol: acquire, work, succeed or fail, follow the hint.
+// The orchestrator protocol: offer each event with TryAcquire; the worker
+// that holds a domain's lease finishes each offset with SucceedNext (or
+// FailNext), which leases it the next queued offset in the same step.
 func Example() {
 	m, err := worklease.New()
 	if err != nil {
 		panic(err)
 	}
 
-	// Three events for one domain arrive while the first is being worked on.
-	first, _ := m.TryAcquire("tenant-7", 100)
-	second, _ := m.TryAcquire("tenant-7", 101)
-	third, _ := m.TryAcquire("tenant-7", 102)
-	fmt.Println(first.Status, second.Status, third.Status)
-
-	// Finishing hands nothing off: it hints at the next offset, which the
-	// orchestrator acquires when it chooses to.
-	tok := first.Token
-	for {
-		res, err := m.Succeed("tenant-7", tok)
+	// Three events for one domain arrive; the first is granted, and the
+	// others wait behind it.
+	var first worklease.AcquireResult
+	for _, offset := range []int64{100, 101, 102} {
+		res, err := m.TryAcquire("tenant-7", offset)
 		if err != nil {
 			panic(err)
 		}
-		if res.Status == worklease.NoBacklog {
-			fmt.Println("tenant-7 is idle")
-			break
+		fmt.Println("offer", offset, "->", res.Status)
+		if res.Status == worklease.Acquired {
+			first = res
 		}
-		next, _ := m.TryAcquire("tenant-7", res.Next)
-		fmt.Println(res.Status, res.Next, "->", next.Status)
-		tok = next.Token
+	}
+
+	// The worker works through the domain in order: finishing one offset
+	// leases it the next. An event that arrives meanwhile is queued.
+	offset, tok := int64(100), first.Token
+	for {
+		res, err := m.SucceedNext("tenant-7", tok)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println("processed", offset, "->", res.Status, res.Lease.Offset)
+		if res.Status != worklease.NextAcquired {
+			break // nothing was granted: the domain is idle
+		}
+		offset, tok = res.Lease.Offset, res.Lease.Token
+		if offset == 101 {
+			late, err := m.TryAcquire("tenant-7", 103)
+			if err != nil {
+				panic(err)
+			}
+			fmt.Println("offer 103 ->", late.Status)
+		}
 	}
 	// Output:
-	// Acquired Enqueued Enqueued
-	// NextHint 101 -> Acquired
-	// NextHint 102 -> Acquired
-	// tenant-7 is idle
+	// offer 100 -> Acquired
+	// offer 101 -> Enqueued
+	// offer 102 -> Enqueued
+	// processed 100 -> NextAcquired 101
+	// offer 103 -> Enqueued
+	// processed 101 -> NextAcquired 102
+	// processed 102 -> NextAcquired 103
+	// processed 103 -> NoBacklog 0
+}
+
+// SucceedNext finishes an offset and leases the backlog's head to the
+// caller in one step: the domain is never idle with a backlog, so an event
+// that arrives during the hand-off is queued. With Succeed, the same event
+// would be refused until the hint is followed.
+func ExampleManager_SucceedNext() {
+	m, _ := worklease.New()
+	res, _ := m.TryAcquire("A", 1)
+	_, _ = m.TryAcquire("A", 2)
+
+	next, err := m.SucceedNext("A", res.Token)
+	fmt.Println(next.Status, next.Lease.Offset, next.Lease.Token.Fence(), err)
+
+	late, err := m.TryAcquire("A", 3)
+	fmt.Println(late.Status, err)
+
+	last, err := m.SucceedNext("A", next.Lease.Token)
+	fmt.Println(last.Status, last.Lease.Offset, err)
+	// Output:
+	// NextAcquired 2 2 <nil>
+	// Enqueued <nil>
+	// NextAcquired 3 <nil>
+}
+
+// FailNext keeps the lease while retries remain; once the offset is given
+// up on, the caller holds the next queued offset's lease.
+func ExampleManager_FailNext() {
+	m, _ := worklease.New(worklease.WithMaxRetries(1))
+	res, _ := m.TryAcquire("A", 7)
+	_, _ = m.TryAcquire("A", 8)
+
+	for {
+		f, err := m.FailNext("A", res.Token, errors.New("downstream timeout"))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(f.Status, f.RetryCount)
+		if f.Status != worklease.RetryScheduled {
+			fmt.Println("now holding", f.Lease.Offset)
+			break
+		}
+		// The orchestrator backs off here, then retries under the same token.
+	}
+	// Output:
+	// RetryScheduled 1
+	// GiveUpNextAcquired 1
+	// now holding 8
 }
 
 func ExampleManager_TryAcquire() {

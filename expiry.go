@@ -149,13 +149,18 @@ type Expiry struct {
 // Reap is needed only to notice workers that died: seed 002's reaper, or
 // seed 004's "unacked items reappear after lease expiry". Reap looks only at
 // leases that are due, never at every domain. Without WithLeaseTTL it
-// returns nothing.
+// returns nothing, except for leases restored from a journal written with a
+// TTL, which keep their expiry (see WithLeaseTTL).
+//
+// Reap leaves alone the lease of a domain that no call accepts (see
+// MaxDomainLen), which only a journal written before domains were bounded
+// can hold.
 func (m *Manager) Reap() ([]Expiry, error) {
 	if err := m.usable(); err != nil {
 		return nil, err
 	}
-	if m.policy.ttl == 0 {
-		return nil, nil
+	if !m.expiring {
+		return nil, nil // no lease has an expiry
 	}
 	now := m.now()
 	var out []Expiry
@@ -198,6 +203,13 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 	defer r.mu.Unlock()
 	r.expiresAt = 0 // no longer in the index; sync puts it back if still leased
 	if r.dropped {
+		return Expiry{}, false, 0, nil
+	}
+	if !validDomain(r.domain) {
+		// A domain no call accepts, from a journal written before domains
+		// were bounded: its records could be more than the journal takes.
+		// Its lease stays as it is, like everything else of it.
+		sh.expiry.sync(r)
 		return Expiry{}, false, 0, nil
 	}
 	s := &r.state

@@ -15,7 +15,7 @@ func (m *Manager) checkInvariants() error {
 	m.forEachRecord(func(sh *shard, domain string, r *record) {
 		r.mu.Lock()
 		err := r.state.checkInvariants(&m.policy)
-		if err == nil && !r.dropped && m.policy.ttl > 0 {
+		if err == nil && !r.dropped {
 			err = sh.expiry.check(r)
 		}
 		r.mu.Unlock()

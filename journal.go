@@ -11,6 +11,13 @@ import (
 // it after a crash has everything the one before acknowledged. The wal
 // package implements it; tests may implement it in memory.
 //
+// Every record a Manager appends has a Domain of at most MaxDomainLen bytes
+// and a Cause of at most MaxCauseLen, so a Journal must take records of
+// that size (the wal package's smallest limit does). A journal written
+// before domains were bounded may replay records of longer domains (or of
+// the empty one): the Manager keeps them, but no call accepts them, so it
+// writes no record of them again.
+//
 // The Manager calls AppendRecord with the domain's lock held, once for every
 // transition, in the order the domain's transitions happen, and Wait after
 // releasing the lock; a call returns only when Wait says its records, and

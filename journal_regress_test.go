@@ -242,3 +242,21 @@ func TestReplaySettlesACallCutShort(t *testing.T) {
 		})
 	}
 }
+
+// Forget once took a paused idle domain, dropping its pause; it refuses one
+// now, but a journal that holds such a Forget still replays.
+func TestReplayForgetOfAPausedDomain(t *testing.T) {
+	t.Parallel()
+	j := &memjournal.Journal{}
+	for _, rec := range []worklease.Record{
+		{Kind: worklease.EventPaused, Domain: "p", Offset: -1},
+		{Kind: worklease.EventForgotten, Domain: "p", Offset: -1},
+	} {
+		_, err := j.AppendRecord(rec)
+		require.NoError(t, err)
+	}
+	m := must(worklease.New(worklease.WithJournal(j)))(t)
+	defer func() { require.NoError(t, m.Close()) }()
+	require.Equal(t, worklease.DomainInfo{}, must(m.Inspect("p"))(t))
+	require.Equal(t, worklease.Acquired, must(m.TryAcquire("p", 1))(t).Status)
+}

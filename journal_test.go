@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -62,9 +63,8 @@ func TestJournalReplayProperty(t *testing.T) {
 			worklease.WithClock(clk),
 			worklease.WithMaxRetries(rapid.IntRange(0, 2).Draw(t, "maxRetries")),
 		}
-		if rapid.Bool().Draw(t, "ttl") {
-			opts = append(opts, worklease.WithLeaseTTL(10*time.Second))
-		}
+		const ttl = 10 * time.Second
+		withTTL := rapid.Bool().Draw(t, "ttl")
 		if rapid.Bool().Draw(t, "lifo") {
 			opts = append(opts, worklease.WithOrdering(worklease.LIFO))
 		}
@@ -79,7 +79,11 @@ func TestJournalReplayProperty(t *testing.T) {
 		}
 		j := &memjournal.Journal{}
 		open := func() *worklease.Manager {
-			m, err := worklease.New(append(opts, worklease.WithJournal(j.Reopen()))...)
+			o := append(slices.Clone(opts), worklease.WithJournal(j.Reopen()))
+			if withTTL {
+				o = append(o, worklease.WithLeaseTTL(ttl))
+			}
+			m, err := worklease.New(o...)
 			require.NoError(t, err)
 			return m
 		}
@@ -99,6 +103,12 @@ func TestJournalReplayProperty(t *testing.T) {
 			}
 			return worklease.Token{}
 		}
+		// granted checks the token of a new lease in d.
+		granted := func(t *rapid.T, d string, tok worklease.Token) {
+			require.Greater(t, tok.Fence(), fences[d], "fences never go backwards")
+			require.False(t, tokens[tok], "a token is never issued twice")
+			fences[d], tokens[tok] = tok.Fence(), true
+		}
 		t.Repeat(map[string]func(*rapid.T){
 			"TryAcquire": func(t *rapid.T) {
 				d := domain.Draw(t, "d")
@@ -108,9 +118,7 @@ func TestJournalReplayProperty(t *testing.T) {
 					return
 				}
 				if res.Status == worklease.Acquired {
-					require.Greater(t, res.Token.Fence(), fences[d], "fences never go backwards")
-					require.False(t, tokens[res.Token], "a token is never issued twice")
-					fences[d], tokens[res.Token] = res.Token.Fence(), true
+					granted(t, d, res.Token)
 				}
 			},
 			"Succeed": func(t *rapid.T) {
@@ -119,7 +127,21 @@ func TestJournalReplayProperty(t *testing.T) {
 			},
 			"Fail": func(t *rapid.T) {
 				d := domain.Draw(t, "d")
-				_, _ = m.Fail(d, token(t, d), errors.New(rapid.SampledFrom([]string{"boom", "bad input"}).Draw(t, "cause")))
+				_, _ = m.Fail(d, token(t, d), errors.New(rapid.SampledFrom([]string{"boom", "bad input", ""}).Draw(t, "cause")))
+			},
+			"SucceedNext": func(t *rapid.T) {
+				d := domain.Draw(t, "d")
+				res, err := m.SucceedNext(d, token(t, d))
+				if err == nil && res.Status == worklease.NextAcquired {
+					granted(t, d, res.Lease.Token)
+				}
+			},
+			"FailNext": func(t *rapid.T) {
+				d := domain.Draw(t, "d")
+				res, err := m.FailNext(d, token(t, d), errors.New("boom"))
+				if err == nil && res.Status == worklease.GiveUpNextAcquired {
+					granted(t, d, res.Lease.Token)
+				}
 			},
 			"Extend": func(t *rapid.T) {
 				d := domain.Draw(t, "d")
@@ -133,7 +155,7 @@ func TestJournalReplayProperty(t *testing.T) {
 				require.NoError(t, err)
 			},
 			"Kill": func(t *rapid.T) {
-				_, _, _ = m.Kill(domain.Draw(t, "d"), offset.Draw(t, "offset"), "operator")
+				_, _, _ = m.Kill(domain.Draw(t, "d"), offset.Draw(t, "offset"), rapid.SampledFrom([]string{"operator", ""}).Draw(t, "reason"))
 			},
 			"Redrive": func(t *rapid.T) {
 				_, _, _ = m.Redrive(domain.Draw(t, "d"), offset.Draw(t, "offset"))
@@ -161,6 +183,21 @@ func TestJournalReplayProperty(t *testing.T) {
 				require.NoError(t, m.Close())
 				m = open()
 				require.Equal(t, before, dumpDomains(t, m, domains), "the restarted Manager holds what was acknowledged")
+			},
+			// A restart with WithLeaseTTL switched: a lease keeps its
+			// expiry, and one without gets a TTL from now.
+			"RestartOtherTTL": func(t *rapid.T) {
+				want := dumpDomains(t, m, domains)
+				require.NoError(t, m.Close())
+				withTTL = !withTTL
+				for d, dump := range want {
+					if withTTL && dump.Info.Leased && dump.Info.Lease.ExpiresAt.IsZero() {
+						dump.Info.Lease.ExpiresAt = clk.Now().Add(ttl)
+						want[d] = dump
+					}
+				}
+				m = open()
+				require.Equal(t, want, dumpDomains(t, m, domains), "the restarted Manager holds what was acknowledged")
 			},
 			"": func(t *rapid.T) {
 				require.NoError(t, worklease.CheckInvariants(m))

@@ -19,6 +19,10 @@ import (
 // no goroutines, never sleeps, and holds no lock while it calls code outside
 // the package. Calls on different domains rarely contend; calls on one domain
 // are serialized.
+//
+// Use New: the zero Manager is not usable. A zero Manager, and a nil
+// *Manager, never panic: every call returns an error matching ErrClosed,
+// Close included, and Stats reports zero counts.
 type Manager struct {
 	// Immutable after New.
 	shards    []shard
@@ -38,15 +42,23 @@ type Manager struct {
 	// the other calls journal then carry none, as replay needs none to
 	// apply them. Set by New, before the Manager is shared.
 	timed bool
+	// expiring: leases may have an expiry (WithLeaseTTL, or replay
+	// restored one), so the shards' expiry indexes are kept. Without it
+	// they stay empty and cost nothing. Set by New, before the Manager is
+	// shared.
+	expiring bool
 	// reporting: transitions are reported to an observer or a journal, not
 	// only counted.
 	reporting bool
 
 	domainSerial atomic.Uint64 // last serial given to a new domain's record
 	fenceFloor   atomic.Uint64 // highest fence of any forgotten domain
-	closed       atomic.Bool
-	failure      atomic.Pointer[error] // the journal's failure; set once, then every call returns it
-	snapshots    snapshotter
+	// open is set by New and cleared by Close or a journal failure, so that
+	// a call checks one flag; closed and failure say which.
+	open      atomic.Bool
+	closed    atomic.Bool
+	failure   atomic.Pointer[error] // the journal's failure; set once, then every call returns it
+	snapshots snapshotter
 }
 
 // New returns a Manager configured by opts. With no options it behaves
@@ -83,17 +95,25 @@ func New(opts ...Option) (*Manager, error) {
 		observer:  cfg.observer,
 		journal:   cfg.journal,
 		timed:     cfg.ttl > 0 || cfg.observer != nil,
+		expiring:  cfg.ttl > 0,
 		reporting: cfg.observer != nil || cfg.journal != nil,
 	}
 	if m.clock != nil {
 		m.loc = m.clock.Now().Location()
 	}
+	m.open.Store(true)
 	if m.journal != nil {
-		if err := m.replay(); err != nil {
+		err := m.replay()
+		if err == nil {
+			err = m.timeRestoredLeases()
+		}
+		if err != nil {
 			_ = m.journal.Close() // releases what it holds, such as a directory lock; the replay error says more
 			return nil, err
 		}
-		m.timed = m.timed || m.anyLeaseExpires()
+		expires := m.anyLeaseExpires()
+		m.timed = m.timed || expires
+		m.expiring = m.expiring || expires
 	}
 	return m, nil
 }
@@ -130,28 +150,21 @@ func (m *Manager) nowIfNeeded() instant {
 // already under way finish normally. With a journal, Close waits for a
 // snapshot under way, then closes the journal, which makes everything
 // appended durable, and returns its error. Close returns ErrClosed if the
-// Manager was already closed.
+// Manager was already closed, and an error matching ErrClosed for a zero or
+// nil Manager.
 func (m *Manager) Close() error {
+	if m == nil || m.shards == nil {
+		return errNotNew
+	}
 	if m.closed.Swap(true) {
 		return ErrClosed
 	}
+	m.open.Store(false)
 	if m.journal == nil {
 		return nil
 	}
 	m.snapshots.stop()
 	return m.journal.Close()
-}
-
-// usable returns the error every call returns once the Manager is closed or
-// its journal has failed, and nil before.
-func (m *Manager) usable() error {
-	if f := m.failure.Load(); f != nil {
-		return *f
-	}
-	if m.closed.Load() {
-		return ErrClosed
-	}
-	return nil
 }
 
 // durable waits until the journal holds every record up to seq. appendErr is
@@ -167,6 +180,7 @@ func (m *Manager) durable(seq uint64, appendErr error) error {
 	}
 	failed := fmt.Errorf("%w: %w", ErrJournalFailed, err)
 	m.failure.CompareAndSwap(nil, &failed)
+	m.open.Store(false)
 	return *m.failure.Load()
 }
 
@@ -231,20 +245,28 @@ type AcquireResult struct {
 	RetryCount int
 }
 
-// SucceedStatus says what Succeed did.
+// SucceedStatus says what Succeed or SucceedNext did.
 type SucceedStatus uint8
 
-// The outcomes of Succeed. Either way the offset is processed and the domain
-// is idle: Succeed hands nothing off.
+// The outcomes of Succeed and SucceedNext. Whatever the status, the offset
+// is processed. Succeed hands nothing off, so the domain is then idle;
+// SucceedNext leases the backlog's head to its caller (NextAcquired) when
+// there is one and the domain is not paused.
 const (
 	_ SucceedStatus = iota // the zero value is not a status
 
-	// NoBacklog: the domain's backlog is empty.
+	// NoBacklog: the domain's backlog is empty, and the domain is idle.
 	NoBacklog
 	// NextHint: SucceedResult.Next is the head of the backlog, the only
 	// offset the domain will grant next. It is still queued: acquire it with
-	// TryAcquire.
+	// TryAcquire (while the domain is paused, that answers Enqueued until
+	// Resume). SucceedNext returns NextHint only for a paused domain.
 	NextHint
+	// NextAcquired: SucceedNext leased the backlog's head to the caller, as
+	// TryAcquire of that offset would have: SucceedResult.Lease describes
+	// the lease now held. The domain was never idle in between, so an
+	// offset offered meanwhile is queued behind it.
+	NextAcquired
 )
 
 // String returns the status's name, e.g. "NextHint".
@@ -254,20 +276,27 @@ func (s SucceedStatus) String() string {
 		return "NoBacklog"
 	case NextHint:
 		return "NextHint"
+	case NextAcquired:
+		return "NextAcquired"
 	}
 	return invalidStatus("SucceedStatus", uint8(s))
 }
 
-// SucceedResult is the outcome of Succeed.
+// SucceedResult is the outcome of Succeed and SucceedNext.
 type SucceedResult struct {
 	Status SucceedStatus
 	Next   int64 // the backlog's head when Status is NextHint; zero otherwise
+	// Lease is the lease SucceedNext granted when Status is NextAcquired,
+	// under a new token, and zero otherwise. Its AcquiredAt and RetryCount
+	// carry over, as with TryAcquire, if the offset was granted before and
+	// went back to the backlog (an expiry, ForceRelease).
+	Lease LeaseInfo
 }
 
-// FailStatus says what Fail did.
+// FailStatus says what Fail or FailNext did.
 type FailStatus uint8
 
-// The outcomes of Fail.
+// The outcomes of Fail and FailNext.
 const (
 	_ FailStatus = iota // the zero value is not a status
 
@@ -279,12 +308,16 @@ const (
 	// (terminal); the lease is released and the backlog is empty.
 	GiveUpNoBacklog
 	// GiveUpNextHint: as GiveUpNoBacklog, but the backlog is not empty:
-	// FailResult.Next is its head, still queued.
+	// FailResult.Next is its head, still queued. Only Fail returns it.
 	GiveUpNextHint
 	// GiveUpParked: as GiveUpNoBacklog, but the domain is paused, by Pause
 	// or parked by WithParkOnDeadLetter: it grants nothing, its backlog
 	// waiting, until Resume.
 	GiveUpParked
+	// GiveUpNextAcquired: as GiveUpNextHint, but FailNext leased the
+	// backlog's head to the caller, as TryAcquire of that offset would
+	// have: FailResult.Lease describes the lease now held.
+	GiveUpNextAcquired
 )
 
 // String returns the status's name, e.g. "RetryScheduled".
@@ -298,11 +331,13 @@ func (s FailStatus) String() string {
 		return "GiveUpNextHint"
 	case GiveUpParked:
 		return "GiveUpParked"
+	case GiveUpNextAcquired:
+		return "GiveUpNextAcquired"
 	}
 	return invalidStatus("FailStatus", uint8(s))
 }
 
-// FailResult is the outcome of Fail.
+// FailResult is the outcome of Fail and FailNext.
 type FailResult struct {
 	Status FailStatus
 	// RetryCount is the number of retries scheduled for the offset: after a
@@ -310,6 +345,9 @@ type FailResult struct {
 	// the offset reached.
 	RetryCount int
 	Next       int64 // the backlog's head when Status is GiveUpNextHint; zero otherwise
+	// Lease is the lease FailNext granted when Status is GiveUpNextAcquired,
+	// under a new token, and zero otherwise; see SucceedResult.Lease.
+	Lease LeaseInfo
 }
 
 // TryAcquire asks for the lease on offset in domain. It never blocks on
@@ -319,14 +357,12 @@ type FailResult struct {
 // When the domain is idle and its backlog is not empty, only the backlog's
 // head may be acquired; any other offset is a caller bug and returns a
 // *BacklogOrderError (matching ErrBacklogOrder) without changing anything,
-// unless WithBestEffortOrdering allows it. A negative offset returns
+// unless WithBestEffortOrdering allows it. An empty domain, or one longer
+// than MaxDomainLen, returns ErrInvalidDomain, and a negative offset
 // ErrInvalidOffset.
 func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, err error) {
-	if err := m.usable(); err != nil {
-		return AcquireResult{}, err
-	}
-	if offset < 0 {
-		return AcquireResult{}, domainError("TryAcquire", domain, ErrInvalidOffset)
+	if !m.accepts(domain, offset) {
+		return AcquireResult{}, m.refuse("TryAcquire", domain, offset)
 	}
 	now := m.now() // read outside the lock: a caller's clock may take locks of its own
 	sh, r := m.lockRecord(domain, true)
@@ -347,28 +383,83 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 // becomes processed (terminal) and the lease is released. Succeed does not
 // hand off: if the backlog is not empty it returns NextHint with the head,
 // which the caller acquires with TryAcquire (while the domain is paused,
-// that answers Enqueued until Resume).
+// that answers Enqueued until Resume). Until then the domain is idle with a
+// backlog, and TryAcquire of any other offset returns ErrBacklogOrder;
+// SucceedNext leaves no such gap.
 //
 // Succeed returns an error wrapping ErrNoLease if the domain holds no lease,
 // ErrTokenMismatch if tok is not the current lease's token, ErrLeaseExpired
 // if tok's lease ran out of time, or ErrLeaseRevoked if an operator took it
-// back; in every case nothing changes.
+// back; in every case nothing changes but the revocation of an expired
+// lease (step 3 below). Succeed, Fail and Extend check in
+// this order, and the first check that applies decides:
+//
+//  1. the Manager is closed (ErrClosed) or its journal failed
+//     (ErrJournalFailed); for Extend, the duration is not positive
+//     (ErrInvalidDuration);
+//  2. the domain is unknown (ErrNoLease);
+//  3. the domain's lease has expired: it is revoked now, and tok is
+//     checked against what remains;
+//  4. tok is the current lease's token: the call goes ahead;
+//  5. tok is the domain's latest revoked token (ErrLeaseExpired or
+//     ErrLeaseRevoked), whether the domain is idle or leased again: a
+//     domain remembers only that one, so an older revoked token goes on
+//     to the next checks, as any stale token does;
+//  6. the domain holds no lease (ErrNoLease);
+//  7. otherwise (ErrTokenMismatch).
 func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
-	if err := m.usable(); err != nil {
-		return SucceedResult{}, err
+	return m.succeed("Succeed", domain, tok, false)
+}
+
+// SucceedNext is Succeed, and then, in the same step under the domain's
+// lock, the lease of the backlog's head to the caller: it returns
+// NextAcquired, with SucceedResult.Lease describing the new lease, exactly
+// as TryAcquire of the head would have granted it (a new token with a
+// higher fence, carried attempts, a TTL from now). The domain is never idle
+// with a backlog in between, so an offset offered meanwhile by TryAcquire is
+// simply Enqueued. A worker that drives a domain with SucceedNext and
+// FailNext works through its backlog in order without ever calling
+// TryAcquire for a queued offset.
+//
+// SucceedNext returns NoBacklog when the backlog is empty, and NextHint, as
+// Succeed does, when the domain is paused: then nothing is granted. It
+// returns the same errors as Succeed, checked in the same order, and then
+// changes nothing but the revocation of an expired lease. With a journal it
+// writes the records of a Succeed followed by those of a grant.
+func (m *Manager) SucceedNext(domain string, tok Token) (SucceedResult, error) {
+	return m.succeed("SucceedNext", domain, tok, true)
+}
+
+// succeed is Succeed, and SucceedNext if next is set; op is the call's name.
+func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedResult, err error) {
+	if !m.accepts(domain, 0) {
+		return SucceedResult{}, m.refuse(op, domain, 0)
 	}
-	now := m.nowIfNeeded()
+	var now instant
+	if next {
+		now = m.now() // a grant records when
+	} else {
+		now = m.nowIfNeeded()
+	}
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return SucceedResult{}, domainError("Succeed", domain, ErrNoLease)
+		return SucceedResult{}, domainError(op, domain, ErrNoLease)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
-	res, err := r.state.succeed(&m.policy, &e, tok)
+	// res is filled in place, as in TryAcquire.
+	if next {
+		err = r.state.succeedNext(&m.policy, &e, tok, &res)
+		if res.Status == NextAcquired {
+			r.state.lease.fill(&res.Lease, domain, r.state.leaseToken(&m.policy), m.loc)
+		}
+	} else {
+		err = r.state.succeed(&m.policy, &e, tok, &res)
+	}
 	if ferr := m.finish(sh, r, &e); ferr != nil {
 		return SucceedResult{}, ferr
 	}
 	if err != nil {
-		return SucceedResult{}, domainError("Succeed", domain, err)
+		return SucceedResult{}, domainError(op, domain, err)
 	}
 	return res, nil
 }
@@ -380,47 +471,79 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 // (terminal) and a dead letter that keeps cause, the lease is released, and
 // Fail returns GiveUpNoBacklog or GiveUpNextHint (or GiveUpParked). With
 // WithLeaseTTL, a retry also gives the lease at least a full TTL from now;
-// without it leases never expire (except one restored from a journal
-// written with a TTL, which keeps its expiry).
+// without it a retry keeps the lease's expiry: leases never expire, except
+// one restored from a journal written with a TTL, which keeps its expiry
+// (see WithLeaseTTL).
+//
+// Fail calls cause's Error method once, before it takes the domain's lock.
+// A cause whose text is longer than MaxCauseLen is kept with its text cut
+// to MaxCauseLen (it still unwraps to cause), and one whose text is empty
+// leaves the dead letter no cause (see DeadLetter).
 //
 // Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
-	if err := m.usable(); err != nil {
-		return FailResult{}, err
+	return m.fail("Fail", domain, tok, cause, false)
+}
+
+// FailNext is Fail; when the offset is given up on, the backlog's head is
+// leased to the caller in the same step, as SucceedNext does after a
+// success: FailNext returns GiveUpNextAcquired, with FailResult.Lease
+// describing the new lease and FailResult.RetryCount the count the failed
+// offset reached. Otherwise it returns what Fail does: RetryScheduled (the
+// caller keeps the lease), GiveUpNoBacklog, or GiveUpParked (the domain is
+// paused, or WithParkOnDeadLetter just parked it, and nothing is granted);
+// never GiveUpNextHint.
+//
+// FailNext returns the same errors as Fail, checked in the same order, and
+// then changes nothing but the revocation of an expired lease. With a
+// journal it writes the records of a Fail followed by those of a grant.
+func (m *Manager) FailNext(domain string, tok Token, cause error) (FailResult, error) {
+	return m.fail("FailNext", domain, tok, cause, true)
+}
+
+// fail is Fail, and FailNext if next is set; op is the call's name.
+func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (res FailResult, err error) {
+	if !m.accepts(domain, 0) {
+		return FailResult{}, m.refuse(op, domain, 0)
 	}
-	now := m.now() // a give-up records when
-	if m.journal != nil && cause != nil {
-		// The journal keeps the cause's text; take it now, outside the lock.
-		cause = &causeText{err: cause, text: cause.Error()}
-	}
+	now := m.now() // a give-up and a grant record when
+	cause = keepCause(cause, m.journal != nil)
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return FailResult{}, domainError("Fail", domain, ErrNoLease)
+		return FailResult{}, domainError(op, domain, ErrNoLease)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
-	res, err := r.state.fail(&m.policy, &e, tok, cause)
+	if next {
+		err = r.state.failNext(&m.policy, &e, tok, cause, &res)
+		if res.Status == GiveUpNextAcquired {
+			r.state.lease.fill(&res.Lease, domain, r.state.leaseToken(&m.policy), m.loc)
+		}
+	} else {
+		err = r.state.fail(&m.policy, &e, tok, cause, &res)
+	}
 	if ferr := m.finish(sh, r, &e); ferr != nil {
 		return FailResult{}, ferr
 	}
 	if err != nil {
-		return FailResult{}, domainError("Fail", domain, err)
+		return FailResult{}, domainError(op, domain, err)
 	}
 	return res, nil
 }
 
 // Extend renews the lease under tok so that it expires no sooner than d from
-// now, and returns its expiry. It never shortens a lease. Without
-// WithLeaseTTL leases never expire (except one restored from a journal
-// written with a TTL, which keeps its expiry), and Extend only checks tok
-// and returns the zero time.
+// now, and returns its expiry. It never shortens a lease. A lease that
+// never expires (every lease without WithLeaseTTL, except one restored from
+// a journal written with a TTL, which keeps its expiry and which Extend
+// renews; see WithLeaseTTL) stays so: Extend only checks tok and returns
+// the zero time.
 //
 // Extend returns an error wrapping ErrInvalidDuration if d is not positive,
 // and otherwise the same errors as Succeed (ErrNoLease after the lease was
 // released, ErrLeaseExpired once it has run out); either way nothing
 // changes.
 func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, error) {
-	if err := m.usable(); err != nil {
-		return time.Time{}, err
+	if !m.accepts(domain, 0) {
+		return time.Time{}, m.refuse("Extend", domain, 0)
 	}
 	if d <= 0 {
 		return time.Time{}, domainError("Extend", domain, ErrInvalidDuration)

@@ -447,10 +447,13 @@ func TestStatusStrings(t *testing.T) {
 		{worklease.AcquireStatus(99), "AcquireStatus(99)"},
 		{worklease.NoBacklog, "NoBacklog"},
 		{worklease.NextHint, "NextHint"},
+		{worklease.NextAcquired, "NextAcquired"},
 		{worklease.SucceedStatus(0), "SucceedStatus(0)"},
 		{worklease.RetryScheduled, "RetryScheduled"},
 		{worklease.GiveUpNoBacklog, "GiveUpNoBacklog"},
 		{worklease.GiveUpNextHint, "GiveUpNextHint"},
+		{worklease.GiveUpParked, "GiveUpParked"},
+		{worklease.GiveUpNextAcquired, "GiveUpNextAcquired"},
 		{worklease.FailStatus(0), "FailStatus(0)"},
 	}
 	for _, tt := range tests {

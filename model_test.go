@@ -29,8 +29,8 @@ import (
 // (TryAcquire, Succeed, Fail, Inspect). The others draw a lease TTL (none or
 // modelTTL), FIFO or LIFO ordering, best-effort ordering, parking on dead
 // letters, monotonic offsets, one or four shards and an observer, and add
-// Extend, Reap and the admin calls. The model is written from the godoc of
-// each call.
+// SucceedNext, FailNext, Extend, Reap and the admin calls. The model is
+// written from the godoc of each call.
 //
 // TryAcquire, Kill and Pause, the calls that create a domain's record, draw
 // their domain from modelLeasedDomains only, so "z" never gets a record:
@@ -45,6 +45,30 @@ const (
 	maxModelOffset = 6
 	modelTTL       = 10 * time.Second
 )
+
+var (
+	// modelLongDomain is one byte too long for a domain.
+	modelLongDomain = strings.Repeat("d", worklease.MaxDomainLen+1)
+	// modelLongCause is a cause too long to keep whole, whose rune that
+	// crosses MaxCauseLen must go whole.
+	modelLongCause = strings.Repeat("x", worklease.MaxCauseLen-1) + "éé"
+)
+
+// modelKeptCause is the cause the Manager keeps for cause, as MaxCauseLen
+// says: its text cut to at most MaxCauseLen bytes without splitting a rune.
+func modelKeptCause(cause error) error {
+	if cause == nil || len(cause.Error()) <= worklease.MaxCauseLen {
+		return cause
+	}
+	var b strings.Builder
+	for _, r := range cause.Error() {
+		if b.Len()+len(string(r)) > worklease.MaxCauseLen {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return errors.New(b.String())
+}
 
 func TestManagerModel(t *testing.T) {
 	t.Parallel()
@@ -185,7 +209,8 @@ func managerModel(t *rapid.T) {
 		rapid.Map(rapid.Int64Range(0, 15_000), func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }))
 	extendSeconds := rapid.Map(rapid.Int64Range(1, 20), func(s int64) time.Duration { return time.Duration(s) * time.Second })
 	extendBy := rapid.OneOf(rapid.SampledFrom([]time.Duration{-time.Second, 0}), extendSeconds, extendSeconds, extendSeconds)
-	reason := rapid.SampledFrom([]string{"poison", "operator", ""})
+	reason := rapid.SampledFrom([]string{"poison", "operator", "", modelLongCause})
+	causes := rapid.SampledFrom([]error{nil, errors.New("attempt failed"), errors.New(""), errors.New(modelLongCause)})
 
 	actions := map[string]func(*rapid.T){
 		"TryAcquire": func(t *rapid.T) {
@@ -230,8 +255,7 @@ func managerModel(t *rapid.T) {
 		"Fail": func(t *rapid.T) {
 			d := anyDomain.Draw(t, "domain")
 			tok := s.drawToken(t, d)
-			cause := rapid.SampledFrom([]error{nil, errors.New("attempt failed")}).Draw(t, "cause")
-			s.fail(t, d, tok, cause)
+			s.fail(t, d, tok, causes.Draw(t, "cause"))
 		},
 		// SucceedCurrent and FailCurrent finish the lease in flight, so
 		// that runs reach deep states instead of mostly bouncing off the
@@ -249,6 +273,21 @@ func managerModel(t *rapid.T) {
 		},
 		"Inspect": func(t *rapid.T) {
 			s.inspect(t, anyDomain.Draw(t, "domain"))
+		},
+		// InvalidDomain makes any call on a domain no call accepts, with
+		// any offset: it is refused with ErrInvalidDomain, first, and
+		// changes nothing, which the "" check confirms (no record, event
+		// or count).
+		"InvalidDomain": func(t *rapid.T) {
+			d := rapid.SampledFrom([]string{"", modelLongDomain}).Draw(t, "domain")
+			off := rapid.OneOf(offset, negative).Draw(t, "offset")
+			c := rapid.SampledFrom(domainCalls).Draw(t, "call")
+			modelRequireSentinel(t, worklease.ErrInvalidDomain, c.call(s.m, d, off))
+			if d != "" {
+				_, err := s.m.DeadLetters(d)
+				modelRequireSentinel(t, worklease.ErrInvalidDomain, err)
+			}
+			require.Nil(t, worklease.RecordOf(s.m, d), "%s made a record", c.name)
 		},
 		"": s.check,
 	}
@@ -301,6 +340,9 @@ func managerModel(t *rapid.T) {
 				d := anyDomain.Draw(t, "domain")
 				s.kill(t, d, negative.Draw(t, "offset"), reason.Draw(t, "reason"))
 			},
+			"RedriveNegative": func(t *rapid.T) {
+				s.redrive(t, anyDomain.Draw(t, "domain"), negative.Draw(t, "offset"))
+			},
 			"Redrive": func(t *rapid.T) {
 				d := anyDomain.Draw(t, "domain")
 				off := s.drawKnownOffset(t, d)
@@ -320,6 +362,26 @@ func managerModel(t *rapid.T) {
 			},
 			"Forget": func(t *rapid.T) {
 				s.forget(t, anyDomain.Draw(t, "domain"))
+			},
+			"SucceedNext": func(t *rapid.T) {
+				d := anyDomain.Draw(t, "domain")
+				s.succeedNext(t, d, s.drawToken(t, d))
+			},
+			"FailNext": func(t *rapid.T) {
+				d := anyDomain.Draw(t, "domain")
+				tok := s.drawToken(t, d)
+				cause := rapid.SampledFrom([]error{nil, errors.New("attempt failed")}).Draw(t, "cause")
+				s.failNext(t, d, tok, cause)
+			},
+			// SucceedNextCurrent and FailNextCurrent drive a domain as a
+			// worker that never calls TryAcquire for a queued offset does.
+			"SucceedNextCurrent": func(t *rapid.T) {
+				d := leased.Draw(t, "domain")
+				s.succeedNext(t, d, s.model.domains[d].lease.token)
+			},
+			"FailNextCurrent": func(t *rapid.T) {
+				d := leased.Draw(t, "domain")
+				s.failNext(t, d, s.model.domains[d].lease.token, nil)
 			},
 		})
 	}
@@ -479,7 +541,11 @@ func (md *modelDomain) requeue(off int64, a modelAttempt, now time.Time) {
 }
 
 func (md *modelDomain) deadLetter(off int64, attempts int, tok worklease.Token, cause error, now time.Time, park bool) {
-	md.failed[off] = modelDeadLetter{cause: cause, attempts: attempts, at: now}
+	kept := cause
+	if cause != nil && cause.Error() == "" {
+		kept = nil // DeadLetter.Cause: a cause with no text is none
+	}
+	md.failed[off] = modelDeadLetter{cause: kept, attempts: attempts, at: now}
 	md.hw = max(md.hw, off)
 	md.emit(worklease.EventDeadLettered, off, attempts, tok, cause, now)
 	if park && !md.paused {
@@ -679,6 +745,7 @@ func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (wo
 	if err := md.checkToken(tok, now); err != nil {
 		return worklease.FailResult{}, err
 	}
+	cause = modelKeptCause(cause)
 	if md.lease.retries < md.cfg.maxRetries {
 		md.lease.retries++
 		// The next attempt gets at least a full TTL.
@@ -698,6 +765,38 @@ func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (wo
 		return worklease.FailResult{Status: worklease.GiveUpNextHint, RetryCount: retries, Next: next}, nil
 	}
 	return worklease.FailResult{Status: worklease.GiveUpNoBacklog, RetryCount: retries}, nil
+}
+
+// succeedNext is SucceedNext on the model: succeed, then, unless the domain
+// is paused, the grant of the backlog's head, as acquire would grant it. On
+// NextAcquired the model cannot know the new token: Lease.Token is zero,
+// and the caller records the real one with grant.
+func (md *modelDomain) succeedNext(domain string, tok worklease.Token, now time.Time) (worklease.SucceedResult, error) {
+	res, err := md.succeed(tok, now)
+	if err != nil || res.Status != worklease.NextHint || md.paused {
+		return res, err
+	}
+	md.acquireHead(domain, res.Next, now)
+	return worklease.SucceedResult{Status: worklease.NextAcquired, Lease: md.leaseInfo(domain)}, nil
+}
+
+// failNext is FailNext on the model: fail, then, if that gave up with a
+// hint, the grant of the backlog's head. The token is left as succeedNext
+// leaves it.
+func (md *modelDomain) failNext(domain string, tok worklease.Token, cause error, now time.Time) (worklease.FailResult, error) {
+	res, err := md.fail(tok, cause, now)
+	if err != nil || res.Status != worklease.GiveUpNextHint {
+		return res, err
+	}
+	md.acquireHead(domain, res.Next, now)
+	return worklease.FailResult{Status: worklease.GiveUpNextAcquired, RetryCount: res.RetryCount, Lease: md.leaseInfo(domain)}, nil
+}
+
+// acquireHead grants head, the backlog's head on an idle, running domain.
+func (md *modelDomain) acquireHead(domain string, head int64, now time.Time) {
+	if res, err := md.acquire(domain, head, now); err != nil || res.Status != worklease.Acquired {
+		panic(fmt.Sprintf("model: the head %d of an idle domain was not granted: %v, %v", head, res.Status, err))
+	}
 }
 
 func (md *modelDomain) extend(tok worklease.Token, d time.Duration, now time.Time) (time.Time, error) {
@@ -767,6 +866,9 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 	if off < 0 {
 		return 0, false, worklease.ErrInvalidOffset
 	}
+	if md.cfg.monotonic && !md.created {
+		return 0, false, worklease.ErrOffsetAhead // nothing of it is queued or in flight
+	}
 	md.created = true
 	md.touch(now)
 	if md.isProcessed(off) {
@@ -776,9 +878,18 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 		next, ok := md.next()
 		return next, ok, nil
 	}
-	cause := errors.New(reason)
+	inFlight := md.leased && md.lease.offset == off
+	if md.cfg.monotonic && !inFlight && !slices.Contains(md.backlog, off) {
+		// Not processed, so above hw: failing it would make the offsets
+		// below it count as processed.
+		return 0, false, worklease.ErrOffsetAhead
+	}
+	var cause error // an empty reason is no cause
+	if reason != "" {
+		cause = modelKeptCause(errors.New(reason))
+	}
 	attempts, tok := 0, worklease.Token{}
-	if md.leased && md.lease.offset == off {
+	if inFlight {
 		attempts, tok = md.lease.retries+1, md.lease.token
 		md.endLease(tok, worklease.ErrLeaseRevoked)
 	} else if i := slices.Index(md.backlog, off); i >= 0 {
@@ -793,6 +904,9 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 }
 
 func (md *modelDomain) redrive(off int64, now time.Time) (int64, bool, error) {
+	if off < 0 {
+		return 0, false, worklease.ErrInvalidOffset
+	}
 	if !md.created {
 		return 0, false, worklease.ErrNotDeadLettered
 	}
@@ -850,7 +964,7 @@ func (md *modelDomain) forget(now time.Time) (bool, error) {
 		return false, nil
 	}
 	md.touch(now)
-	if md.leased || len(md.backlog) > 0 {
+	if md.leased || md.paused || len(md.backlog) > 0 {
 		return false, worklease.ErrDomainBusy
 	}
 	md.emit(worklease.EventForgotten, -1, 0, worklease.Token{}, nil, now)
@@ -950,20 +1064,26 @@ func (s *modelTest) tryAcquire(t *rapid.T, d string, off int64) {
 		require.Equal(t, want.Token, got.Token, "TryAcquire(%q, %d): Token", d, off)
 		return
 	}
-	// A grant: the token must be new everywhere and fence this domain's
-	// grants in order. Token documents the fence as the number of grants in
-	// the domain so far, this one included; once a domain has been
-	// forgotten, fences only have to keep growing.
-	require.False(t, got.Token.IsZero(), "Acquired with the zero token")
-	if prev, dup := s.model.issued[got.Token]; dup {
-		require.Failf(t, "token issued twice", "token %v granted in %q was already granted in %q", got.Token, d, prev)
+	s.requireGrant(t, d, got.Token, now)
+}
+
+// requireGrant checks the token of a grant the model just made in d, and
+// records it: the token must be new everywhere and fence this domain's
+// grants in order. Token documents the fence as the number of grants in
+// the domain so far, this one included; once a domain has been forgotten,
+// fences only have to keep growing.
+func (s *modelTest) requireGrant(t *rapid.T, d string, tok worklease.Token, now time.Time) {
+	md := s.model.domains[d]
+	require.False(t, tok.IsZero(), "granted with the zero token")
+	if prev, dup := s.model.issued[tok]; dup {
+		require.Failf(t, "token issued twice", "token %v granted in %q was already granted in %q", tok, d, prev)
 	}
 	if !s.model.forgotten {
-		require.Equal(t, uint64(len(md.grants)+1), got.Token.Fence(), "fence of grant %d in %q", len(md.grants)+1, d)
+		require.Equal(t, uint64(len(md.grants)+1), tok.Fence(), "fence of grant %d in %q", len(md.grants)+1, d)
 	} else if n := len(md.grants); n > 0 {
-		require.Greater(t, got.Token.Fence(), md.grants[n-1].Fence(), "fence of grant %d in %q", n+1, d)
+		require.Greater(t, tok.Fence(), md.grants[n-1].Fence(), "fence of grant %d in %q", n+1, d)
 	}
-	s.model.grant(d, got.Token, now)
+	s.model.grant(d, tok, now)
 }
 
 func (s *modelTest) succeed(t *rapid.T, d string, tok worklease.Token) {
@@ -996,6 +1116,61 @@ func (s *modelTest) fail(t *rapid.T, d string, tok worklease.Token, cause error)
 	}
 	require.NoError(t, err, "Fail(%q, %v)", d, tok)
 	require.Equal(t, want, got, "Fail(%q, %v)", d, tok)
+}
+
+func (s *modelTest) succeedNext(t *rapid.T, d string, tok worklease.Token) {
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	want, wantErr := md.succeedNext(d, tok, now)
+	before := s.before(t, d, due, true, wantErr)
+	got, err := s.m.SucceedNext(d, tok)
+	if wantErr != nil {
+		modelRequireSentinel(t, wantErr, err)
+		require.Zero(t, got)
+		s.requireUnchanged(t, d, before)
+		return
+	}
+	require.NoError(t, err, "SucceedNext(%q, %v)", d, tok)
+	if want.Status == worklease.NextAcquired {
+		want.Lease.Token = got.Lease.Token // checked by requireGrant
+	}
+	require.Equal(t, want, got, "SucceedNext(%q, %v)", d, tok)
+	if got.Status == worklease.NextAcquired {
+		s.requireGrant(t, d, got.Lease.Token, now)
+	}
+	s.requireNoHandOffGap(t, d, "SucceedNext")
+}
+
+func (s *modelTest) failNext(t *rapid.T, d string, tok worklease.Token, cause error) {
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	want, wantErr := md.failNext(d, tok, cause, now)
+	before := s.before(t, d, due, true, wantErr)
+	got, err := s.m.FailNext(d, tok, cause)
+	if wantErr != nil {
+		modelRequireSentinel(t, wantErr, err)
+		require.Zero(t, got)
+		s.requireUnchanged(t, d, before)
+		return
+	}
+	require.NoError(t, err, "FailNext(%q, %v)", d, tok)
+	require.NotEqual(t, worklease.GiveUpNextHint, got.Status, "FailNext(%q, %v)", d, tok)
+	if want.Status == worklease.GiveUpNextAcquired {
+		want.Lease.Token = got.Lease.Token // checked by requireGrant
+	}
+	require.Equal(t, want, got, "FailNext(%q, %v)", d, tok)
+	if got.Status == worklease.GiveUpNextAcquired {
+		s.requireGrant(t, d, got.Lease.Token, now)
+	}
+	s.requireNoHandOffGap(t, d, "FailNext")
+}
+
+// requireNoHandOffGap checks what SucceedNext and FailNext promise when they
+// succeed: the domain is not left idle with a backlog unless it is paused,
+// so that TryAcquire of any offset queues it rather than refusing it.
+func (s *modelTest) requireNoHandOffGap(t *rapid.T, d, call string) {
+	md := s.model.domains[d]
+	modelCheck(t, md.leased || md.paused || len(md.backlog) == 0, "%q: %s left the domain idle with the backlog %v", d, call, md.backlog)
 }
 
 func (s *modelTest) extend(t *rapid.T, d string, tok worklease.Token, by time.Duration) {
@@ -1052,7 +1227,9 @@ func (s *modelTest) kill(t *rapid.T, d string, off int64, reason string) {
 	md, now := s.model.domains[d], s.clk.Now()
 	due := md.due(now)
 	wantNext, wantOK, wantErr := md.kill(off, reason, now)
-	before := s.before(t, d, due, off >= 0, wantErr) // a negative offset is refused before the domain is touched
+	// A negative offset is refused before the domain is touched, and so is
+	// any offset of a domain without a record under WithMonotonicOffsets.
+	before := s.before(t, d, due, off >= 0, wantErr)
 	next, ok, err := s.m.Kill(d, off, reason)
 	s.requireAdmin(t, fmt.Sprintf("Kill(%d)", off), d, before, wantNext, wantOK, wantErr, next, ok, err)
 }
@@ -1061,7 +1238,7 @@ func (s *modelTest) redrive(t *rapid.T, d string, off int64) {
 	md, now := s.model.domains[d], s.clk.Now()
 	due := md.due(now)
 	wantNext, wantOK, wantErr := md.redrive(off, now)
-	before := s.before(t, d, due, true, wantErr)
+	before := s.before(t, d, due, off >= 0, wantErr) // a negative offset is refused before the domain is touched
 	next, ok, err := s.m.Redrive(d, off)
 	s.requireAdmin(t, fmt.Sprintf("Redrive(%d)", off), d, before, wantNext, wantOK, wantErr, next, ok, err)
 }
@@ -1109,7 +1286,7 @@ var modelSentinels = []error{
 	worklease.ErrNoLease, worklease.ErrTokenMismatch, worklease.ErrBacklogOrder,
 	worklease.ErrLeaseExpired, worklease.ErrLeaseRevoked, worklease.ErrInvalidDuration,
 	worklease.ErrInvalidOffset, worklease.ErrNotDeadLettered, worklease.ErrAlreadyProcessed,
-	worklease.ErrDomainBusy, worklease.ErrClosed,
+	worklease.ErrDomainBusy, worklease.ErrClosed, worklease.ErrInvalidDomain, worklease.ErrOffsetAhead,
 }
 
 // modelRequireSentinel checks that err is want under errors.Is, and none of
@@ -1124,13 +1301,14 @@ func modelRequireSentinel(t *rapid.T, want, err error) {
 }
 
 // modelSameCause reports whether a dead letter's or event's cause is the one
-// the model expects: the same error (Fail's cause, a sentinel), or one with
-// the same text (Kill's reason).
+// the model expects: both none, or both with the same text (a Fail cause or
+// Kill reason as cut to MaxCauseLen, a sentinel). A cut Fail cause still
+// unwraps to the caller's error; TestLongCauseTruncated checks that.
 func modelSameCause(want, got error) bool {
 	if want == nil || got == nil {
 		return want == nil && got == nil
 	}
-	return errors.Is(got, want) || got.Error() == want.Error()
+	return got.Error() == want.Error()
 }
 
 // drawToken picks the token for a Succeed, Fail or Extend on d: the current

@@ -209,7 +209,11 @@ func TestMonotonicFailedBelowHighWater(t *testing.T) {
 	acquire(t, m, "A", 1, worklease.AlreadyProcessed)
 	assert.EqualValues(t, 4, inspect(t, m, "A").Processed)
 
-	// Killing an offset above hw raises hw to it.
+	// Killing an offset above hw that the domain has not seen is refused;
+	// killing one in flight raises hw to it.
+	_, _, err = m.Kill("A", 10, "poison")
+	require.ErrorIs(t, err, worklease.ErrOffsetAhead)
+	acquire(t, m, "A", 10, worklease.Acquired)
 	_, _, err = m.Kill("A", 10, "poison")
 	require.NoError(t, err)
 	acquire(t, m, "A", 10, worklease.AlreadyFailed)
@@ -395,6 +399,7 @@ func TestMonotonicJournalSwitchedOff(t *testing.T) {
 		m, err := worklease.New(worklease.WithJournal(j), worklease.WithMonotonicOffsets())
 		require.NoError(t, err)
 		process(t, m, "A", 3)
+		acquire(t, m, "A", 5, worklease.Acquired)
 		_, _, err = m.Kill("A", 5, "poison")
 		require.NoError(t, err)
 		process(t, m, "A", 8)

@@ -97,11 +97,15 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind    EventKind
 	Domain  string
-	Offset  int64     // -1 when the event concerns no offset
-	Attempt int       // the attempt number of the offset, when it has one
-	Token   Token     // the lease's token, when there is one
-	Cause   error     // why, for failures, dead letters, rejections and parking
-	At      time.Time // the Manager's clock when the transition happened
+	Offset  int64 // -1 when the event concerns no offset
+	Attempt int   // the attempt number of the offset, when it has one
+	Token   Token // the lease's token, when there is one
+	// Cause says why, for failures, dead letters, rejections and parking.
+	// A Fail cause is the caller's under errors.Is and errors.As, with its
+	// text cut to MaxCauseLen; unlike a dead letter, an event keeps a Fail
+	// cause whose text is empty (an empty Kill reason is no cause).
+	Cause error
+	At    time.Time // the Manager's clock when the transition happened
 }
 
 // An Observer is told about every transition. See WithObserver.

@@ -108,6 +108,19 @@ func WithShards(n int) Option {
 //
 // Zero, the default, means leases never expire (seed 000). A negative d
 // makes New return an error.
+//
+// A lease's expiry belongs to the lease, whatever the options of the
+// Manager that later replays a journal holding it. A lease restored with an
+// expiry into a Manager without WithLeaseTTL keeps it, and every call
+// honours it: it expires when its domain is touched, Extend renews it and
+// returns its expiry, Reap revokes it once due, Leases and Inspect report
+// it, and a retry keeps it (there is no TTL to add); once it ends, the
+// offset's next grant never expires. A lease restored without an expiry
+// into a Manager with WithLeaseTTL gets one d after New, which New
+// journals as an extension (told to no observer, counted in no Stats), so
+// that a holder that died with the old process is reaped and every later
+// replay restores the same expiry. If the journal refuses that record (a
+// read-only one does), New returns an error wrapping ErrJournalFailed.
 func WithLeaseTTL(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.ttl = d })
 }
@@ -154,8 +167,10 @@ func WithBestEffortOrdering() Option {
 }
 
 // WithParkOnDeadLetter parks a domain when one of its offsets is
-// dead-lettered: the domain keeps its backlog but grants nothing (every
-// TryAcquire answers Enqueued) until an operator calls Resume, so that later
+// dead-lettered: the domain keeps its backlog but grants nothing (as under
+// Pause, a TryAcquire that would grant answers Enqueued; terminal offsets
+// still answer AlreadyProcessed or AlreadyFailed) until an operator calls
+// Resume, so that later
 // offsets do not run past a failure someone must look at. Fail then returns
 // GiveUpParked. The default is seed 000's: give up on the offset and move on.
 func WithParkOnDeadLetter() Option {
@@ -182,17 +197,21 @@ func WithParkOnDeadLetter() Option {
 // as processed only once it succeeds. An offset queued below hw (LIFO or
 // best-effort ordering, an expiry or a redrive can put one there) stays
 // queued and is granted as usual. Kill returns ErrAlreadyProcessed for any
-// offset that counts as processed, and killing an offset above hw raises hw
-// to it. Inspect reports as DomainInfo.Processed the number of offsets that
-// count as processed: hw+1 less the failed, queued and leased offsets at or
-// below hw. Forget drops a domain's hw with the rest of its history.
+// offset that counts as processed. Killing an offset above hw raises hw to
+// it, so Kill allows it only for an offset queued or in flight: for any
+// other, which the domain has not seen, Kill returns ErrOffsetAhead and
+// changes nothing, as failing it would make every offset below it count as
+// processed (an operator's typo would silently drop that work). Inspect
+// reports as DomainInfo.Processed the number of offsets that count as
+// processed: hw+1 less the failed, queued and leased offsets at or below
+// hw. Forget drops a domain's hw with the rest of its history.
 //
 // Memory: a domain's processed offsets are one run, [0, hw], whatever the
 // holes between them, so a domain costs the same after a million sparse
 // offsets as after one; failed and queued offsets are kept one by one, as
 // without the option.
 //
-// The default is seed 000's exact rule: an offset counts as processed only if
+// The default is the exact rule: an offset counts as processed only if
 // it succeeded, and an offset never seen is never reported processed.
 //
 // With WithJournal, replay applies the journal's records under the same

@@ -3,6 +3,7 @@ package worklease
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // replay rebuilds the Manager from its journal: the latest snapshot, then
@@ -141,9 +142,10 @@ func (m *Manager) apply(seq uint64, rec Record) error {
 		m.replaying.ended[rec.Domain] = l
 	}
 	r.lastSeq = seq
-	if m.policy.ttl > 0 {
-		sh.expiry.sync(r)
-	}
+	// Kept whatever the options: a lease keeps the expiry it was granted
+	// with, and New decides from what replay restored whether the Manager
+	// keeps the index (see Manager.expiring).
+	sh.expiry.sync(r)
 	return nil
 }
 
@@ -157,6 +159,8 @@ func (m *Manager) applyForgotten(seq uint64, rec Record) error {
 		r.mu.Unlock()
 		return nil
 	}
+	// A paused domain is accepted: Forget took those before it refused
+	// them, and such journals still replay.
 	if s.leased || s.backlog.len() > 0 {
 		r.mu.Unlock()
 		return errors.New("forgets a domain that is not idle and empty")
@@ -287,4 +291,45 @@ func (m *Manager) anyLeaseExpires() bool {
 		r.mu.Unlock()
 	})
 	return found
+}
+
+// timeRestoredLeases gives every lease that replay restored without an
+// expiry, as a Manager without WithLeaseTTL granted it, an expiry one TTL
+// from now when this Manager has a TTL, so that a holder that died with the
+// old process is reaped. Each is journaled as an extension, so that every
+// later replay restores the same expiry, with or without the option. Like
+// replay, it counts nothing in Stats and tells no observer.
+func (m *Manager) timeRestoredLeases() error {
+	if m.policy.ttl == 0 {
+		return nil
+	}
+	now := m.now()
+	var seq uint64
+	var appendErr error
+	m.forEachRecord(func(sh *shard, domain string, r *record) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		l := &r.state.lease
+		if !r.state.leased || l.expiresAt != 0 || appendErr != nil {
+			return
+		}
+		l.expiresAt = now.add(m.policy.ttl)
+		s, err := m.journal.AppendRecord(Record{
+			Kind: EventExtended, Domain: domain, Offset: l.offset, Attempt: l.retries + 1, Token: r.state.leaseToken(&m.policy),
+			At: now.in(time.UTC), AcquiredAt: l.acquiredAt.in(time.UTC), Retries: l.retries, ExpiresAt: l.expiresAt.in(time.UTC),
+		})
+		if err != nil {
+			appendErr = err
+			return
+		}
+		r.lastSeq, seq = s, max(seq, s)
+		sh.expiry.sync(r)
+	})
+	if appendErr == nil && seq > 0 {
+		appendErr = m.journal.Wait(seq)
+	}
+	if appendErr != nil {
+		return fmt.Errorf("%w: giving a restored lease an expiry: %w", ErrJournalFailed, appendErr)
+	}
+	return nil
 }

@@ -17,7 +17,7 @@ type shard struct {
 	mu      sync.Mutex // serializes changes to records and guards its counts; lookups take no lock (see domainMap)
 	records domainMap  // a record is replaced only after Forget dropped it
 
-	expiry expiryIndex // leases with an expiry, soonest first; empty without a TTL
+	expiry expiryIndex // leases with an expiry, soonest first; empty unless Manager.expiring
 	stats  counters    // see counters; the busiest kinds are counted in the records
 
 	// The padding rounds a shard up to a multiple of two cache lines (CPUs
@@ -146,7 +146,7 @@ func (m *Manager) createRecord(sh *shard, h uint64, domain string) *record {
 // on), and delivers r's events. An error means the journal failed and the
 // Manager is now closed; the call must return it instead of its answer.
 func (m *Manager) finish(sh *shard, r *record, e *emitter) error {
-	if m.policy.ttl > 0 {
+	if m.expiring {
 		sh.expiry.sync(r)
 	}
 	var seq uint64

@@ -392,8 +392,6 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 		}
 		return fmt.Errorf("domain %q: %w", domain, err)
 	}
-	if m.policy.ttl > 0 {
-		sh.expiry.sync(r)
-	}
+	sh.expiry.sync(r) // whatever the options, as replay's apply does
 	return nil
 }

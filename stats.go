@@ -91,6 +91,9 @@ func (sh *shard) retire(r *record) {
 // each shard's lock while it lists the shard's domains, which new domains
 // there wait for.
 func (m *Manager) Stats() Stats {
+	if m == nil {
+		return Stats{}
+	}
 	var sum [numEventKinds]uint64
 	var live []*record
 	for i := range m.shards {

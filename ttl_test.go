@@ -754,3 +754,111 @@ func TestExpiryIndexAfterRemoval(t *testing.T) {
 		})
 	}
 }
+
+// Succeed, Fail and Extend check, in this order: Extend's duration; a
+// domain the Manager does not know (ErrNoLease); the lease's expiry, which
+// revokes it if due; the current lease's token (success); the domain's
+// latest revoked token (ErrLeaseExpired or ErrLeaseRevoked, whether the
+// domain is idle or leased again); no lease (ErrNoLease); any other token
+// (ErrTokenMismatch). Only the latest revoked token is told why: an older
+// one is just stale.
+func TestTokenCheckOrder(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Minute
+	others := []error{worklease.ErrLeaseExpired, worklease.ErrLeaseRevoked, worklease.ErrNoLease, worklease.ErrTokenMismatch, worklease.ErrInvalidDuration}
+	tests := []struct {
+		name string
+		// setup leaves domain "A" in the state to test and returns the
+		// token to pass.
+		setup func(t *testing.T, m *worklease.Manager, clk *clock.Fake) worklease.Token
+		want  error
+	}{
+		{"unknown domain", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) worklease.Token {
+			return acquire(t, m, "B", 1, worklease.Acquired).Token
+		}, worklease.ErrNoLease},
+		{"expired, idle", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) worklease.Token {
+			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
+			clk.Advance(ttl)
+			require.False(t, inspect(t, m, "A").Leased)
+			return tok
+		}, worklease.ErrLeaseExpired},
+		{"expired, leased again", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) worklease.Token {
+			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
+			clk.Advance(ttl)
+			acquire(t, m, "A", 1, worklease.Acquired)
+			return tok
+		}, worklease.ErrLeaseExpired},
+		{"force-released, idle", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) worklease.Token {
+			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
+			_, _, err := m.ForceRelease("A")
+			require.NoError(t, err)
+			return tok
+		}, worklease.ErrLeaseRevoked},
+		{"killed, leased again", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) worklease.Token {
+			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
+			acquire(t, m, "A", 2, worklease.Enqueued)
+			_, _, err := m.Kill("A", 1, "stuck")
+			require.NoError(t, err)
+			acquire(t, m, "A", 2, worklease.Acquired)
+			return tok
+		}, worklease.ErrLeaseRevoked},
+		{"older revoked, idle", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) worklease.Token {
+			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
+			clk.Advance(ttl)
+			acquire(t, m, "A", 1, worklease.Acquired)
+			_, _, err := m.ForceRelease("A")
+			require.NoError(t, err)
+			return tok
+		}, worklease.ErrNoLease},
+		{"older revoked, leased again", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) worklease.Token {
+			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
+			clk.Advance(ttl)
+			acquire(t, m, "A", 1, worklease.Acquired)
+			_, _, err := m.ForceRelease("A")
+			require.NoError(t, err)
+			acquire(t, m, "A", 1, worklease.Acquired)
+			return tok
+		}, worklease.ErrTokenMismatch},
+		{"zero token, idle after a revoke", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) worklease.Token {
+			acquire(t, m, "A", 1, worklease.Acquired)
+			_, _, err := m.ForceRelease("A")
+			require.NoError(t, err)
+			return worklease.Token{}
+		}, worklease.ErrNoLease},
+		{"finished, idle", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) worklease.Token {
+			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
+			_, err := m.Succeed("A", tok)
+			require.NoError(t, err)
+			return tok
+		}, worklease.ErrNoLease},
+		{"finished, leased again", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) worklease.Token {
+			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
+			_, err := m.Succeed("A", tok)
+			require.NoError(t, err)
+			acquire(t, m, "A", 2, worklease.Acquired)
+			return tok
+		}, worklease.ErrTokenMismatch},
+	}
+	for _, tt := range tests {
+		for _, call := range staleCalls {
+			t.Run(tt.name+"/"+call.name, func(t *testing.T) {
+				t.Parallel()
+				m, clk := newManager(t, worklease.WithLeaseTTL(ttl))
+				tok := tt.setup(t, m, clk)
+				before := inspect(t, m, "A")
+				err := call.call(m, "A", tok)
+				require.ErrorIs(t, err, tt.want)
+				for _, other := range others {
+					if other != tt.want {
+						require.NotErrorIs(t, err, other)
+					}
+				}
+				require.Equal(t, before, inspect(t, m, "A"), "a refused call changes nothing")
+				if call.name == "Extend" {
+					_, err := m.Extend("A", tok, 0)
+					require.ErrorIs(t, err, worklease.ErrInvalidDuration, "the duration is checked first")
+				}
+			})
+		}
+	}
+}

@@ -75,6 +75,22 @@
 // refuses to write with [ErrReadOnly]. The worklease-wal command uses it to
 // inspect and verify a journal.
 //
+// # Permissions
+//
+// A log is private by default: records hold whatever their writer put in
+// them (a journal's domain keys and failure causes, which often carry
+// request data). Open creates the directory, and any parent it creates, with
+// mode 0700, and the Log creates every file (LOCK, segments, snapshots and
+// their temporary files) with mode 0600, before the umask. [WithGroupAccess]
+// makes them 0750 and 0640, so that the directory's group can read the log.
+// Existing directories and files keep their modes: a log created by an
+// older release with 0755 and 0644 keeps opening, and only the files
+// created since are private; chmod the rest to make it private too. Open
+// refuses a directory that others may write to (o+w), who could replace the
+// log's files, with [ErrWritableByOthers], and creates nothing in it; a
+// read-only Open, which writes nothing, opens it. Windows has no such mode
+// bits and is not checked.
+//
 //	LOCK                      locked by the open Log (shared by read-only Logs)
 //	0000000000000001.wal      segment 1, named by its id in 16 hex digits
 //	0000000000000002.wal      segment 2; ids grow by one and never repeat

@@ -87,6 +87,15 @@ var (
 	// ErrReadOnly is returned by Append, AppendRecord, WriteSnapshot and
 	// SnapshotState on a Log opened WithReadOnly.
 	ErrReadOnly = errors.New("wal: log opened read-only")
+
+	// ErrWritableByOthers is returned by Open when the log's directory may
+	// be written by users other than its owner and group (its mode has the
+	// o+w bit), who could then replace or remove the log's files. Open
+	// creates and changes nothing then. Make the directory private (chmod
+	// o-w, or chmod 700) and open it again. A read-only Open, which writes
+	// nothing, does not check; neither does Open on Windows, whose
+	// directories have no such bit.
+	ErrWritableByOthers = errors.New("wal: log directory is writable by others")
 )
 
 // A CorruptionError reports committed data that Open or Replay cannot read

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
 )
@@ -10,9 +11,9 @@ import (
 // implements it with package os; tests substitute an in-memory one that
 // injects faults and simulates crashes. Names are full paths.
 type fileSystem interface {
-	// Create creates name, or truncates it if it exists, for reading and
-	// writing.
-	Create(name string) (file, error)
+	// Create creates name with permission bits perm (before the umask), or
+	// truncates it if it exists, keeping its mode, for reading and writing.
+	Create(name string, perm fs.FileMode) (file, error)
 	// Open opens an existing file for reading.
 	Open(name string) (file, error)
 	// OpenWrite opens an existing file for reading and writing.
@@ -24,15 +25,25 @@ type fileSystem interface {
 	// ReadDir returns the names of the entries in dir, sorted. Its error
 	// wraps fs.ErrNotExist when dir does not exist.
 	ReadDir(dir string) ([]string, error)
-	// MkdirAll creates dir and any missing parents.
-	MkdirAll(dir string) error
+	// MkdirAll creates dir and any missing parents with permission bits
+	// perm (before the umask).
+	MkdirAll(dir string, perm fs.FileMode) error
 	// SyncDir makes the directory's entries durable: the files created,
 	// renamed and removed in it.
 	SyncDir(dir string) error
-	// Lock takes an exclusive lock named by the file name, creating it if
-	// needed, until the returned Closer is closed. Its error wraps ErrLocked
-	// when someone else holds the lock.
-	Lock(name string) (io.Closer, error)
+	// Lock takes an exclusive lock named by the file name, creating it with
+	// permission bits perm if needed, until the returned Closer is closed.
+	// Its error wraps ErrLocked when someone else holds the lock.
+	Lock(name string, perm fs.FileMode) (io.Closer, error)
+}
+
+// A dirModer is a fileSystem whose directories have Unix permission bits,
+// which Open checks. A fileSystem without it is not checked. (It is not
+// part of fileSystem so that test file systems need not implement it.)
+type dirModer interface {
+	// DirMode returns the permission bits of dir, following symbolic
+	// links, and ok false where the system has no such bits (Windows).
+	DirMode(dir string) (perm fs.FileMode, ok bool, err error)
 }
 
 // sharedLocker is implemented by a fileSystem that can take shared locks, for
@@ -75,8 +86,8 @@ type writeBackStarter interface {
 // osFS is the operating system's file system.
 type osFS struct{}
 
-func (osFS) Create(name string) (file, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+func (osFS) Create(name string, perm fs.FileMode) (file, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
 	return wrapOSFile(f, err)
 }
 
@@ -102,7 +113,7 @@ func (osFS) ReadDir(dir string) ([]string, error) {
 	return names, nil
 }
 
-func (osFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+func (osFS) MkdirAll(dir string, perm fs.FileMode) error { return os.MkdirAll(dir, perm) }
 
 func (osFS) SyncDir(dir string) error {
 	if runtime.GOOS == "windows" {
@@ -119,7 +130,18 @@ func (osFS) SyncDir(dir string) error {
 	return err
 }
 
-func (osFS) Lock(name string) (io.Closer, error) { return lockFile(name) }
+func (osFS) Lock(name string, perm fs.FileMode) (io.Closer, error) { return lockFile(name, perm) }
+
+func (osFS) DirMode(dir string) (fs.FileMode, bool, error) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		return 0, false, nil // no Unix permission bits; Stat makes them up
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return 0, false, err
+	}
+	return fi.Mode().Perm(), true, nil
+}
 
 func (osFS) LockShared(name string) (io.Closer, error) { return lockFileShared(name) }
 

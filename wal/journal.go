@@ -22,7 +22,8 @@ const RecordKind uint8 = 1 // part of the on-disk format; never change
 // Under SyncNone, AppendRecord only queues rec, and its binary form is
 // encoded when the buffer is written (by the write-behind goroutine, mostly),
 // off the caller's path. It still refuses a record too large for the log
-// at once, with ErrRecordTooLarge.
+// at once, with ErrRecordTooLarge, although a Manager never writes one:
+// WithMaxRecordSize accepts no limit below MinMaxRecordSize.
 //
 // On a read-only Log it returns ErrReadOnly. A Manager built on one (to look
 // at a journal, as the worklease-wal command does) answers the calls that

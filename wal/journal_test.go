@@ -7,10 +7,12 @@ import (
 	"log"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/internal/clock"
 	"github.com/worklease/worklease/wal"
 )
 
@@ -109,6 +111,64 @@ func TestJournalRestart(t *testing.T) {
 			require.Len(t, letters, 4)
 			require.EqualError(t, letters[0].Cause, "boom")
 		})
+	}
+}
+
+// TestJournalRestartAfterSucceedNext drives domains with SucceedNext and
+// FailNext, whose records are those of a success or a give-up followed by a
+// grant, and restarts: the state is the same, and the lease the last call
+// granted can be finished by its holder.
+func TestJournalRestartAfterSucceedNext(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	m := openManager(t, dir) // WithMaxRetries(1)
+	held := map[string]worklease.Token{}
+	for d := range 3 {
+		domain := fmt.Sprint("d", d)
+		res, err := m.TryAcquire(domain, 0)
+		require.NoError(t, err)
+		for off := range int64(12) {
+			_, err := m.TryAcquire(domain, off+1)
+			require.NoError(t, err)
+		}
+		tok := res.Token
+		for off := range int64(10) {
+			var next worklease.LeaseInfo
+			if off%4 == 3 {
+				f, err := m.FailNext(domain, tok, errors.New("boom"))
+				require.NoError(t, err)
+				require.Equal(t, worklease.RetryScheduled, f.Status)
+				f, err = m.FailNext(domain, tok, errors.New("boom"))
+				require.NoError(t, err)
+				require.Equal(t, worklease.GiveUpNextAcquired, f.Status)
+				next = f.Lease
+			} else {
+				s, err := m.SucceedNext(domain, tok)
+				require.NoError(t, err)
+				require.Equal(t, worklease.NextAcquired, s.Status)
+				next = s.Lease
+			}
+			require.Equal(t, off+1, next.Offset)
+			tok = next.Token
+		}
+		held[domain] = tok
+	}
+	before := dump(t, m)
+	require.NoError(t, m.Close())
+
+	m = openManager(t, dir)
+	defer func() { require.NoError(t, m.Close()) }()
+	require.Equal(t, before, dump(t, m))
+	for domain, tok := range held {
+		s, err := m.SucceedNext(domain, tok)
+		require.NoError(t, err)
+		require.Equal(t, worklease.NextAcquired, s.Status)
+		require.Equal(t, int64(11), s.Lease.Offset)
+		info, err := m.Inspect(domain)
+		require.NoError(t, err)
+		require.Equal(t, int64(9), info.Processed)
+		require.Equal(t, int64(2), info.Failed)
+		require.Equal(t, []int64{12}, info.Backlog)
 	}
 }
 
@@ -213,4 +273,61 @@ func TestSnapshotStateMakesLaterRecordsDurable(t *testing.T) {
 			require.GreaterOrEqual(t, l.Stats().Synced, during, "the record appended during the snapshot is fsynced")
 		})
 	}
+}
+
+// A lease's expiry belongs to the lease, across a reopen of the directory
+// with other options: one granted under WithLeaseTTL keeps its expiry in a
+// Manager without the option, which reaps it once due; one granted without
+// an expiry gets one, a TTL after the Manager with the option is built, that
+// every later replay keeps.
+func TestLeaseExpiryAcrossReopen(t *testing.T) {
+	t.Parallel()
+	const ttl = 10 * time.Second
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	dir := t.TempDir()
+	open := func(opts ...worklease.Option) *worklease.Manager {
+		t.Helper()
+		l, err := wal.Open(dir)
+		require.NoError(t, err)
+		m, err := worklease.New(append([]worklease.Option{worklease.WithJournal(l), worklease.WithClock(clk)}, opts...)...)
+		require.NoError(t, err)
+		return m
+	}
+	expiry := func(m *worklease.Manager) time.Time {
+		t.Helper()
+		leases, err := m.Leases()
+		require.NoError(t, err)
+		require.Len(t, leases, 1)
+		return leases[0].ExpiresAt
+	}
+
+	m := open(worklease.WithLeaseTTL(ttl))
+	_, err := m.TryAcquire("a", 1)
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	m = open()
+	require.True(t, expiry(m).Equal(t0.Add(ttl)))
+	clk.Advance(ttl)
+	exp, err := m.Reap()
+	require.NoError(t, err)
+	require.Len(t, exp, 1)
+	res, err := m.TryAcquire("a", 1) // granted again, never to expire
+	require.NoError(t, err)
+	require.Zero(t, res.ExpiresAt)
+	require.NoError(t, m.Close())
+
+	m = open(worklease.WithLeaseTTL(ttl))
+	want := clk.Now().Add(ttl)
+	require.True(t, expiry(m).Equal(want))
+	require.NoError(t, m.Close())
+	clk.Advance(ttl / 2)
+	m = open()
+	require.True(t, expiry(m).Equal(want), "a later replay keeps the expiry")
+	clk.Advance(ttl / 2)
+	exp, err = m.Reap()
+	require.NoError(t, err)
+	require.Len(t, exp, 1)
+	require.Equal(t, res.Token, exp[0].Token)
+	require.NoError(t, m.Close())
 }

@@ -6,16 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"syscall"
 )
 
-// lockFile takes an exclusive, non-blocking flock(2) on name, creating it if
-// needed. flock locks belong to the open file description, so a second Open
+// lockFile takes an exclusive, non-blocking flock(2) on name, creating it
+// with permission bits perm if needed. flock locks belong to the open file description, so a second Open
 // in the same process conflicts too. Closing the returned file, or the
 // process exiting, releases the lock.
-func lockFile(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+func lockFile(name string, perm fs.FileMode) (io.Closer, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ package wal
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -34,19 +35,19 @@ func (l *processLock) Close() error {
 	return l.f.Close()
 }
 
-// lockFile creates name if needed and registers it as held exclusively by
-// this process.
-func lockFile(name string) (io.Closer, error) {
-	return processLockFile(name, true)
+// lockFile creates name with permission bits perm if needed and registers
+// it as held exclusively by this process.
+func lockFile(name string, perm fs.FileMode) (io.Closer, error) {
+	return processLockFile(name, true, perm)
 }
 
 // lockFileShared opens the existing file name read-only and registers it as
 // shared by one more holder in this process.
 func lockFileShared(name string) (io.Closer, error) {
-	return processLockFile(name, false)
+	return processLockFile(name, false, 0)
 }
 
-func processLockFile(name string, exclusive bool) (io.Closer, error) {
+func processLockFile(name string, exclusive bool, perm fs.FileMode) (io.Closer, error) {
 	abs, err := filepath.Abs(name)
 	if err != nil {
 		return nil, err
@@ -58,7 +59,7 @@ func processLockFile(name string, exclusive bool) (io.Closer, error) {
 	}
 	var f *os.File
 	if exclusive {
-		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE, perm)
 	} else {
 		f, err = os.Open(name)
 	}

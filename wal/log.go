@@ -180,8 +180,9 @@ type Stats struct {
 	Syncs                uint64 // file fsyncs since Open, for segments and snapshots
 }
 
-// Open opens the log in dir, creating the directory and an empty log if
-// there is none, and takes the directory's lock: a second Open of the same
+// Open opens the log in dir, creating the directory (mode 0700 by default;
+// see WithGroupAccess) and an empty log if there is none, and takes the
+// directory's lock: a second Open of the same
 // directory, from this process or (on Unix, where the lock is flock) another,
 // fails with an error wrapping ErrLocked until Close.
 //
@@ -196,6 +197,9 @@ type Stats struct {
 // last segment and the directory, so what it recovered survives a crash. No
 // bytes in the directory make Open panic or allocate much more than the
 // largest file holds.
+//
+// Open returns an error wrapping [ErrWritableByOthers], and creates nothing,
+// if others may write to dir (see Permissions in the package documentation).
 //
 // With [WithReadOnly], Open takes a shared lock instead, creates and repairs
 // nothing, and fails if there is no log in dir; see WithReadOnly.
@@ -212,9 +216,11 @@ func Open(dir string, opts ...Option) (*Log, error) {
 	var err error
 	if cfg.readOnly {
 		lock, err = lockShared(fsys, dir)
-	} else if err = makeDir(fsys, dir); err == nil {
-		if lock, err = fsys.Lock(filepath.Join(dir, lockName)); err != nil {
-			err = fmt.Errorf("wal: lock %s: %w", dir, err)
+	} else if err = makeDir(fsys, dir, cfg.dirPerm); err == nil {
+		if err = checkDirMode(fsys, dir); err == nil {
+			if lock, err = fsys.Lock(filepath.Join(dir, lockName), cfg.filePerm); err != nil {
+				err = fmt.Errorf("wal: lock %s: %w", dir, err)
+			}
 		}
 	}
 	if err != nil {
@@ -276,9 +282,28 @@ type noLock struct{}
 
 func (noLock) Close() error { return nil }
 
-// makeDir creates dir and its missing parents, and fsyncs the directory
-// holding each one it created, so that the log's directory outlives a crash.
-func makeDir(fsys fileSystem, dir string) error {
+// checkDirMode returns an error wrapping ErrWritableByOthers if other users
+// may write to dir.
+func checkDirMode(fsys fileSystem, dir string) error {
+	dm, ok := fsys.(dirModer)
+	if !ok {
+		return nil
+	}
+	perm, ok, err := dm.DirMode(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("wal: open %s: %w", dir, err)
+	case ok && perm&0o002 != 0:
+		return fmt.Errorf("%w: %s has mode %v: make it private with chmod o-w (or chmod 700), then open it again",
+			ErrWritableByOthers, dir, perm)
+	}
+	return nil
+}
+
+// makeDir creates dir and its missing parents with permission bits perm, and
+// fsyncs the directory holding each one it created, so that the log's
+// directory outlives a crash.
+func makeDir(fsys fileSystem, dir string, perm fs.FileMode) error {
 	var missing []string // dir and its missing parents, deepest first
 	for d := dir; ; d = filepath.Dir(d) {
 		_, err := fsys.ReadDir(d)
@@ -296,7 +321,7 @@ func makeDir(fsys fileSystem, dir string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	if err := fsys.MkdirAll(dir); err != nil {
+	if err := fsys.MkdirAll(dir, perm); err != nil {
 		return fmt.Errorf("wal: create %s: %w", dir, err)
 	}
 	for _, d := range missing {
@@ -736,7 +761,7 @@ func (l *Log) rotate(firstSeq uint64) error {
 func (l *Log) createSegment(id, firstSeq uint64) (*activeSegment, error) {
 	name := segmentName(id)
 	path := filepath.Join(l.dir, name)
-	f, err := l.fs.Create(path + tempSuffix)
+	f, err := l.fs.Create(path+tempSuffix, l.cfg.filePerm)
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", name+tempSuffix, err)
 	}

@@ -123,16 +123,16 @@ func TestAppendRejects(t *testing.T) {
 		{"kind 0", 0, nil, wal.ErrInvalidKind},
 		{"kind above MaxKind", wal.MaxKind + 1, nil, wal.ErrInvalidKind},
 		{"commit marker kind", 255, nil, wal.ErrInvalidKind},
-		{"payload too large", 1, make([]byte, 65), wal.ErrRecordTooLarge},
+		{"payload too large", 1, make([]byte, wal.MinMaxRecordSize+1), wal.ErrRecordTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			l := open(t, t.TempDir(), wal.WithMaxRecordSize(64))
+			l := open(t, t.TempDir(), wal.WithMaxRecordSize(wal.MinMaxRecordSize))
 			_, err := l.Append(tt.kind, tt.payload)
 			require.ErrorIs(t, err, tt.want)
 			assert.Equal(t, uint64(0), l.Stats().LastSeq, "a rejected record changes nothing")
-			seq, err := l.Append(1, make([]byte, 64))
+			seq, err := l.Append(1, make([]byte, wal.MinMaxRecordSize))
 			require.NoError(t, err)
 			assert.Equal(t, uint64(1), seq)
 		})
@@ -150,6 +150,7 @@ func TestOpenInvalidConfig(t *testing.T) {
 		{"negative interval", wal.WithSyncMode(wal.SyncInterval(-time.Second))},
 		{"small segment", wal.WithSegmentSize(wal.MinSegmentSize - 1)},
 		{"zero max record", wal.WithMaxRecordSize(0)},
+		{"max record below what a Manager writes", wal.WithMaxRecordSize(wal.MinMaxRecordSize - 1)},
 		{"huge max record", wal.WithMaxRecordSize(wal.MaxRecordSizeLimit + 1)},
 	}
 	for _, tt := range tests {
@@ -420,30 +421,40 @@ func TestConcurrentAppendWait(t *testing.T) {
 	}
 }
 
+// TestTinyMaxRecordSize opens a log written before WithMaxRecordSize had a
+// minimum, with a limit of 1 (testdata/tinylimit: the records "x", "" and
+// "y" of kind 1, each in a batch of its own): its segment is read with the
+// limit in its header, commit markers included, and the log goes on with
+// today's limit.
 func TestTinyMaxRecordSize(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	l, err := wal.Open(dir, wal.WithMaxRecordSize(1))
+	segment := "0000000000000001.wal"
+	b, err := os.ReadFile(filepath.Join("testdata", "tinylimit", segment))
 	require.NoError(t, err)
-	appendWait(t, l, "x", "", "y")
-	require.NoError(t, l.Close())
-	l = open(t, dir, wal.WithMaxRecordSize(1))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, segment), b, 0o644))
+	l := open(t, dir)
 	assert.Nil(t, l.Recovery().Torn, "commit markers are read whatever the record limit")
 	assert.Equal(t, records(1, 1, []string{"x", "", "y"}), replayAll(t, l).Records)
+	appendWait(t, l, "zz")
+	require.NoError(t, l.Close())
+	l = open(t, dir)
+	assert.Equal(t, 2, l.Recovery().Segments, "a new segment for the new limit")
+	assert.Equal(t, records(1, 1, []string{"x", "", "y", "zz"}), replayAll(t, l).Records)
 }
 
 func TestMaxRecordSizeChange(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	l, err := wal.Open(dir, wal.WithMaxRecordSize(1000))
+	l, err := wal.Open(dir, wal.WithMaxRecordSize(wal.MinMaxRecordSize+1000))
 	require.NoError(t, err)
-	big := string(make([]byte, 900))
+	big := string(make([]byte, wal.MinMaxRecordSize+900))
 	appendWait(t, l, big)
 	require.NoError(t, l.Close())
 
 	// A smaller limit still reads the old segment, written with its own
 	// limit, and starts a new segment for the new one.
-	l, err = wal.Open(dir, wal.WithMaxRecordSize(100))
+	l, err = wal.Open(dir, wal.WithMaxRecordSize(wal.MinMaxRecordSize))
 	require.NoError(t, err)
 	assert.Equal(t, 2, l.Recovery().Segments)
 	_, err = l.Append(1, []byte(big))

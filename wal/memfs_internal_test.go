@@ -68,6 +68,7 @@ type memOp struct {
 	off   int64
 	data  []byte
 	size  int64
+	perm  fs.FileMode // the mode asked for, for opCreate, opMkdir and opLock
 }
 
 func (op memOp) String() string {
@@ -418,8 +419,8 @@ func (m *memFS) fileExists(op, name string) func(st *memState) error {
 	}
 }
 
-func (m *memFS) Create(name string) (file, error) {
-	op, err := m.do(memOp{kind: opCreate, path: name}, m.dirExists(name))
+func (m *memFS) Create(name string, perm fs.FileMode) (file, error) {
+	op, err := m.do(memOp{kind: opCreate, path: name, perm: perm}, m.dirExists(name))
 	if err != nil {
 		return nil, err
 	}
@@ -478,8 +479,8 @@ func (m *memFS) ReadDir(dir string) ([]string, error) {
 	return names, nil
 }
 
-func (m *memFS) MkdirAll(dir string) error {
-	_, err := m.do(memOp{kind: opMkdir, path: dir}, nil)
+func (m *memFS) MkdirAll(dir string, perm fs.FileMode) error {
+	_, err := m.do(memOp{kind: opMkdir, path: dir, perm: perm}, nil)
 	return err
 }
 
@@ -488,8 +489,8 @@ func (m *memFS) SyncDir(dir string) error {
 	return err
 }
 
-func (m *memFS) Lock(name string) (io.Closer, error) {
-	_, err := m.do(memOp{kind: opLock, path: name}, func(st *memState) error {
+func (m *memFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
+	_, err := m.do(memOp{kind: opLock, path: name, perm: perm}, func(st *memState) error {
 		if m.locks[name] {
 			return fmt.Errorf("%w: %s", ErrLocked, name)
 		}

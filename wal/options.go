@@ -2,7 +2,10 @@ package wal
 
 import (
 	"fmt"
+	"io/fs"
 	"time"
+
+	"github.com/worklease/worklease"
 )
 
 // Limits and defaults for the options of Open.
@@ -15,6 +18,13 @@ const (
 	// DefaultMaxRecordSize is the payload limit used without
 	// WithMaxRecordSize.
 	DefaultMaxRecordSize = 1 << 20
+	// MinMaxRecordSize is the smallest limit WithMaxRecordSize accepts:
+	// the largest record a worklease.Manager writes, one whose domain has
+	// worklease.MaxDomainLen bytes and whose cause has
+	// worklease.MaxCauseLen, every other field at its widest. So a Log
+	// never refuses a Manager's record for its size, which would fail the
+	// Manager for every domain.
+	MinMaxRecordSize = recordFixedBound + worklease.MaxDomainLen + worklease.MaxCauseLen
 	// MaxRecordSizeLimit is the largest limit WithMaxRecordSize accepts. It
 	// is part of the on-disk format (readers reject segment headers above
 	// it); never lower it.
@@ -66,8 +76,9 @@ func WithSegmentSize(n int64) Option { return optionFunc(func(c *config) { c.seg
 // WithMaxRecordSize sets the largest payload, in bytes, that Append accepts.
 // Each segment records the limit it was written with in its header, and its
 // records are read back with that same limit, so changing it between runs
-// never makes old records unreadable. The default is DefaultMaxRecordSize;
-// Open accepts 1 to MaxRecordSizeLimit.
+// never makes old records unreadable (segments written with a limit below
+// today's minimum included). The default is DefaultMaxRecordSize; Open
+// accepts MinMaxRecordSize to MaxRecordSizeLimit.
 func WithMaxRecordSize(n int) Option { return optionFunc(func(c *config) { c.maxRecordSize = n }) }
 
 // withFS makes the log use fsys instead of the operating system's file
@@ -111,6 +122,10 @@ func WithSnapshotEvery(n int64) Option {
 // SnapshotState return ErrReadOnly, SnapshotDue reports false, and Close only
 // closes files. WithSyncMode, WithSegmentSize, WithMaxRecordSize and
 // WithSnapshotEvery are checked but have no effect; no goroutine is started.
+// A read-only Open does not refuse a directory that others may write to
+// (ErrWritableByOthers): it writes nothing there, and a tool should be able
+// to look at such a log, to tell what it holds before the directory is made
+// private.
 //
 // Instead of the exclusive lock a writable Log holds, a read-only Log holds a
 // shared lock on the directory's LOCK file (flock(2) LOCK_SH on Unix;
@@ -123,8 +138,22 @@ func WithSnapshotEvery(n int64) Option {
 // change.
 func WithReadOnly() Option { return optionFunc(func(c *config) { c.readOnly = true }) }
 
+// WithGroupAccess lets the group of the log's directory read the log: Open
+// creates the directory (and any parent it creates) with mode 0750 and
+// every file with mode 0640, instead of the private 0700 and 0600 of the
+// default, before the umask. Use it when a tool run under another account
+// of the group, such as a backup, reads the journal. It does not change
+// the modes of a directory or files that exist: a log created with other
+// modes keeps them (chmod them to change them). No mode ever lets others
+// than the owner write.
+func WithGroupAccess() Option {
+	return optionFunc(func(c *config) { c.dirPerm, c.filePerm = 0o750, 0o640 })
+}
+
 type config struct {
 	readOnly      bool
+	dirPerm       fs.FileMode // the mode Open creates directories with, before the umask
+	filePerm      fs.FileMode // the mode the Log creates files with, before the umask
 	sync          SyncMode
 	segmentSize   int64
 	maxRecordSize int
@@ -136,6 +165,8 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		sync:          SyncAlways,
+		dirPerm:       0o700,
+		filePerm:      0o600,
 		segmentSize:   DefaultSegmentSize,
 		maxRecordSize: DefaultMaxRecordSize,
 		snapshotBytes: DefaultSnapshotBytes,
@@ -155,8 +186,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: %v: the interval must be positive", ErrInvalidConfig, c.sync)
 	case c.segmentSize < MinSegmentSize:
 		return fmt.Errorf("%w: segment size %d is below the minimum %d", ErrInvalidConfig, c.segmentSize, MinSegmentSize)
-	case c.maxRecordSize < 1 || c.maxRecordSize > MaxRecordSizeLimit:
-		return fmt.Errorf("%w: max record size %d is outside 1 to %d", ErrInvalidConfig, c.maxRecordSize, MaxRecordSizeLimit)
+	case c.maxRecordSize < MinMaxRecordSize || c.maxRecordSize > MaxRecordSizeLimit:
+		return fmt.Errorf("%w: max record size %d is outside %d to %d", ErrInvalidConfig, c.maxRecordSize, MinMaxRecordSize, MaxRecordSizeLimit)
 	case c.snapshotBytes < 0:
 		return fmt.Errorf("%w: snapshot threshold %d is negative", ErrInvalidConfig, c.snapshotBytes)
 	case c.fs == nil || c.newTicker == nil:

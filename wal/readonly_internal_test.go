@@ -124,7 +124,7 @@ func TestReadOnlyIgnoresWriteOptions(t *testing.T) {
 	for _, mode := range []SyncMode{SyncInterval(1), SyncNone} {
 		fsys, _ := buildLog(t, testBatches)
 		ticks := 0
-		ro, err := openMem(fsys, WithReadOnly(), WithMaxRecordSize(77), WithSyncMode(mode),
+		ro, err := openMem(fsys, WithReadOnly(), WithMaxRecordSize(MinMaxRecordSize+77), WithSyncMode(mode),
 			withTicker(func(d time.Duration) (<-chan time.Time, func()) {
 				ticks++
 				return nil, func() {}

@@ -121,7 +121,7 @@ func (l *Log) WriteSnapshot(seq uint64, write func(w io.Writer) error) error {
 // writeSnapshotFile writes a whole snapshot file at tmp and fsyncs it. On
 // error it removes tmp, if it can; Open removes it otherwise.
 func (l *Log) writeSnapshotFile(tmp string, seq uint64, write func(w io.Writer) error) (err error) {
-	f, err := l.fs.Create(tmp)
+	f, err := l.fs.Create(tmp, l.cfg.filePerm)
 	if err != nil {
 		return fmt.Errorf("wal: create %s: %w", filepath.Base(tmp), err)
 	}

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bytes"
+	"io/fs"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -28,8 +29,8 @@ func newWriteBackFS() *writeBackFS {
 	return &writeBackFS{memFS: newMemFS(), started: map[string][][2]int64{}}
 }
 
-func (w *writeBackFS) Create(name string) (file, error) {
-	return w.wrap(name)(w.memFS.Create(name))
+func (w *writeBackFS) Create(name string, perm fs.FileMode) (file, error) {
+	return w.wrap(name)(w.memFS.Create(name, perm))
 }
 
 func (w *writeBackFS) OpenWrite(name string) (file, error) {
@@ -180,7 +181,7 @@ func TestWriteBackLeavesWritesGoing(t *testing.T) {
 // is closed, which a rotation can do while syncBehind looks.
 func TestOSFileStartWriteBack(t *testing.T) {
 	t.Parallel()
-	f, err := osFS{}.Create(filepath.Join(t.TempDir(), "f"))
+	f, err := osFS{}.Create(filepath.Join(t.TempDir(), "f"), 0o600)
 	require.NoError(t, err)
 	_, err = f.WriteAt(bytes.Repeat([]byte("x"), 1<<20), 0)
 	require.NoError(t, err)

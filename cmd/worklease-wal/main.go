@@ -48,6 +48,11 @@
 // and stats print one). Output depends only on the directory's content and
 // the arguments.
 //
+// A journal written before domains were bounded may hold a domain that no
+// call accepts now (the empty one, or one longer than
+// worklease.MaxDomainLen): domains and stats leave its state out and name
+// it on standard error; stats still counts it among the domains.
+//
 // The exit status is 0 on success, 1 if the journal cannot be read (it is
 // corrupt, a record does not replay, the directory is missing or in use), and
 // 2 for a usage error.
@@ -270,7 +275,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	bw := bufio.NewWriter(stdout)
-	p := &printer{w: bw, json: *asJSON}
+	p := &printer{w: bw, warn: stderr, json: *asJSON}
 	err = runCommand(c, dirs[0], *monotonic, p)
 	if ferr := bw.Flush(); err == nil {
 		err = ferr
@@ -509,7 +514,7 @@ func stats(j *journal, p *printer) error {
 	for _, k := range journaledKinds {
 		r.Kinds[k.String()] = j.kinds[k]
 	}
-	err := eachDomain(j.m, func(domain string, info worklease.DomainInfo) {
+	skipped, err := eachDomain(j.m, p, func(domain string, info worklease.DomainInfo) {
 		r.Domains++
 		if info.Leased {
 			r.Leased++
@@ -524,6 +529,7 @@ func stats(j *journal, p *printer) error {
 	if err != nil {
 		return err
 	}
+	r.Domains += skipped
 	if p.json {
 		p.object(r) // encoding/json sorts the map's keys
 		return nil
@@ -547,20 +553,39 @@ func stats(j *journal, p *printer) error {
 	return nil
 }
 
-// eachDomain calls f with every domain of m, sorted, and its state.
-func eachDomain(m *worklease.Manager, f func(domain string, info worklease.DomainInfo)) error {
+// eachDomain calls f with every domain of m, sorted, and its state. A
+// journal written before domains were bounded may hold a domain that
+// Inspect refuses (the empty one, or one longer than
+// worklease.MaxDomainLen): eachDomain names it on p's warning writer,
+// leaves it out and counts it in skipped.
+func eachDomain(m *worklease.Manager, p *printer, f func(domain string, info worklease.DomainInfo)) (skipped int, err error) {
 	ds, err := m.Domains()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, d := range ds {
 		info, err := m.Inspect(d)
+		if errors.Is(err, worklease.ErrInvalidDomain) {
+			p.warnf("domain %s is not shown: no call accepts it now (%v)", shortText(d), worklease.ErrInvalidDomain)
+			skipped++
+			continue
+		}
 		if err != nil {
-			return err
+			return skipped, err
 		}
 		f(d, info)
 	}
-	return nil
+	return skipped, nil
+}
+
+// shortText is text(s) for a string that may be huge: a quoted prefix and
+// its length.
+func shortText(s string) string {
+	const show = 64
+	if len(s) <= show {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(strings.ToValidUTF8(s[:show], "")), len(s))
 }
 
 // domainRow is one line of domains.
@@ -578,7 +603,7 @@ func domains(j *journal, p *printer) error {
 	if !p.json {
 		p.row("domain", "leased", "offset", "backlog", "processed", "failed", "paused")
 	}
-	return eachDomain(j.m, func(domain string, info worklease.DomainInfo) {
+	_, err := eachDomain(j.m, p, func(domain string, info worklease.DomainInfo) {
 		r := domainRow{Domain: domain, Leased: info.Leased, Backlog: len(info.Backlog),
 			Processed: info.Processed, Failed: info.Failed, Paused: info.Paused}
 		if info.Leased {
@@ -592,6 +617,7 @@ func domains(j *journal, p *printer) error {
 			strconv.Itoa(r.Backlog), strconv.FormatInt(r.Processed, 10), strconv.FormatInt(r.Failed, 10),
 			strconv.FormatBool(r.Paused))
 	})
+	return err
 }
 
 // leaseRow is one line of leases.
@@ -702,8 +728,14 @@ func dump(j *journal, p *printer) error {
 // first write error sticks in err.
 type printer struct {
 	w    *bufio.Writer
+	warn io.Writer // where warnings go: stderr
 	json bool
 	err  error
+}
+
+// warnf writes a warning line, prefixed with the tool's name.
+func (p *printer) warnf(format string, args ...any) {
+	fmt.Fprintf(p.warn, name+": "+format+"\n", args...)
 }
 
 // row writes fields as one tab-separated line. Fields must already be

@@ -634,3 +634,39 @@ func TestMonotonic(t *testing.T) {
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "-monotonic")
 }
+
+// A journal written before domains were bounded may hold a domain no call
+// accepts now, such as the empty one: domains and stats show every other
+// domain, and say on stderr which one they cannot show.
+func TestUnboundedDomain(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	l, err := wal.Open(dir)
+	require.NoError(t, err)
+	for _, rec := range []worklease.Record{
+		{Kind: worklease.EventPaused, Domain: "", Offset: -1},
+		{Kind: worklease.EventEnqueued, Domain: "", Offset: 3},
+		{Kind: worklease.EventPaused, Domain: "ok", Offset: -1},
+	} {
+		payload, err := rec.MarshalBinary()
+		require.NoError(t, err)
+		seq, err := l.Append(wal.RecordKind, payload)
+		require.NoError(t, err)
+		require.NoError(t, l.Wait(seq))
+	}
+	require.NoError(t, l.Close())
+
+	code, out, errOut := runTool("domains", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, lines(
+		"domain\tleased\toffset\tbacklog\tprocessed\tfailed\tpaused",
+		"ok\tfalse\t-\t0\t0\t0\ttrue",
+	), out)
+	assert.Contains(t, errOut, `domain "" is not shown`)
+
+	code, out, errOut = runTool("stats", dir)
+	require.Equal(t, 0, code, errOut)
+	kv := keyValues(t, out)
+	assert.Equal(t, "2", kv["domains"])
+	assert.Equal(t, "1", kv["paused"])
+	assert.Contains(t, errOut, `domain "" is not shown`)
+}

@@ -10,17 +10,20 @@
 // does. Every event is routed by its domain to one of a pool of workers,
 // which asks the Manager for the domain's lease:
 //
-//   - Acquired: do the work, then call Succeed or Fail.
+//   - Acquired: do the work, then call SucceedNext or FailNext.
 //   - Enqueued: the domain is busy with an earlier offset; this one waits in
-//     the Manager's backlog until a Succeed or Fail hint names it.
+//     the Manager's backlog until the worker holding the domain gets to it.
 //   - AlreadyAcquired, AlreadyProcessed, AlreadyFailed: a duplicate delivery.
 //
-// Succeed and Fail hand nothing off themselves: the worker follows their hint
-// by acquiring the backlog's head and working on it. When Fail schedules a
-// retry, the lease is kept and the orchestrator (not the library) waits
-// worklease.Backoff (base*2^retries plus up to 10% jitter) on a timer-driven retry queue, then
-// retries under the same token. When the retries run out the offset is
-// dead-lettered and the worker follows that hint too.
+// SucceedNext finishes an offset and, in the same step, leases the backlog's
+// head to the same worker, which works on it next: the domain is never idle
+// with a backlog, so a delivery that arrives meanwhile is simply queued, and
+// the intake needs no lock of its own. When FailNext schedules a retry, the
+// lease is kept and the orchestrator (not the library) waits
+// worklease.Backoff (base*2^retries plus up to 10% jitter) on a timer-driven
+// retry queue, then retries under the same token. When the retries run out
+// the offset is dead-lettered and FailNext leases the backlog's head in the
+// same way.
 //
 // The program checks itself while it runs and at the end: in every domain
 // the offsets reach a terminal state (processed or dead-lettered) exactly
@@ -193,7 +196,7 @@ type summary struct {
 	Processed, DeadLettered int64 // terminal outcomes; they add up to Events
 	Retries                 int64 // Fail calls that returned RetryScheduled
 	Enqueued                int64 // first deliveries that found their domain busy
-	HandOffs                int64 // backlog heads acquired by following a hint
+	HandOffs                int64 // backlog heads leased by SucceedNext or FailNext
 
 	// Duplicate deliveries, by what TryAcquire said about them.
 	DupProcessed, DupFailed, DupInFlight, DupQueued int64
@@ -221,7 +224,7 @@ func (s summary) print(w io.Writer) {
 	fmt.Fprintf(w, "  dead-lettered        %d\n", s.DeadLettered)
 	fmt.Fprintf(w, "  retries              %d\n", s.Retries)
 	fmt.Fprintf(w, "  queued               %d (arrived while their domain was busy)\n", s.Enqueued)
-	fmt.Fprintf(w, "  handed off           %d (acquired by following a hint)\n", s.HandOffs)
+	fmt.Fprintf(w, "  handed off           %d (leased by SucceedNext or FailNext)\n", s.HandOffs)
 	fmt.Fprintf(w, "  duplicates ignored   %d (already processed %d, already failed %d, in flight %d, already queued %d)\n",
 		s.DuplicatesIgnored(), s.DupProcessed, s.DupFailed, s.DupInFlight, s.DupQueued)
 	fmt.Fprintf(w, "  per-domain order     verified: %s\n", yesNo[s.OrderVerified])
@@ -284,9 +287,10 @@ type domain struct {
 	name     string
 	produced []int64 // read-only during the run
 
-	// mu closes the hand-off window (see complete): it is held around the
-	// intake's TryAcquire and around Succeed or Fail plus the TryAcquire
-	// that follows their hint. It is never held while working or waiting.
+	// mu guards the simulated sink below. complete holds it around
+	// SucceedNext or FailNext and the record of their outcome, so that the
+	// domain's next offset, which can only finish after that call, is
+	// recorded after it. It is never held while working or waiting.
 	mu        sync.Mutex
 	done      []int64 // offsets in the order they became terminal
 	fence     uint64  // highest fence the simulated sink has accepted
@@ -469,12 +473,13 @@ func (o *orchestrator) worker(ctx context.Context, inbox <-chan delivery) {
 	}
 }
 
-// intake handles one delivery.
+// intake handles one delivery. It takes no lock: the domain's worker
+// finishes offsets with SucceedNext and FailNext, which never leave the
+// domain idle with a backlog, so TryAcquire never answers ErrBacklogOrder
+// here, whenever the delivery arrives.
 func (o *orchestrator) intake(ctx context.Context, dl delivery) {
 	d := &o.domains[dl.dom]
-	d.mu.Lock()
 	res, err := o.m.TryAcquire(d.name, dl.offset)
-	d.mu.Unlock()
 	o.delivered.Add(1)
 	o.finish()
 	if err != nil {
@@ -500,7 +505,8 @@ func (o *orchestrator) intake(ctx context.Context, dl delivery) {
 	case worklease.Enqueued:
 		// The domain is busy, often with an offset that is backing off. The
 		// Manager keeps this one in its backlog, in order, de-duplicated.
-		// Whoever gets the hint that names it will work on it; we must not.
+		// The worker holding the domain will get its lease; we must not
+		// work on it.
 		if dl.redelivery {
 			o.dupQueued.Add(1)
 		} else {
@@ -530,9 +536,8 @@ func (o *orchestrator) intake(ctx context.Context, dl delivery) {
 	}
 }
 
-// retry runs an offset whose backoff is over. Fail kept the lease, so the
-// domain can't be idle and no lock is needed: TryAcquire answers
-// AlreadyAcquired with the token and retry count we hold.
+// retry runs an offset whose backoff is over. FailNext kept the lease, so
+// TryAcquire answers AlreadyAcquired with the token and retry count we hold.
 func (o *orchestrator) retry(ctx context.Context, j job) {
 	d := &o.domains[j.dom]
 	res, err := o.m.TryAcquire(d.name, j.offset)
@@ -544,8 +549,8 @@ func (o *orchestrator) retry(ctx context.Context, j job) {
 	o.execute(ctx, j)
 }
 
-// execute works on j, then on each offset a hint hands to it, until the
-// domain is idle or its current offset is backing off.
+// execute works on j, then on each offset SucceedNext or FailNext hands to
+// it, until the domain is idle or its current offset is backing off.
 func (o *orchestrator) execute(ctx context.Context, j job) {
 	for {
 		err := o.attempt(ctx, j)
@@ -589,16 +594,12 @@ func (o *orchestrator) attempt(ctx context.Context, j job) error {
 }
 
 // complete reports the outcome of an attempt to the Manager and returns the
-// next job in the domain if a hint hands one over.
+// next job in the domain if SucceedNext or FailNext leased one to us.
 //
-// Succeed and Fail hand nothing off: when they return a hint, the domain is
-// idle and only the hinted backlog head may be acquired. Were the domain's
-// intake to call TryAcquire with a newer offset in that window, the Manager
-// would reject it as out of order (ErrBacklogOrder). So the hint is followed
-// under the domain lock the intake also takes: nobody sees the domain idle
-// with a backlog, and the hinted offset goes to the worker that got the hint.
-// An offset enqueued before Succeed is in the hint; one that comes after
-// finds the domain idle and is acquired by the intake: none is stranded.
+// d.mu is held throughout, for the sink's records: once SucceedNext or
+// FailNext returns, the domain's next offset may be granted to another
+// worker (the intake, when the backlog was empty), and its outcome must be
+// recorded after this one's.
 func (o *orchestrator) complete(j job, workErr error) (next job, ok bool) {
 	d := &o.domains[j.dom]
 	d.mu.Lock()
@@ -613,21 +614,25 @@ func (o *orchestrator) complete(j job, workErr error) (next job, ok bool) {
 			return job{}, false
 		}
 		d.fence = j.tok.Fence()
-		res, err := o.m.Succeed(d.name, j.tok)
+		res, err := o.m.SucceedNext(d.name, j.tok)
 		if err != nil {
-			o.fail(fmt.Errorf("Succeed(%s) for offset %d: %w", d.name, j.offset, err))
+			o.fail(fmt.Errorf("SucceedNext(%s) for offset %d: %w", d.name, j.offset, err))
 			return job{}, false
 		}
 		o.terminal(d, j.offset, false)
-		if res.Status == worklease.NextHint {
-			return o.followHint(d, j.dom, res.Next)
+		switch res.Status {
+		case worklease.NextAcquired:
+			return o.handOff(j.dom, res.Lease), true
+		case worklease.NoBacklog:
+			return job{}, false
 		}
+		o.fail(fmt.Errorf("SucceedNext(%s): unexpected status %v", d.name, res.Status))
 		return job{}, false
 	}
 
-	res, err := o.m.Fail(d.name, j.tok, workErr)
+	res, err := o.m.FailNext(d.name, j.tok, workErr)
 	if err != nil {
-		o.fail(fmt.Errorf("Fail(%s) for offset %d: %w", d.name, j.offset, err))
+		o.fail(fmt.Errorf("FailNext(%s) for offset %d: %w", d.name, j.offset, err))
 		return job{}, false
 	}
 	switch res.Status {
@@ -637,27 +642,22 @@ func (o *orchestrator) complete(j job, workErr error) (next job, ok bool) {
 		j.retries = res.RetryCount
 		o.backoff.schedule(j, o.policy.Delay(res.RetryCount))
 		return job{}, false
-	case worklease.GiveUpNextHint:
+	case worklease.GiveUpNextAcquired:
 		o.terminal(d, j.offset, true)
-		return o.followHint(d, j.dom, res.Next)
+		return o.handOff(j.dom, res.Lease), true
 	case worklease.GiveUpNoBacklog:
 		o.terminal(d, j.offset, true)
 		return job{}, false
 	}
-	o.fail(fmt.Errorf("Fail(%s): unknown status %v", d.name, res.Status))
+	o.fail(fmt.Errorf("FailNext(%s): unexpected status %v", d.name, res.Status))
 	return job{}, false
 }
 
-// followHint acquires the backlog head a hint named. d.mu is held, so the
-// domain is still idle with next at the head, and TryAcquire must grant it.
-func (o *orchestrator) followHint(d *domain, dom int32, next int64) (job, bool) {
-	res, err := o.m.TryAcquire(d.name, next)
-	if err != nil || res.Status != worklease.Acquired {
-		o.fail(fmt.Errorf("following hint: TryAcquire(%s, %d) = %v, %v; want Acquired", d.name, next, res.Status, err))
-		return job{}, false
-	}
+// handOff is the job of the lease SucceedNext or FailNext granted us: the
+// backlog's head, which nobody else can have been granted.
+func (o *orchestrator) handOff(dom int32, l worklease.LeaseInfo) job {
 	o.handOffs.Add(1)
-	return job{dom: dom, offset: next, tok: res.Token}, true
+	return job{dom: dom, offset: l.Offset, tok: l.Token, retries: l.RetryCount}
 }
 
 // terminal records that offset reached a terminal state, and checks that it
