@@ -30,8 +30,8 @@ type domainState struct {
 	// cold holds what failures, expiries and operators leave behind; nil
 	// while it would be empty, as it is for most domains.
 	cold *domainCold
-	// processed holds the offsets that succeeded (seed 000 "processed";
-	// the failed ones are in cold). With WithMonotonicOffsets, it is
+	// processed holds the offsets that succeeded (the failed ones are in
+	// cold), terminal like them. With WithMonotonicOffsets, it is
 	// instead empty or the one run [0, hw], hw being the highest terminal
 	// offset; isProcessed says which offsets count as processed either way.
 	processed offsetSet
@@ -45,10 +45,11 @@ type issued struct {
 
 // domainCold is the part of a domain's state that most domains never have.
 // It is allocated when one of its fields is first set, and dropped once
-// all are zero again.
+// all are zero again. Like the rest of domainState, and the backlog, it is
+// guarded by the record's mu.
 type domainCold struct {
-	// failed holds the offsets that were given up or killed (seed 000
-	// "failed"), and why.
+	// failed holds the offsets that were given up on or killed, terminal
+	// like the processed ones, and why each failed.
 	failed deadLetters
 	// carried holds the history of offsets that went back into the backlog
 	// after an attempt that did not end in Succeed or Fail (an expiry, a
