@@ -240,7 +240,7 @@ func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) err
 		attempts, tok = s.lease.retries+1, s.lease.token
 		s.revoke(tok, ErrLeaseRevoked)
 	case s.backlog.remove(offset):
-		attempts = s.carried[offset].retries
+		attempts = s.carried[offset].attempts
 		s.dropCarried(offset)
 	}
 	e.emit(EventKilled, offset, attempts, tok, cause)
@@ -282,7 +282,7 @@ func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
 		l := s.lease
 		e.emit(EventReleased, l.offset, l.retries+1, l.token, nil)
 		s.revoke(l.token, ErrLeaseRevoked)
-		s.requeue(e, l.offset, attempt{retries: l.retries, acquiredAt: l.acquiredAt})
+		s.requeue(e, l.offset, attempt{attempts: l.retries + 1, retries: l.retries, acquiredAt: l.acquiredAt})
 		return nil
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/worklease/worklease"
 	"github.com/worklease/worklease/internal/clock"
+	"github.com/worklease/worklease/internal/memjournal"
 )
 
 // Tests of the admin calls (Kill, Redrive, Forget, Pause, Resume,
@@ -736,4 +737,38 @@ func TestStats(t *testing.T) {
 		Resumed:      1,
 		Forgotten:    1,
 	}, m.Stats())
+}
+
+// A dead letter's Attempts counts the attempts made, the last one included,
+// whether the offset is killed in flight or queued after a forced release
+// put it back (a release is not a failed attempt, but it was an attempt),
+// and a restart, from the records or from a snapshot, keeps the count.
+func TestKillAfterForceReleaseCountsEveryAttempt(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"live", "replayed", "snapshot"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			j := &memjournal.Journal{}
+			clk := clock.NewFake(epoch)
+			m := must(worklease.New(worklease.WithJournal(j), worklease.WithClock(clk)))(t)
+			res := acquire(t, m, "A", 1, worklease.Acquired)
+			_, err := m.Fail("A", res.Token, errors.New("first"))
+			require.NoError(t, err) // attempt 2 is in flight
+			got, err := hint(m.ForceRelease("A"))
+			require.NoError(t, err)
+			require.Equal(t, nextHint{1, true}, got)
+			switch name {
+			case "replayed", "snapshot":
+				if name == "snapshot" {
+					require.NoError(t, m.Snapshot())
+				}
+				require.NoError(t, m.Close())
+				m = must(worklease.New(worklease.WithJournal(j.Reopen()), worklease.WithClock(clk)))(t)
+			}
+			defer func() { require.NoError(t, m.Close()) }()
+			_, _, err = m.Kill("A", 1, "poison")
+			require.NoError(t, err)
+			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 1, Attempts: 2, At: epoch}, "poison")
+		})
+	}
 }

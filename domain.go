@@ -49,7 +49,8 @@ type lease struct {
 
 // attempt is what carries over from one grant of an offset to the next.
 type attempt struct {
-	retries    int
+	attempts   int // attempts made, the last one included
+	retries    int // failed attempts: an expiry is one, a forced release is not
 	acquiredAt instant
 }
 
@@ -276,7 +277,7 @@ func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
 	e.emit(EventExpired, l.offset, l.retries+1, l.token, nil)
 	s.revoke(l.token, ErrLeaseExpired)
 	if l.retries < p.maxRetries {
-		s.requeue(e, l.offset, attempt{retries: l.retries + 1, acquiredAt: l.acquiredAt})
+		s.requeue(e, l.offset, attempt{attempts: l.retries + 1, retries: l.retries + 1, acquiredAt: l.acquiredAt})
 	} else {
 		s.deadLetter(p, e, l.offset, l.retries+1, l.token, ErrLeaseExpired, p.park)
 	}
@@ -284,13 +285,15 @@ func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
 }
 
 // requeue puts offset back at the front of the line, keeping its attempts.
+// Its record says how many were made (Attempt) and how many of them failed
+// (Retries), which the next grant carries on from.
 func (s *domainState) requeue(e *emitter, offset int64, a attempt) {
 	s.backlog.pushFront(offset)
 	if s.carried == nil {
 		s.carried = make(map[int64]attempt)
 	}
 	s.carried[offset] = a
-	e.record(Record{Kind: EventRequeued, Offset: offset, Attempt: a.retries, Retries: a.retries, AcquiredAt: a.acquiredAt.in(time.UTC)}, nil)
+	e.record(Record{Kind: EventRequeued, Offset: offset, Attempt: a.attempts, Retries: a.retries, AcquiredAt: a.acquiredAt.in(time.UTC)}, nil)
 }
 
 func (s *domainState) dropCarried(offset int64) {

@@ -109,7 +109,10 @@ type Record struct {
 	At time.Time
 
 	// AcquiredAt and Retries: for EventAcquired and EventRequeued, the
-	// offset's first grant and its failed attempts so far.
+	// offset's first grant and its failed attempts so far. A Requeued
+	// record's Attempt is the attempts made so far, one more than Retries
+	// after a forced release (in journals written before version 2 of the
+	// snapshot format, it equals Retries).
 	AcquiredAt time.Time
 	Retries    int
 	// ExpiresAt: for EventAcquired, EventRetrying and EventExtended, the

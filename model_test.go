@@ -338,7 +338,8 @@ type modelLease struct {
 // A modelAttempt is what an offset put back in the backlog by an expiry or
 // ForceRelease carries to its next grant.
 type modelAttempt struct {
-	retries    int
+	attempts   int // made, the last one included
+	retries    int // failed: an expiry is one, a forced release is not
 	acquiredAt time.Time
 }
 
@@ -447,7 +448,7 @@ func (md *modelDomain) touch(now time.Time) bool {
 	md.emit(worklease.EventExpired, l.offset, l.retries+1, l.token, nil, now)
 	md.endLease(l.token, worklease.ErrLeaseExpired)
 	if l.retries < md.cfg.maxRetries {
-		md.requeue(l.offset, modelAttempt{retries: l.retries + 1, acquiredAt: l.acquiredAt}, now)
+		md.requeue(l.offset, modelAttempt{attempts: l.retries + 1, retries: l.retries + 1, acquiredAt: l.acquiredAt}, now)
 	} else {
 		md.deadLetter(l.offset, l.retries+1, l.token, worklease.ErrLeaseExpired, now, md.cfg.park)
 	}
@@ -475,7 +476,7 @@ func (md *modelDomain) endLease(tok worklease.Token, why error) {
 func (md *modelDomain) requeue(off int64, a modelAttempt, now time.Time) {
 	md.backlog = slices.Insert(md.backlog, 0, off)
 	md.carried[off] = a
-	md.emit(worklease.EventRequeued, off, a.retries, worklease.Token{}, nil, now)
+	md.emit(worklease.EventRequeued, off, a.attempts, worklease.Token{}, nil, now)
 }
 
 func (md *modelDomain) deadLetter(off int64, attempts int, tok worklease.Token, cause error, now time.Time, park bool) {
@@ -783,7 +784,7 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 		md.endLease(tok, worklease.ErrLeaseRevoked)
 	} else if i := slices.Index(md.backlog, off); i >= 0 {
 		md.backlog = slices.Delete(md.backlog, i, i+1)
-		attempts = md.carried[off].retries
+		attempts = md.carried[off].attempts
 		delete(md.carried, off)
 	}
 	md.emit(worklease.EventKilled, off, attempts, tok, cause, now)
@@ -818,7 +819,7 @@ func (md *modelDomain) forceRelease(now time.Time) (int64, bool, error) {
 	l := md.lease
 	md.emit(worklease.EventReleased, l.offset, l.retries+1, l.token, nil, now)
 	md.endLease(l.token, worklease.ErrLeaseRevoked)
-	md.requeue(l.offset, modelAttempt{retries: l.retries, acquiredAt: l.acquiredAt}, now)
+	md.requeue(l.offset, modelAttempt{attempts: l.retries + 1, retries: l.retries, acquiredAt: l.acquiredAt}, now)
 	next, ok := md.next()
 	return next, ok, nil
 }
@@ -1578,6 +1579,7 @@ type modelReplay struct {
 	hw        int64 // the highest offset processed or failed; -1: none
 	backlog   []int64
 	carried   map[int64]int // failed attempts a queued offset carries to its next grant
+	made      map[int64]int // attempts a queued offset made, which a kill counts
 	grants    int           // leases granted
 	ended     int           // leases that ended
 	grantsOf  map[int64]int // grants of each offset
@@ -1596,7 +1598,7 @@ type modelReplay struct {
 
 func newModelReplay() modelReplay {
 	return modelReplay{
-		processed: map[int64]bool{}, failed: map[int64]bool{}, hw: -1, carried: map[int64]int{},
+		processed: map[int64]bool{}, failed: map[int64]bool{}, hw: -1, carried: map[int64]int{}, made: map[int64]int{},
 		grantsOf: map[int64]int{}, returns: map[int64]int{}, seedFIFO: true,
 	}
 }
@@ -1648,6 +1650,7 @@ func (l *leaseModel) checkHistory(t *rapid.T, d string) {
 	modelCheck(t, len(r.carried) == len(md.carried), "%q: replayed carried attempts %v, model %v", d, r.carried, md.carried)
 	for off, a := range md.carried {
 		modelCheck(t, a.retries == r.carried[off], "%q: replayed attempts carried by %d: %d, model %d", d, off, r.carried[off], a.retries)
+		modelCheck(t, a.attempts == r.made[off], "%q: replayed attempts made by %d: %d, model %d", d, off, r.made[off], a.attempts)
 	}
 	// Every lease ended but the one in flight; and each grant is one the
 	// model recorded.
@@ -1717,6 +1720,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		modelCheck(t, !(r.queued(x)), "%s: granted while still queued", where)
 		require.Equal(t, r.carried[x]+1, ev.attempt, "%s: attempt number", where)
 		delete(r.carried, x)
+		delete(r.made, x)
 		r.grants++
 		r.grantsOf[x]++
 		require.LessOrEqual(t, r.grantsOf[x], 1+r.returns[x], "%s: granted again without going back to the backlog", where)
@@ -1766,7 +1770,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		r.ended++
 		if ev.kind == worklease.EventReleased {
 			// A forced release is not a failed attempt.
-			require.Equal(t, [3]any{worklease.EventRequeued, x, r.retries}, [3]any{next.kind, next.offset, next.attempt},
+			require.Equal(t, [3]any{worklease.EventRequeued, x, ev.attempt}, [3]any{next.kind, next.offset, next.attempt},
 				"%s: no requeue follows", where)
 			break
 		}
@@ -1783,7 +1787,12 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		require.Equal(t, x, prev.offset, where)
 		modelCheck(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
 		r.pushFront(x)
-		r.carried[x] = ev.attempt
+		// Attempt is the attempts made: after an expiry every one failed,
+		// after a forced release all but the last.
+		r.carried[x], r.made[x] = ev.attempt, ev.attempt
+		if prev.kind == worklease.EventReleased {
+			r.carried[x]--
+		}
 		r.returns[x]++
 	case worklease.EventKilled:
 		modelCheck(t, !(terminal), "%s: offset is terminal", where)
@@ -1797,8 +1806,9 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 			r.ended++
 		case r.queued(x):
 			require.Zero(t, ev.token, where)
-			require.Equal(t, r.carried[x], ev.attempt, "%s: attempts of a queued offset", where)
+			require.Equal(t, r.made[x], ev.attempt, "%s: attempts of a queued offset", where)
 			delete(r.carried, x)
+			delete(r.made, x)
 			r.remove(x)
 		default:
 			require.Zero(t, ev.token, where)

@@ -32,8 +32,10 @@ const (
 	// attempt; otherwise an EventRequeued.
 	EventExpired
 	// EventRequeued: an offset whose lease expired or was force-released went
-	// back to the front of the backlog; Attempt is its failed attempts so
-	// far, which its next grant carries on from.
+	// back to the front of the backlog; Attempt is the attempts it made so
+	// far, the one just ended included. An expiry counts as a failed
+	// attempt and a forced release does not, so the next grant's attempt
+	// number is Attempt+1 after an expiry and Attempt after a release.
 	EventRequeued
 	// EventExtended: a lease's expiry moved later.
 	EventExtended

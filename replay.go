@@ -110,7 +110,7 @@ func (m *Manager) settleEnded(domain string, l lease) {
 	if s.carried == nil {
 		s.carried = make(map[int64]attempt)
 	}
-	s.carried[l.offset] = attempt{retries: l.retries, acquiredAt: l.acquiredAt}
+	s.carried[l.offset] = attempt{attempts: l.retries + 1, retries: l.retries, acquiredAt: l.acquiredAt}
 }
 
 // apply applies one journaled record.
@@ -250,11 +250,16 @@ func (s *domainState) apply(p *policy, rec Record, ended int64) error {
 		if terminal || (s.leased && s.lease.offset == off) || s.backlog.contains(off) {
 			return errors.New("requeues an offset that is terminal, leased or queued")
 		}
+		if rec.Attempt < rec.Retries {
+			return errors.New("requeues an offset with more failed attempts than attempts")
+		}
 		s.backlog.pushFront(off)
 		if s.carried == nil {
 			s.carried = make(map[int64]attempt)
 		}
-		s.carried[off] = attempt{retries: rec.Retries, acquiredAt: instantOf(rec.AcquiredAt)}
+		// Journals written before a forced release's Attempt counted its
+		// last attempt hold Attempt == Retries: that undercount stays.
+		s.carried[off] = attempt{attempts: rec.Attempt, retries: rec.Retries, acquiredAt: instantOf(rec.AcquiredAt)}
 	case EventDeadLettered:
 		if terminal {
 			return errors.New("dead-letters a terminal offset")

@@ -112,10 +112,14 @@ func (m *Manager) writeSnapshot() error {
 
 // The snapshot format. After snapshotMagic and its version, a sequence of
 // sections, each a tag byte: snapshotDomain sections, then one
-// snapshotTrailer, then snapshotEnd.
+// snapshotTrailer, then snapshotEnd. Version 2, the one encodeSnapshot
+// writes, stores the attempts made by each offset a domain carries as well
+// as its failed ones; version 1, which stored only the failed ones, still
+// restores, with the two equal.
 const (
-	snapshotMagic   = "wlsnap"
-	snapshotVersion = 1
+	snapshotMagic    = "wlsnap"
+	snapshotVersion1 = 1
+	snapshotVersion  = 2
 
 	snapshotEnd     = 0
 	snapshotDomain  = 1
@@ -218,6 +222,7 @@ func (r *record) appendSnapshot(b []byte, domain string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s.carried)))
 	for off, a := range s.carried {
 		b = binary.AppendVarint(b, off)
+		b = binary.AppendUvarint(b, uint64(a.attempts))
 		b = binary.AppendUvarint(b, uint64(a.retries))
 		b = appendTime(b, a.acquiredAt.in(time.UTC))
 	}
@@ -234,14 +239,15 @@ func (m *Manager) restoreSnapshot(data []byte) (map[string]uint64, error) {
 		return nil, fmt.Errorf("not a worklease snapshot")
 	}
 	d.b = d.b[len(snapshotMagic):]
-	if v := d.byte(); v != snapshotVersion {
-		return nil, fmt.Errorf("unknown snapshot version %d", v)
+	version := d.byte()
+	if version != snapshotVersion && version != snapshotVersion1 {
+		return nil, fmt.Errorf("unknown snapshot version %d", version)
 	}
 	seen := make(map[string]bool)
 	for d.err == nil {
 		switch tag := d.byte(); tag {
 		case snapshotDomain:
-			if err := m.restoreDomain(&d, seen); err != nil {
+			if err := m.restoreDomain(&d, version, seen); err != nil {
 				return nil, err
 			}
 		case snapshotTrailer:
@@ -297,8 +303,9 @@ func (m *Manager) dropRestored(domain string, seq uint64) {
 	m.unlink(r)
 }
 
-// restoreDomain decodes one domain's state into a new record.
-func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
+// restoreDomain decodes one domain's state, in the given snapshot version,
+// into a new record.
+func (m *Manager) restoreDomain(d *decoder, version byte, seen map[string]bool) error {
 	domain := d.string()
 	if d.err != nil {
 		return d.err
@@ -347,12 +354,27 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 		}
 		s.failed.add(off, deadLetter{cause: causeFromText(cause), attempts: attempts, at: at})
 	}
-	for range d.count(3) {
-		off, retries, at := d.varint(), d.int(), d.instant()
+	minCarried := 3
+	if version > snapshotVersion1 {
+		minCarried = 4
+	}
+	for range d.count(minCarried) {
+		off := d.varint()
+		var a attempt
+		if version > snapshotVersion1 {
+			a.attempts = d.int()
+		}
+		a.retries, a.acquiredAt = d.int(), d.instant()
+		if version == snapshotVersion1 {
+			a.attempts = a.retries // version 1 kept the failed attempts alone
+		}
+		if a.attempts < a.retries {
+			d.fail(fmt.Errorf("offset %d carries %d attempts, %d of them failed", off, a.attempts, a.retries))
+		}
 		if s.carried == nil {
 			s.carried = make(map[int64]attempt)
 		}
-		s.carried[off] = attempt{retries: retries, acquiredAt: at}
+		s.carried[off] = a
 	}
 	if d.err != nil {
 		return fmt.Errorf("domain %q: %w", domain, d.err)
