@@ -27,7 +27,10 @@ type Journal interface {
 	// ReplayRecords calls restore with the latest snapshot, if there is
 	// one, then apply with every record after it, in sequence order. New
 	// calls it once, before the Manager is used. The snapshot's bytes are
-	// valid only until restore returns.
+	// valid only until restore returns. A journal serves one Manager: if
+	// ReplayRecords was called before, it should return an error wrapping
+	// ErrJournalInUse and call nothing, so that a second New on the
+	// journal fails rather than let two Managers write to it.
 	ReplayRecords(restore func(snapshot []byte) error, apply func(seq uint64, rec Record) error) error
 	// SnapshotState replaces the journal's snapshot with the one write
 	// produces, which reflects every record appended before SnapshotState
@@ -44,7 +47,8 @@ type Journal interface {
 
 // WithJournal makes the Manager journal every transition to j. New first
 // rebuilds the Manager's state by replaying j, and Close closes j; if New
-// fails, it closes j itself. With a
+// fails, it closes j itself, unless j is in use by another Manager
+// (ErrJournalInUse), which keeps it. With a
 // journal, a call returns only once the records it wrote, and those of the
 // domain before them, are durable, as j's Wait defines it; many concurrent
 // calls share the journal's flushes. Times read back from a journal (lease
@@ -60,6 +64,12 @@ func WithJournal(j Journal) Option {
 // Recover by closing the Manager, reopening the journal and building a new
 // Manager on it.
 var ErrJournalFailed = errors.New("worklease: journal failed")
+
+// ErrJournalInUse is returned by New, wrapped, when its journal already
+// serves another Manager (see Journal.ReplayRecords): two Managers writing
+// to one journal would interleave records that replay cannot apply. New
+// leaves that journal open for the Manager using it.
+var ErrJournalInUse = errors.New("worklease: journal in use by another Manager")
 
 // ErrReplay is returned by New when a journal's records cannot be applied:
 // a record breaks an invariant of the state before it (seed 001's

@@ -352,7 +352,7 @@ func TestReplayRejectsCorruptSnapshots(t *testing.T) {
 		return worklease.EncodeSnapshot(m, w)
 	}))
 	require.NoError(t, m.Close())
-	require.NoError(t, j.ReplayRecords(func(b []byte) error { snap = append([]byte(nil), b...); return nil }, nil))
+	require.NoError(t, j.Reopen().ReplayRecords(func(b []byte) error { snap = append([]byte(nil), b...); return nil }, nil))
 
 	// Every truncation and every single flipped byte is either rejected
 	// with ErrReplay or, where it happens to stay valid, restores state
@@ -429,4 +429,21 @@ func TestReplayedExpiryWithoutTTL(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, info.Leased)
 	require.NoError(t, worklease.CheckInvariants(m))
+}
+
+// A journal serves one Manager: a second New on it is refused with
+// ErrJournalInUse, and the first Manager carries on with it open.
+func TestJournalSecondManagerIsRefused(t *testing.T) {
+	t.Parallel()
+	j := &memjournal.Journal{}
+	m, err := worklease.New(worklease.WithJournal(j))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Close()) }()
+	res, err := m.TryAcquire("a", 1)
+	require.NoError(t, err)
+	second, err := worklease.New(worklease.WithJournal(j))
+	require.ErrorIs(t, err, worklease.ErrJournalInUse)
+	require.Nil(t, second)
+	_, err = m.Succeed("a", res.Token)
+	require.NoError(t, err, "the journal is still open")
 }

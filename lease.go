@@ -3,6 +3,7 @@ package worklease
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
@@ -91,7 +92,9 @@ func New(opts ...Option) (*Manager, error) {
 	}
 	if m.journal != nil {
 		if err := m.replay(); err != nil {
-			_ = m.journal.Close() // releases what it holds, such as a directory lock; the replay error says more
+			if !errors.Is(err, ErrJournalInUse) { // else it is the other Manager's to close
+				_ = m.journal.Close() // releases what it holds, such as a directory lock; the replay error says more
+			}
 			return nil, err
 		}
 		m.timed = m.timed || m.anyLeaseExpires()

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/worklease/worklease"
 )
 
 // Errors returned by Open.
@@ -87,6 +89,12 @@ var (
 	// ErrReadOnly is returned by Append, AppendRecord, WriteSnapshot and
 	// SnapshotState on a Log opened WithReadOnly.
 	ErrReadOnly = errors.New("wal: log opened read-only")
+
+	// ErrInUse is returned by ReplayRecords when it was called before on
+	// the Log: a Log serves one worklease.Manager, which replays it once, in
+	// New, so a second New on the same Log fails with it. It matches
+	// worklease.ErrJournalInUse under errors.Is too.
+	ErrInUse = fmt.Errorf("wal: log already serves a Manager: %w", worklease.ErrJournalInUse)
 )
 
 // A CorruptionError reports committed data that Open or Replay cannot read
