@@ -772,3 +772,23 @@ func TestKillAfterForceReleaseCountsEveryAttempt(t *testing.T) {
 		})
 	}
 }
+
+// Stats keeps answering after Close with the final counts: the calls that
+// Close refuses count nothing.
+func TestStatsAfterClose(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t)
+	res := acquire(t, m, "A", 1, worklease.Acquired)
+	acquire(t, m, "A", 2, worklease.Enqueued)
+	_, err := m.Succeed("A", res.Token)
+	require.NoError(t, err)
+	want := worklease.Stats{Acquired: 1, Enqueued: 1, Processed: 1}
+	require.Equal(t, want, m.Stats())
+	require.NoError(t, m.Close())
+	require.Equal(t, want, m.Stats())
+	_, err = m.TryAcquire("A", 2)
+	require.ErrorIs(t, err, worklease.ErrClosed)
+	_, err = m.Succeed("A", res.Token)
+	require.ErrorIs(t, err, worklease.ErrClosed)
+	require.Equal(t, want, m.Stats())
+}
