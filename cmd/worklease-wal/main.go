@@ -45,8 +45,12 @@
 // or hold a tab, a newline, another unprintable character or bytes that are
 // not UTF-8: those are printed as a quoted Go string literal. Times are
 // RFC 3339 in UTC. With -json each row is one JSON object per line (verify
-// and stats print one). Output depends only on the directory's content and
-// the arguments.
+// and stats print one). A JSON string can hold only UTF-8, while a domain,
+// a cause and the directory's name may be any bytes: a text field that is
+// not valid UTF-8 is written instead under its key with "_base64" added,
+// as the standard base64 of its bytes ({"domain_base64":"a2V5/w=="} for
+// the domain "key\xff"), so that every value reads back exactly. Output
+// depends only on the directory's content and the arguments.
 //
 // The exit status is 0 on success, 1 if the journal cannot be read (it is
 // corrupt, a record does not replay, the directory is missing or in use), and
@@ -205,7 +209,10 @@ Flags, for every command:
 Text output is tab-separated, after a header line naming the columns; "-"
 means none; a text field that is empty, "-", starts with a double quote or
 holds an unprintable character is printed as a quoted Go string; times are
-RFC 3339 in UTC.
+RFC 3339 in UTC. In JSON, a domain, cause or directory name that is not
+valid UTF-8 is written as base64 under its key with "_base64" added
+(domain_base64, cause_base64, dir_base64), so that its bytes read back
+exactly.
 
 Exit status: 0 success, 1 the journal cannot be read (corrupt, a record that
 does not replay, missing, in use), 2 usage error.
@@ -407,7 +414,8 @@ var journaledKinds = []worklease.EventKind{
 
 // verifyReport is verify's output.
 type verifyReport struct {
-	Dir           string    `json:"dir"`
+	Dir           *string   `json:"dir,omitempty"`
+	DirBase64     []byte    `json:"dir_base64,omitempty"`
 	Status        string    `json:"status"`
 	Segments      int       `json:"segments"`
 	LogBytes      int64     `json:"log_bytes"`
@@ -434,7 +442,6 @@ func verify(j *journal, p *printer) error {
 	}
 	rc, st := j.log.Recovery(), j.log.Stats()
 	r := verifyReport{
-		Dir:           j.dir,
 		Status:        "ok",
 		Segments:      st.Segments,
 		LogBytes:      st.LogBytes,
@@ -445,6 +452,7 @@ func verify(j *journal, p *printer) error {
 		Domains:       len(ds),
 		Leftover:      rc.Removed,
 	}
+	r.Dir, r.DirBase64 = jsonText(j.dir)
 	if t := rc.Torn; t != nil {
 		r.Torn = &tornTail{File: t.File, Offset: t.Offset, Bytes: t.Bytes, Reason: t.Reason.Error()}
 	}
@@ -461,7 +469,7 @@ func verify(j *journal, p *printer) error {
 		leftover = strings.Join(r.Leftover, " ")
 	}
 	p.row("key", "value")
-	p.row("dir", text(r.Dir))
+	p.row("dir", text(j.dir))
 	p.row("status", r.Status)
 	p.row("segments", strconv.Itoa(r.Segments))
 	p.row("log_bytes", strconv.FormatInt(r.LogBytes, 10))
@@ -565,13 +573,14 @@ func eachDomain(m *worklease.Manager, f func(domain string, info worklease.Domai
 
 // domainRow is one line of domains.
 type domainRow struct {
-	Domain    string `json:"domain"`
-	Leased    bool   `json:"leased"`
-	Offset    *int64 `json:"offset,omitempty"` // in flight
-	Backlog   int    `json:"backlog"`
-	Processed int64  `json:"processed"`
-	Failed    int64  `json:"failed"`
-	Paused    bool   `json:"paused"`
+	Domain    *string `json:"domain,omitempty"`
+	Base64    []byte  `json:"domain_base64,omitempty"`
+	Leased    bool    `json:"leased"`
+	Offset    *int64  `json:"offset,omitempty"` // in flight
+	Backlog   int     `json:"backlog"`
+	Processed int64   `json:"processed"`
+	Failed    int64   `json:"failed"`
+	Paused    bool    `json:"paused"`
 }
 
 func domains(j *journal, p *printer) error {
@@ -579,8 +588,9 @@ func domains(j *journal, p *printer) error {
 		p.row("domain", "leased", "offset", "backlog", "processed", "failed", "paused")
 	}
 	return eachDomain(j.m, func(domain string, info worklease.DomainInfo) {
-		r := domainRow{Domain: domain, Leased: info.Leased, Backlog: len(info.Backlog),
+		r := domainRow{Leased: info.Leased, Backlog: len(info.Backlog),
 			Processed: info.Processed, Failed: info.Failed, Paused: info.Paused}
+		r.Domain, r.Base64 = jsonText(domain)
 		if info.Leased {
 			r.Offset = &info.Lease.Offset
 		}
@@ -588,7 +598,7 @@ func domains(j *journal, p *printer) error {
 			p.object(r)
 			return
 		}
-		p.row(text(r.Domain), strconv.FormatBool(r.Leased), optional(info.Lease.Offset, r.Leased),
+		p.row(text(domain), strconv.FormatBool(r.Leased), optional(info.Lease.Offset, r.Leased),
 			strconv.Itoa(r.Backlog), strconv.FormatInt(r.Processed, 10), strconv.FormatInt(r.Failed, 10),
 			strconv.FormatBool(r.Paused))
 	})
@@ -596,7 +606,8 @@ func domains(j *journal, p *printer) error {
 
 // leaseRow is one line of leases.
 type leaseRow struct {
-	Domain   string          `json:"domain"`
+	Domain   *string         `json:"domain,omitempty"`
+	Base64   []byte          `json:"domain_base64,omitempty"`
 	Offset   int64           `json:"offset"`
 	Token    worklease.Token `json:"token"`
 	Fence    uint64          `json:"fence"`
@@ -614,13 +625,14 @@ func leases(j *journal, p *printer) error {
 		p.row("domain", "offset", "token", "fence", "acquired", "expires", "retries")
 	}
 	for _, l := range ls {
-		r := leaseRow{Domain: l.Domain, Offset: l.Offset, Token: l.Token, Fence: l.Token.Fence(),
+		r := leaseRow{Offset: l.Offset, Token: l.Token, Fence: l.Token.Fence(),
 			Acquired: utc(l.AcquiredAt), Expires: utc(l.ExpiresAt), Retries: l.RetryCount}
+		r.Domain, r.Base64 = jsonText(l.Domain)
 		if p.json {
 			p.object(r)
 			continue
 		}
-		p.row(text(r.Domain), strconv.FormatInt(r.Offset, 10), r.Token.String(), strconv.FormatUint(r.Fence, 10),
+		p.row(text(l.Domain), strconv.FormatInt(r.Offset, 10), r.Token.String(), strconv.FormatUint(r.Fence, 10),
 			timeText(r.Acquired), timeText(r.Expires), strconv.Itoa(r.Retries))
 	}
 	return nil
@@ -628,11 +640,13 @@ func leases(j *journal, p *printer) error {
 
 // deadRow is one line of dead.
 type deadRow struct {
-	Domain   string    `json:"domain"`
-	Offset   int64     `json:"offset"`
-	Attempts int       `json:"attempts"`
-	At       time.Time `json:"at,omitzero"`
-	Cause    string    `json:"cause,omitempty"`
+	Domain      *string   `json:"domain,omitempty"`
+	Base64      []byte    `json:"domain_base64,omitempty"`
+	Offset      int64     `json:"offset"`
+	Attempts    int       `json:"attempts"`
+	At          time.Time `json:"at,omitzero"`
+	Cause       *string   `json:"cause,omitempty"`
+	CauseBase64 []byte    `json:"cause_base64,omitempty"`
 }
 
 func dead(j *journal, p *printer) error {
@@ -644,15 +658,20 @@ func dead(j *journal, p *printer) error {
 		p.row("domain", "offset", "attempts", "at", "cause")
 	}
 	for _, dl := range dls {
-		r := deadRow{Domain: dl.Domain, Offset: dl.Offset, Attempts: dl.Attempts, At: utc(dl.At)}
+		r := deadRow{Offset: dl.Offset, Attempts: dl.Attempts, At: utc(dl.At)}
+		r.Domain, r.Base64 = jsonText(dl.Domain)
+		var cause string
 		if dl.Cause != nil {
-			r.Cause = dl.Cause.Error()
+			cause = dl.Cause.Error()
+		}
+		if cause != "" {
+			r.Cause, r.CauseBase64 = jsonText(cause)
 		}
 		if p.json {
 			p.object(r)
 			continue
 		}
-		p.row(text(r.Domain), strconv.FormatInt(r.Offset, 10), strconv.Itoa(r.Attempts), timeText(r.At), optionalText(r.Cause))
+		p.row(text(dl.Domain), strconv.FormatInt(r.Offset, 10), strconv.Itoa(r.Attempts), timeText(r.At), optionalText(cause))
 	}
 	return nil
 }
@@ -661,7 +680,8 @@ func dead(j *journal, p *printer) error {
 type dumpRow struct {
 	Seq      uint64          `json:"seq"`
 	Kind     string          `json:"kind"`
-	Domain   string          `json:"domain"`
+	Domain   *string         `json:"domain,omitempty"`
+	Base64   []byte          `json:"domain_base64,omitempty"`
 	Offset   int64           `json:"offset"` // -1: none
 	Token    worklease.Token `json:"token,omitzero"`
 	Attempt  int             `json:"attempt"`
@@ -670,7 +690,8 @@ type dumpRow struct {
 	At       time.Time       `json:"at,omitzero"`
 	Acquired time.Time       `json:"acquired,omitzero"`
 	Expires  time.Time       `json:"expires,omitzero"`
-	Cause    string          `json:"cause,omitempty"`
+	Cause    *string         `json:"cause,omitempty"`
+	CauseB64 []byte          `json:"cause_base64,omitempty"`
 }
 
 func dump(j *journal, p *printer) error {
@@ -680,9 +701,13 @@ func dump(j *journal, p *printer) error {
 	return j.log.ReplayRecords(
 		func([]byte) error { return nil }, // the snapshot is state, not records
 		func(seq uint64, rec worklease.Record) error {
-			r := dumpRow{Seq: seq, Kind: rec.Kind.String(), Domain: rec.Domain, Offset: rec.Offset, Token: rec.Token,
+			r := dumpRow{Seq: seq, Kind: rec.Kind.String(), Offset: rec.Offset, Token: rec.Token,
 				Attempt: rec.Attempt, Retries: rec.Retries, Front: rec.Front, At: utc(rec.At),
-				Acquired: utc(rec.AcquiredAt), Expires: utc(rec.ExpiresAt), Cause: rec.Cause}
+				Acquired: utc(rec.AcquiredAt), Expires: utc(rec.ExpiresAt)}
+			r.Domain, r.Base64 = jsonText(rec.Domain)
+			if rec.Cause != "" {
+				r.Cause, r.CauseB64 = jsonText(rec.Cause)
+			}
 			if p.json {
 				p.object(r)
 				return p.err
@@ -691,9 +716,9 @@ func dump(j *journal, p *printer) error {
 			if !r.Token.IsZero() {
 				tok = r.Token.String()
 			}
-			p.row(strconv.FormatUint(r.Seq, 10), r.Kind, text(r.Domain), optional(r.Offset, r.Offset >= 0), tok,
+			p.row(strconv.FormatUint(r.Seq, 10), r.Kind, text(rec.Domain), optional(r.Offset, r.Offset >= 0), tok,
 				strconv.Itoa(r.Attempt), strconv.Itoa(r.Retries), strconv.FormatBool(r.Front),
-				timeText(r.At), timeText(r.Acquired), timeText(r.Expires), optionalText(r.Cause))
+				timeText(r.At), timeText(r.Acquired), timeText(r.Expires), optionalText(rec.Cause))
 			return p.err
 		})
 }
@@ -745,6 +770,17 @@ func text(s string) string {
 		}
 	}
 	return s
+}
+
+// jsonText returns s as a JSON text field and its "_base64" twin: s, or,
+// if s is not valid UTF-8 (which a JSON string cannot hold: encoding/json
+// would replace the bad bytes with U+FFFD), its bytes, which encoding/json
+// writes in base64.
+func jsonText(s string) (*string, []byte) {
+	if utf8.ValidString(s) {
+		return &s, nil
+	}
+	return nil, []byte(s)
 }
 
 // optionalText is text, with "-" for the empty string.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -193,7 +194,7 @@ func TestVerify(t *testing.T) {
 	var r verifyReport
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	assert.Equal(t, verifyReport{
-		Dir: f.dir, Status: "ok", Segments: 1,
+		Dir: &f.dir, Status: "ok", Segments: 1,
 		LogBytes:    fileSize(t, f.dir, "0000000000000001.wal"),
 		SnapshotSeq: f.snapshot, SnapshotBytes: fileSize(t, f.dir, "snapshot"),
 		LastSeq: f.lastSeq, Records: f.records, Domains: 4,
@@ -633,4 +634,87 @@ func TestMonotonic(t *testing.T) {
 	code, out, _ = runTool("verify", "-h")
 	require.Equal(t, 0, code)
 	assert.Contains(t, out, "-monotonic")
+}
+
+// decodeText returns the text field key of a JSON object: key's string, or
+// the bytes of key_base64, and whether either is there.
+func decodeText(t *testing.T, obj map[string]any, key string) (string, bool) {
+	t.Helper()
+	s, isString := obj[key].(string)
+	b64, isBase64 := obj[key+"_base64"].(string)
+	require.False(t, isString && isBase64, "both %s and %s_base64 in %v", key, key, obj)
+	if !isBase64 {
+		return s, isString
+	}
+	b, err := base64.StdEncoding.DecodeString(b64)
+	require.NoError(t, err)
+	return string(b), true
+}
+
+// Domains and causes are byte strings, valid UTF-8 or not; JSON output
+// gives each back exactly, under domain_base64 or cause_base64 when it is
+// not valid UTF-8, for every command that prints one.
+func TestJSONRoundTripsAnyBytes(t *testing.T) {
+	const (
+		badDomain = "key-\xff\xfe-bytes"
+		badCause  = "bad \xc3\x28 utf-8"
+		goodCause = "déjà \ufffd vu" // valid UTF-8, U+FFFD included: stays a string
+	)
+	dir := t.TempDir()
+	m, err := worklease.New(worklease.WithJournal(mustOpen(t, dir)), worklease.WithClock(clock.NewFake(t0)),
+		worklease.WithMaxRetries(0))
+	require.NoError(t, err)
+	_, _, err = m.Kill(badDomain, 1, badCause)
+	require.NoError(t, err)
+	_, _, err = m.Kill("plain", 1, goodCause)
+	require.NoError(t, err)
+	_, err = m.TryAcquire(badDomain, 2)
+	require.NoError(t, err)
+	_, err = m.TryAcquire("plain", 2)
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+
+	for _, command := range []string{"domains", "leases", "dead", "dump"} {
+		t.Run(command, func(t *testing.T) {
+			code, out, errOut := runTool(command, "-json", dir)
+			require.Equal(t, 0, code, errOut)
+			var domains, causes []string
+			for l := range strings.Lines(out) {
+				var obj map[string]any
+				require.NoError(t, json.Unmarshal([]byte(l), &obj))
+				d, ok := decodeText(t, obj, "domain")
+				require.True(t, ok, "no domain in %s", l)
+				domains = append(domains, d)
+				if c, ok := decodeText(t, obj, "cause"); ok {
+					causes = append(causes, c)
+				}
+				if d == badDomain {
+					assert.NotContains(t, obj, "domain", "a domain that is not UTF-8 is in base64 only")
+				} else {
+					assert.Contains(t, obj, "domain")
+				}
+			}
+			assert.Contains(t, domains, badDomain)
+			assert.Contains(t, domains, "plain")
+			switch command {
+			case "dead":
+				assert.ElementsMatch(t, []string{badCause, goodCause}, causes)
+			case "dump": // each kill's Killed and DeadLettered records
+				assert.ElementsMatch(t, []string{badCause, badCause, goodCause, goodCause}, causes)
+			}
+		})
+	}
+
+	t.Run("verify", func(t *testing.T) {
+		moved := filepath.Join(t.TempDir(), "journal-\xff")
+		require.NoError(t, os.Rename(dir, moved))
+		code, out, errOut := runTool("verify", "-json", moved)
+		require.Equal(t, 0, code, errOut)
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &obj))
+		got, ok := decodeText(t, obj, "dir")
+		require.True(t, ok)
+		assert.Equal(t, moved, got)
+		assert.NotContains(t, obj, "dir")
+	})
 }
