@@ -2,6 +2,7 @@ package worklease
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -62,6 +63,66 @@ type policy struct {
 	bestEffort bool          // allow acquiring a queued offset out of turn
 	park       bool          // pause a domain when one of its offsets is dead-lettered
 	monotonic  bool          // offsets only grow: processed is a watermark (WithMonotonicOffsets)
+}
+
+// settings returns the RecordSettings record that states p.
+func (p *policy) settings() Record {
+	return Record{Kind: RecordSettings, Offset: -1, Monotonic: p.monotonic}
+}
+
+// switchRule converts s, kept under the exact rule or, if it is set now,
+// the watermark rule of WithMonotonicOffsets, to the other one. Switching
+// on, hw becomes the highest terminal offset: every offset up to it that is
+// not failed, queued or in flight then counts as processed. Switching off,
+// the offsets that counted as processed stay processed, one run for each
+// stretch between the failed, queued and leased offsets below hw, so that
+// nothing finished is ever granted again.
+func (s *domainState) switchRule(toMonotonic bool) {
+	if toMonotonic {
+		hw := int64(-1)
+		if n := len(s.processed.runs); n > 0 {
+			hw = s.processed.runs[n-1].hi
+		}
+		for off := range s.failed.m {
+			hw = max(hw, off)
+		}
+		if hw >= 0 {
+			s.processed.raiseTo(hw)
+		}
+		return
+	}
+	if len(s.processed.runs) == 0 {
+		return
+	}
+	hw := s.processed.runs[0].hi
+	holes := s.failed.offsets() // every failed offset is at or below hw
+	for i := range s.backlog.len() {
+		if x := s.backlog.at(i); x <= hw {
+			holes = append(holes, x)
+		}
+	}
+	if s.leased && s.lease.offset <= hw {
+		holes = append(holes, s.lease.offset)
+	}
+	slices.Sort(holes)
+	var set offsetSet
+	next := int64(0) // the first offset not yet placed
+	for _, h := range slices.Compact(holes) {
+		if h > next {
+			set.runs = append(set.runs, offsetRun{next, h - 1})
+			set.n += h - next
+		}
+		if h == hw {
+			next = -1 // nothing above hw
+			break
+		}
+		next = h + 1
+	}
+	if next >= 0 {
+		set.runs = append(set.runs, offsetRun{next, hw})
+		set.n += hw - next + 1 // wraps for the run of every offset, as raiseTo
+	}
+	s.processed = set
 }
 
 // acquire is TryAcquire under the domain lock. With Acquired or

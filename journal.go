@@ -99,7 +99,8 @@ func (e *ReplayError) Is(target error) bool { return target == ErrReplay }
 // Unwrap returns what was wrong.
 func (e *ReplayError) Unwrap() error { return e.Err }
 
-// A Record is one transition of one domain as a Journal stores it: the
+// A Record is one transition of one domain as a Journal stores it (or,
+// with Kind RecordSettings, how the records after it read): the
 // Event an observer sees, plus the facts replay needs so that it never
 // re-derives them from options that may have changed (a failure says
 // whether it was final by being followed by a DeadLettered record, an
@@ -134,6 +135,9 @@ type Record struct {
 	// Fence: for EventForgotten, the domain's last fence, which fences of a
 	// domain of the same name stay above.
 	Fence uint64
+	// Monotonic: for RecordSettings, the records after it were written by
+	// a Manager WithMonotonicOffsets.
+	Monotonic bool
 }
 
 // causeText is a Fail cause whose text was taken before the domain lock, so

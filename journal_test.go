@@ -177,7 +177,7 @@ func TestJournalFailsClosedOnAppendError(t *testing.T) {
 	res, err := m.TryAcquire("A", 1)
 	require.NoError(t, err)
 
-	j.FailAppendAt(2)
+	j.FailAppendAt(3) // 1 is the journal's settings, 2 the grant
 	_, err = m.Succeed("A", res.Token)
 	require.ErrorIs(t, err, worklease.ErrJournalFailed)
 	require.ErrorIs(t, err, memjournal.ErrInjected)
@@ -396,7 +396,9 @@ func TestJournalRecordTimes(t *testing.T) {
 			require.NoError(t, err)
 
 			_, recs := j.Records()
-			require.Len(t, recs, 2)
+			require.Len(t, recs, 3)
+			require.Equal(t, worklease.Record{Kind: worklease.RecordSettings, Offset: -1}, recs[0], "no time either")
+			recs = recs[1:]
 			require.Equal(t, worklease.EventAcquired, recs[0].Kind)
 			require.True(t, recs[0].At.Equal(epoch), "grant at %v", recs[0].At)
 			require.Equal(t, worklease.EventProcessed, recs[1].Kind)

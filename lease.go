@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -47,8 +48,13 @@ type Manager struct {
 	domainSerial atomic.Uint64 // last serial given to a new domain's record
 	fenceFloor   atomic.Uint64 // highest fence of any forgotten domain
 	closed       atomic.Bool
-	failure      atomic.Pointer[error] // the journal's failure; set once, then every call returns it
-	snapshots    snapshotter
+	// settingsDue: the journal does not state the Manager's setting (see
+	// RecordSettings); the first record journaled after New is preceded by
+	// one that does, appended under settingsMu.
+	settingsDue atomic.Bool
+	settingsMu  sync.Mutex
+	failure     atomic.Pointer[error] // the journal's failure; set once, then every call returns it
+	snapshots   snapshotter
 }
 
 // New returns a Manager configured by opts. With no options it behaves

@@ -11,7 +11,7 @@ import (
 // fit the state before it is an error. Nothing is counted in Stats or told
 // to an observer; those report new transitions only.
 func (m *Manager) replay() error {
-	m.replaying = &replayState{forgotten: make(map[string]uint64), ended: make(map[string]lease)}
+	m.replaying = &replayState{forgotten: make(map[string]uint64), ended: make(map[string]lease), policy: m.policy}
 	defer func() { m.replaying = nil }()
 	var skip map[string]uint64 // domains forgotten while the snapshot was written
 	err := m.journal.ReplayRecords(
@@ -23,6 +23,12 @@ func (m *Manager) replay() error {
 			return nil
 		},
 		func(seq uint64, rec Record) error {
+			if rec.Kind == RecordSettings {
+				if err := m.applySettings(rec); err != nil {
+					return &ReplayError{Seq: seq, Record: rec, Err: err}
+				}
+				return nil
+			}
 			if seq <= skip[rec.Domain] {
 				return nil
 			}
@@ -37,10 +43,50 @@ func (m *Manager) replay() error {
 		}
 		return err
 	}
+	m.settleAllEnded()
+	// The state is under the rule the journal's latest part was written
+	// with; the Manager goes on under its own, and says so in the journal
+	// with its first record unless the journal says so already.
+	rs := m.replaying
+	if rs.policy.monotonic != m.policy.monotonic {
+		m.switchRule(m.policy.monotonic)
+	}
+	m.settingsDue.Store(!rs.recorded || rs.policy.monotonic != m.policy.monotonic)
+	return m.checkInvariants()
+}
+
+// applySettings replays a RecordSettings record. The Manager that wrote it
+// did so after its New had replayed the journal, settled the calls cut
+// short and switched the state to its own rule: replay does the same here.
+func (m *Manager) applySettings(rec Record) error {
+	if rec != (Record{Kind: RecordSettings, Offset: -1, Monotonic: rec.Monotonic}) {
+		return errors.New("settings record with the fields of a transition")
+	}
+	m.settleAllEnded()
+	if rec.Monotonic != m.replaying.policy.monotonic {
+		m.switchRule(rec.Monotonic)
+	}
+	m.replaying.policy.monotonic, m.replaying.recorded = rec.Monotonic, true
+	return nil
+}
+
+// settleAllEnded settles every lease whose follow-up record is missing
+// (see settleEnded).
+func (m *Manager) settleAllEnded() {
 	for domain, l := range m.replaying.ended {
 		m.settleEnded(domain, l)
 	}
-	return m.checkInvariants()
+	clear(m.replaying.ended)
+}
+
+// switchRule converts every domain to the exact rule or the watermark rule
+// of WithMonotonicOffsets (see domainState.switchRule).
+func (m *Manager) switchRule(toMonotonic bool) {
+	m.forEachRecord(func(_ *shard, _ string, r *record) {
+		r.mu.Lock()
+		r.state.switchRule(toMonotonic)
+		r.mu.Unlock()
+	})
 }
 
 // replayState is what replay needs beyond the Manager's own state.
@@ -61,6 +107,12 @@ type replayState struct {
 	// make it count as processed if it is below the highest terminal
 	// offset. See settleEnded for a call cut short between the two.
 	ended map[string]lease
+	// policy is the Manager's, but with the rule the records being replayed
+	// were written under: the one the latest settings record or the
+	// snapshot states, if recorded, or else the Manager's own (journals
+	// written before they recorded it read as they always did).
+	policy   policy
+	recorded bool
 }
 
 // endsLease reports whether rec ends the domain's lease without its holder,
@@ -103,7 +155,7 @@ func (m *Manager) settleEnded(domain string, l lease) {
 	}
 	defer r.mu.Unlock()
 	s := &r.state
-	if !s.isProcessed(&m.policy, l.offset) {
+	if !s.isProcessed(&m.replaying.policy, l.offset) {
 		return
 	}
 	s.backlog.pushFront(l.offset)
@@ -137,7 +189,7 @@ func (m *Manager) apply(seq uint64, rec Record) error {
 	}
 	s := &r.state
 	l := s.lease // the lease rec may end
-	if err := s.apply(&m.policy, rec, endedOffset); err != nil {
+	if err := s.apply(&m.replaying.policy, rec, endedOffset); err != nil {
 		return err
 	}
 	if endsLease(rec) {

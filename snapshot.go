@@ -113,13 +113,18 @@ func (m *Manager) writeSnapshot() error {
 // The snapshot format. After snapshotMagic and its version, a sequence of
 // sections, each a tag byte: snapshotDomain sections, then one
 // snapshotTrailer, then snapshotEnd. Version 2, the one encodeSnapshot
-// writes, stores the attempts made by each offset a domain carries as well
-// as its failed ones; version 1, which stored only the failed ones, still
-// restores, with the two equal.
+// writes, has a byte of settings after the version (snapshotMonotonic: the
+// state is under WithMonotonicOffsets' rule, as are the records after it
+// until a RecordSettings record says otherwise), and stores the attempts
+// made by each offset a domain carries as well as its failed ones. Version
+// 1 still restores: under the rule of the Manager restoring it, with the
+// attempts made equal to the failed ones.
 const (
 	snapshotMagic    = "wlsnap"
 	snapshotVersion1 = 1
 	snapshotVersion  = 2
+
+	snapshotMonotonic = 1 // the bit of the settings byte
 
 	snapshotEnd     = 0
 	snapshotDomain  = 1
@@ -137,7 +142,11 @@ func (m *Manager) encodeSnapshot(w io.Writer) error {
 	// The floor as the snapshot begins: every domain created after this
 	// started at or above it (see replayState).
 	floor := m.fenceFloor.Load()
-	buf := append([]byte(snapshotMagic), snapshotVersion)
+	var settings byte
+	if m.policy.monotonic {
+		settings |= snapshotMonotonic
+	}
+	buf := append([]byte(snapshotMagic), snapshotVersion, settings)
 	var err error
 	flush := func() {
 		if err == nil && len(buf) > 0 {
@@ -242,6 +251,14 @@ func (m *Manager) restoreSnapshot(data []byte) (map[string]uint64, error) {
 	version := d.byte()
 	if version != snapshotVersion && version != snapshotVersion1 {
 		return nil, fmt.Errorf("unknown snapshot version %d", version)
+	}
+	if version > snapshotVersion1 {
+		settings := d.byte()
+		if d.err == nil && settings&^snapshotMonotonic != 0 {
+			return nil, fmt.Errorf("unknown snapshot settings %#x", settings)
+		}
+		m.replaying.policy.monotonic = settings&snapshotMonotonic != 0
+		m.replaying.recorded = true
 	}
 	seen := make(map[string]bool)
 	for d.err == nil {
@@ -379,24 +396,16 @@ func (m *Manager) restoreDomain(d *decoder, version byte, seen map[string]bool) 
 	if d.err != nil {
 		return fmt.Errorf("domain %q: %w", domain, d.err)
 	}
-	if m.policy.monotonic {
-		// Under WithMonotonicOffsets, processed is the run [0, hw]. A
-		// snapshot written with the option holds it already; one written
-		// without it holds exact runs, and hw is the highest terminal
-		// offset among them and the failed ones.
-		hw := int64(-1)
-		if n := len(s.processed.runs); n > 0 {
-			hw = s.processed.runs[n-1].hi
-		}
-		for off := range s.failed.m {
-			hw = max(hw, off)
-		}
-		if hw >= 0 {
-			s.processed.raiseTo(hw)
-		}
+	p := &m.replaying.policy // the snapshot's rule
+	if version == snapshotVersion1 && p.monotonic {
+		// Version 1 does not say which rule it was written under, and
+		// restores under the Manager's. Under WithMonotonicOffsets,
+		// processed is the run [0, hw]: a snapshot written with the option
+		// holds it already, and one written without it switches over.
+		s.switchRule(true)
 	}
-	if err := s.checkInvariants(&m.policy, m.instance); err != nil {
-		if !m.policy.monotonic && len(s.processed.runs) == 1 && s.processed.runs[0].lo == 0 {
+	if err := s.checkInvariants(p, m.instance); err != nil {
+		if version == snapshotVersion1 && !p.monotonic && len(s.processed.runs) == 1 && s.processed.runs[0].lo == 0 {
 			// One run from 0 is what a snapshot written with the option
 			// holds; say so, since the invariant alone does not.
 			err = fmt.Errorf("%w (was the journal written WithMonotonicOffsets?)", err)

@@ -33,11 +33,23 @@
 // no lease is found expired (which would journal a transition): leases are
 // reported as the journal left them, with their expiry, whether or not it
 // has passed. The Manager is only asked questions that change nothing, and
-// the read-only log refuses any write anyway. A journal written by a Manager
-// with worklease.WithMonotonicOffsets must be read with -monotonic, which
-// builds the Manager with that option: without it, replay applies the exact
-// rule, and a snapshot whose run of processed offsets holds a failed, queued
-// or leased offset does not replay.
+// the read-only log refuses any write anyway.
+//
+// A journal records whether it was written by a Manager with
+// worklease.WithMonotonicOffsets (see worklease.RecordSettings), and replay
+// reads each part of it under the rule it was written with. The tool's
+// Manager is built without the option, which keeps every offset that
+// counted as processed processed: the output is the journal's, whatever
+// the Manager that wrote it used. With -monotonic the Manager is built with
+// the option, and shows the journal as such a Manager opening it would see
+// it. A journal that records no setting (the part of it a version of the
+// package from before they were recorded wrote, up to the first record of
+// a newer one) is read under the option the tool's Manager has: read a
+// journal that such an older Manager with the option wrote with -monotonic.
+// Without it, its processed offsets are counted by the exact rule, and a
+// snapshot whose run of processed offsets holds a failed, queued or leased
+// offset does not replay (the error asks whether the journal was written
+// WithMonotonicOffsets).
 //
 // Text output is tab-separated, one header line naming the columns, then
 // one line per row; "-" means none. Text fields (domains, causes) are
@@ -170,8 +182,9 @@ decoded but not replayed, so dump shows records that verify rejects.
 Columns: seq, kind, domain, offset (or -), token (or -; a Forgotten
 record's carries only the domain's last fence), attempt, retries, front (an
 Enqueued record went to the front), at (or -, where the Manager read no
-clock), acquired, expires (or -), cause (or -). See worklease.Record for what
-each kind of record holds.`,
+clock), acquired, expires (or -), cause (or -), monotonic (a Settings
+record: the records after it were written WithMonotonicOffsets). See
+worklease.Record for what each kind of record holds.`,
 		run: dump,
 	},
 }
@@ -202,8 +215,11 @@ Commands:
 
 Flags, for every command:
   -json       print JSON objects, one per line, instead of text
-  -monotonic  replay as a Manager with worklease.WithMonotonicOffsets does;
-              needed for a journal such a Manager wrote (dump ignores it)
+  -monotonic  replay as a Manager with worklease.WithMonotonicOffsets does.
+              A journal records which option wrote it and replays by it
+              anyway; the flag matters for one an older version of the
+              package wrote with the option, which records nothing (dump
+              ignores it)
   -h          print the command's usage and columns
 
 Text output is tab-separated, after a header line naming the columns; "-"
@@ -223,7 +239,7 @@ does not replay, missing, in use), 2 usage error.
 func commandUsage(w io.Writer, c *command) {
 	fmt.Fprintf(w, "Usage: %s %s [-json] <dir>\n\n%s\n\nFlags:\n  -json       print JSON objects, one per line, instead of text\n", name, c.name, c.about)
 	if c.manager {
-		fmt.Fprintf(w, "  -monotonic  replay as a Manager with worklease.WithMonotonicOffsets does\n")
+		fmt.Fprintf(w, "  -monotonic  replay as a Manager with worklease.WithMonotonicOffsets does (see -h)\n")
 	}
 }
 
@@ -409,7 +425,7 @@ var journaledKinds = []worklease.EventKind{
 	worklease.EventRetrying, worklease.EventDeadLettered, worklease.EventExpired,
 	worklease.EventRequeued, worklease.EventExtended, worklease.EventKilled,
 	worklease.EventRedriven, worklease.EventReleased, worklease.EventPaused,
-	worklease.EventResumed, worklease.EventForgotten,
+	worklease.EventResumed, worklease.EventForgotten, worklease.RecordSettings,
 }
 
 // verifyReport is verify's output.
@@ -678,32 +694,33 @@ func dead(j *journal, p *printer) error {
 
 // dumpRow is one line of dump: a worklease.Record and its sequence number.
 type dumpRow struct {
-	Seq      uint64          `json:"seq"`
-	Kind     string          `json:"kind"`
-	Domain   *string         `json:"domain,omitempty"`
-	Base64   []byte          `json:"domain_base64,omitempty"`
-	Offset   int64           `json:"offset"` // -1: none
-	Token    worklease.Token `json:"token,omitzero"`
-	Attempt  int             `json:"attempt"`
-	Retries  int             `json:"retries"`
-	Front    bool            `json:"front,omitempty"`
-	At       time.Time       `json:"at,omitzero"`
-	Acquired time.Time       `json:"acquired,omitzero"`
-	Expires  time.Time       `json:"expires,omitzero"`
-	Cause    *string         `json:"cause,omitempty"`
-	CauseB64 []byte          `json:"cause_base64,omitempty"`
+	Seq       uint64          `json:"seq"`
+	Kind      string          `json:"kind"`
+	Domain    *string         `json:"domain,omitempty"`
+	Base64    []byte          `json:"domain_base64,omitempty"`
+	Offset    int64           `json:"offset"` // -1: none
+	Token     worklease.Token `json:"token,omitzero"`
+	Attempt   int             `json:"attempt"`
+	Retries   int             `json:"retries"`
+	Front     bool            `json:"front,omitempty"`
+	At        time.Time       `json:"at,omitzero"`
+	Acquired  time.Time       `json:"acquired,omitzero"`
+	Expires   time.Time       `json:"expires,omitzero"`
+	Cause     *string         `json:"cause,omitempty"`
+	CauseB64  []byte          `json:"cause_base64,omitempty"`
+	Monotonic bool            `json:"monotonic,omitempty"`
 }
 
 func dump(j *journal, p *printer) error {
 	if !p.json {
-		p.row("seq", "kind", "domain", "offset", "token", "attempt", "retries", "front", "at", "acquired", "expires", "cause")
+		p.row("seq", "kind", "domain", "offset", "token", "attempt", "retries", "front", "at", "acquired", "expires", "cause", "monotonic")
 	}
 	return j.log.ReplayRecords(
 		func([]byte) error { return nil }, // the snapshot is state, not records
 		func(seq uint64, rec worklease.Record) error {
 			r := dumpRow{Seq: seq, Kind: rec.Kind.String(), Offset: rec.Offset, Token: rec.Token,
 				Attempt: rec.Attempt, Retries: rec.Retries, Front: rec.Front, At: utc(rec.At),
-				Acquired: utc(rec.AcquiredAt), Expires: utc(rec.ExpiresAt)}
+				Acquired: utc(rec.AcquiredAt), Expires: utc(rec.ExpiresAt), Monotonic: rec.Monotonic}
 			r.Domain, r.Base64 = jsonText(rec.Domain)
 			if rec.Cause != "" {
 				r.Cause, r.CauseB64 = jsonText(rec.Cause)
@@ -718,7 +735,8 @@ func dump(j *journal, p *printer) error {
 			}
 			p.row(strconv.FormatUint(r.Seq, 10), r.Kind, text(rec.Domain), optional(r.Offset, r.Offset >= 0), tok,
 				strconv.Itoa(r.Attempt), strconv.Itoa(r.Retries), strconv.FormatBool(r.Front),
-				timeText(r.At), timeText(r.Acquired), timeText(r.Expires), optionalText(rec.Cause))
+				timeText(r.At), timeText(r.Acquired), timeText(r.Expires), optionalText(rec.Cause),
+				strconv.FormatBool(r.Monotonic))
 			return p.err
 		})
 }
