@@ -54,7 +54,11 @@ func dumpDomains(t require.TestingT, m *worklease.Manager, domains []string) map
 // restarting it now and then (closing it and building a new one on the same
 // journal), and checks that every restart rebuilds exactly the state that
 // was acknowledged, that fences never go backwards, and that tokens issued
-// after a restart are new.
+// after a restart are new. Some restarts switch WithMonotonicOffsets: the
+// offsets that counted as processed stay so when it goes off (if the
+// Manager that had it on journaled anything: until then, the journal still
+// reads as it did before), and later restarts replay across the switch to
+// the state the Manager had.
 func TestJournalReplayProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -74,17 +78,20 @@ func TestJournalReplayProperty(t *testing.T) {
 		if rapid.Bool().Draw(t, "park") {
 			opts = append(opts, worklease.WithParkOnDeadLetter())
 		}
-		if rapid.Bool().Draw(t, "monotonic") {
-			opts = append(opts, worklease.WithMonotonicOffsets())
-		}
+		monotonic := rapid.Bool().Draw(t, "monotonic")
 		j := &memjournal.Journal{}
 		open := func() *worklease.Manager {
-			m, err := worklease.New(append(opts, worklease.WithJournal(j.Reopen()))...)
+			opts := append(opts, worklease.WithJournal(j.Reopen()))
+			if monotonic {
+				opts = append(opts, worklease.WithMonotonicOffsets())
+			}
+			m, err := worklease.New(opts...)
 			require.NoError(t, err)
 			return m
 		}
 		m := open()
 		defer func() { _ = m.Close() }()
+		snapshots := 0 // j.Snapshots() when m was opened
 
 		domains := []string{"a", "b"} // few domains and offsets, so that operations collide
 		domain := rapid.SampledFrom(domains)
@@ -160,7 +167,30 @@ func TestJournalReplayProperty(t *testing.T) {
 				before := dumpDomains(t, m, domains)
 				require.NoError(t, m.Close())
 				m = open()
+				snapshots = j.Snapshots()
 				require.Equal(t, before, dumpDomains(t, m, domains), "the restarted Manager holds what was acknowledged")
+			},
+			"SwitchMonotonic": func(t *rapid.T) {
+				before := dumpDomains(t, m, domains)
+				st := m.Stats()
+				st.Rejected, st.OutOfOrder = 0, 0 // never journaled
+				journaled := st != worklease.Stats{} || j.Snapshots() > snapshots
+				require.NoError(t, m.Close())
+				monotonic = !monotonic
+				m = open()
+				snapshots = j.Snapshots()
+				after := dumpDomains(t, m, domains)
+				for _, d := range domains {
+					b, a := before[d], after[d]
+					if !monotonic && journaled { // off: what counted as processed still does, and only that
+						require.Equal(t, b.Counts, a.Counts, "%q: processed offsets", d)
+						require.Equal(t, b.Info, a.Info, "%q", d)
+					}
+					b.Info.Processed, a.Info.Processed = 0, 0 // on: offsets up to hw now count
+					require.Equal(t, b.Info, a.Info, "%q", d)
+					require.Equal(t, b.Failed, a.Failed, "%q: failed", d)
+					require.Equal(t, b.DeadLetters, a.DeadLetters, "%q: dead letters", d)
+				}
 			},
 			"": func(t *rapid.T) {
 				require.NoError(t, worklease.CheckInvariants(m))
