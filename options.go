@@ -200,7 +200,9 @@ func WithParkOnDeadLetter() Option {
 // the journal says so already, and the snapshot), and replay reads each
 // part of it under the rule it was written with, so a Manager restarts to
 // the state it had. The option can then be switched for an existing
-// journal at any restart; New converts the replayed state to its own rule:
+// journal at any restart (the switch reaches the journal with the
+// Manager's first record or snapshot: until then, a restart reads the
+// journal as before). New converts the replayed state to its own rule:
 //
 //   - On: each domain's hw becomes the largest processed or failed offset
 //     it holds, so every offset up to it that is not failed, queued or in
