@@ -792,3 +792,38 @@ func TestStatsAfterClose(t *testing.T) {
 	require.ErrorIs(t, err, worklease.ErrClosed)
 	require.Equal(t, want, m.Stats())
 }
+
+// A force-released offset granted again is on its next attempt: the grant,
+// and a dead letter in flight after it, count the released attempt too,
+// before and after a restart.
+func TestAttemptsAfterForceReleaseAndRegrant(t *testing.T) {
+	t.Parallel()
+	for _, restart := range []bool{false, true} {
+		j := &memjournal.Journal{}
+		clk := clock.NewFake(epoch)
+		var events []worklease.Event
+		opts := []worklease.Option{worklease.WithClock(clk), worklease.WithMaxRetries(1),
+			worklease.WithObserver(worklease.ObserverFunc(func(e worklease.Event) { events = append(events, e) }))}
+		m := must(worklease.New(append(opts, worklease.WithJournal(j))...))(t)
+		res := acquire(t, m, "A", 1, worklease.Acquired) // attempt 1
+		_, err := m.Fail("A", res.Token, errors.New("first"))
+		require.NoError(t, err) // attempt 2
+		_, _, err = m.ForceRelease("A")
+		require.NoError(t, err)
+		if restart {
+			require.NoError(t, m.Snapshot())
+			require.NoError(t, m.Close())
+			m = must(worklease.New(append(opts, worklease.WithJournal(j.Reopen()))...))(t)
+		}
+		events = nil
+		again := acquire(t, m, "A", 1, worklease.Acquired) // attempt 3
+		require.Equal(t, 1, again.RetryCount, "one attempt failed")
+		require.Equal(t, worklease.EventAcquired, events[0].Kind)
+		require.Equal(t, 3, events[0].Attempt, "the attempt number")
+		res2, err := m.Fail("A", again.Token, errors.New("second"))
+		require.NoError(t, err)
+		require.Equal(t, worklease.GiveUpNoBacklog, res2.Status)
+		requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 1, Attempts: 3, At: epoch}, "second")
+		require.NoError(t, m.Close())
+	}
+}

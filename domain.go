@@ -12,10 +12,15 @@ import (
 // the package; the record that owns it holds its mutex around every method,
 // and tests drive it directly.
 type domainState struct {
-	leased  bool  // whether lease is valid: the domain is in flight
-	paused  bool  // grants nothing until resumed (Pause, or parked on a dead letter)
-	lease   lease // the current lease when leased; zero otherwise
-	backlog backlog
+	leased bool // whether lease is valid: the domain is in flight
+	paused bool // grants nothing until resumed (Pause, or parked on a dead letter)
+	// released counts the forced releases in the history of the offset in
+	// flight, zero when idle: the lease's attempts made are its
+	// retries+1+released (see attempts). Part of the lease, it is kept
+	// here, beside the flags, where it takes no room of its own.
+	released uint32
+	lease    lease // the current lease when leased; zero otherwise
+	backlog  backlog
 	// processed and failed are the terminal offsets (seed 000 "processed"
 	// and "failed"): offsets that succeeded, and offsets that were given up
 	// or killed, which keep why. With WithMonotonicOffsets, processed is
@@ -47,6 +52,11 @@ type lease struct {
 	expiresAt  instant // zero: never expires
 	retries    int     // failed attempts of this offset so far
 }
+
+// attempts returns the attempts made by the offset in flight, this one
+// included: one more than its failed attempts, plus the force-released
+// ones.
+func (s *domainState) attempts() int { return s.lease.retries + 1 + int(s.released) }
 
 // attempt is what carries over from one grant of an offset to the next.
 type attempt struct {
@@ -235,14 +245,15 @@ func (s *domainState) grant(p *policy, e *emitter, offset int64) {
 	l.offset, l.token, l.acquiredAt = offset, s.issued, e.now
 	if s.carried != nil {
 		if a, ok := s.carried[offset]; ok {
-			l.retries, l.acquiredAt = a.retries, a.acquiredAt
+			// The attempts made beyond the failed ones were released.
+			l.retries, l.acquiredAt, s.released = a.retries, a.acquiredAt, uint32(a.attempts-a.retries)
 			s.dropCarried(offset)
 		}
 	}
 	if p.ttl > 0 {
 		l.expiresAt = e.now.add(p.ttl)
 	}
-	e.emit(EventAcquired, offset, s.lease.retries+1, s.lease.token, nil)
+	e.emit(EventAcquired, offset, s.attempts(), s.lease.token, nil)
 }
 
 // checkToken reports the error Succeed, Fail or Extend returns for tok, if
@@ -275,7 +286,7 @@ func (s *domainState) succeed(p *policy, e *emitter, tok Token) (SucceedResult, 
 		return SucceedResult{}, err
 	}
 	s.markTerminal(p, s.lease.offset, true)
-	e.emit(EventProcessed, s.lease.offset, s.lease.retries+1, tok, nil)
+	e.emit(EventProcessed, s.lease.offset, s.attempts(), tok, nil)
 	s.release()
 	if next, ok := s.backlog.front(); ok {
 		return SucceedResult{Status: NextHint, Next: next}, nil
@@ -298,7 +309,7 @@ func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error) (FailR
 		return FailResult{Status: RetryScheduled, RetryCount: s.lease.retries}, nil
 	}
 	retries := s.lease.retries
-	s.deadLetter(p, e, s.lease.offset, retries+1, tok, cause, p.park)
+	s.deadLetter(p, e, s.lease.offset, s.attempts(), tok, cause, p.park)
 	s.release()
 	if s.paused {
 		return FailResult{Status: GiveUpParked, RetryCount: retries}, nil
@@ -321,7 +332,7 @@ func (s *domainState) extend(p *policy, e *emitter, tok Token, d time.Duration) 
 	}
 	if at := e.now.add(d); at > s.lease.expiresAt {
 		s.lease.expiresAt = at
-		e.emit(EventExtended, s.lease.offset, s.lease.retries+1, tok, nil)
+		e.emit(EventExtended, s.lease.offset, s.attempts(), tok, nil)
 	}
 	return s.lease.expiresAt, nil
 }
@@ -334,13 +345,13 @@ func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
 	if !s.leased || s.lease.expiresAt == 0 || e.now < s.lease.expiresAt {
 		return false
 	}
-	l := s.lease
-	e.emit(EventExpired, l.offset, l.retries+1, l.token, nil)
+	l, attempts := s.lease, s.attempts()
+	e.emit(EventExpired, l.offset, attempts, l.token, nil)
 	s.revoke(l.token, ErrLeaseExpired)
 	if l.retries < p.maxRetries {
-		s.requeue(e, l.offset, attempt{attempts: l.retries + 1, retries: l.retries + 1, acquiredAt: l.acquiredAt})
+		s.requeue(e, l.offset, attempt{attempts: attempts, retries: l.retries + 1, acquiredAt: l.acquiredAt})
 	} else {
-		s.deadLetter(p, e, l.offset, l.retries+1, l.token, ErrLeaseExpired, p.park)
+		s.deadLetter(p, e, l.offset, attempts, l.token, ErrLeaseExpired, p.park)
 	}
 	return true
 }
@@ -380,6 +391,7 @@ func (s *domainState) deadLetter(p *policy, e *emitter, offset int64, attempts i
 func (s *domainState) release() {
 	s.leased = false
 	s.lease = lease{}
+	s.released = 0
 }
 
 // revoke ends the lease without its holder.

@@ -120,10 +120,11 @@ type Record struct {
 	At time.Time
 
 	// AcquiredAt and Retries: for EventAcquired and EventRequeued, the
-	// offset's first grant and its failed attempts so far. A Requeued
-	// record's Attempt is the attempts made so far, one more than Retries
-	// after a forced release (in journals written before version 2 of the
-	// snapshot format, it equals Retries).
+	// offset's first grant and its failed attempts so far. Attempt counts
+	// force-released attempts too, which Retries does not: an Acquired
+	// record's Attempt is the attempt it starts, a Requeued record's the
+	// attempts made so far. (Journals written before Attempt counted them
+	// hold Retries+1 and Retries, which replay as such.)
 	AcquiredAt time.Time
 	Retries    int
 	// ExpiresAt: for EventAcquired, EventRetrying and EventExtended, the

@@ -328,11 +328,11 @@ func TestReplayRejectsRecordsThatBreakInvariants(t *testing.T) {
 			grant(1, 2),
 		}},
 		{"extend to an earlier time", []worklease.Record{
-			{Kind: worklease.EventAcquired, Domain: "A", Offset: 1, Token: tok(1), ExpiresAt: at.Add(time.Minute)},
+			{Kind: worklease.EventAcquired, Domain: "A", Offset: 1, Attempt: 1, Token: tok(1), ExpiresAt: at.Add(time.Minute)},
 			{Kind: worklease.EventExtended, Domain: "A", Offset: 1, Token: tok(1), ExpiresAt: at},
 		}},
 		{"expire before the expiry", []worklease.Record{
-			{Kind: worklease.EventAcquired, Domain: "A", Offset: 1, Token: tok(1), ExpiresAt: at.Add(time.Minute)},
+			{Kind: worklease.EventAcquired, Domain: "A", Offset: 1, Attempt: 1, Token: tok(1), ExpiresAt: at.Add(time.Minute)},
 			{Kind: worklease.EventExpired, Domain: "A", Offset: 1, Token: tok(1), At: at},
 		}},
 		{"enqueue twice", []worklease.Record{
@@ -344,6 +344,12 @@ func TestReplayRejectsRecordsThatBreakInvariants(t *testing.T) {
 		{"forget a busy domain", []worklease.Record{grant(1, 1), {Kind: worklease.EventForgotten, Domain: "A", Offset: -1, Fence: 1}}},
 		{"a rejection", []worklease.Record{grant(1, 1), {Kind: worklease.EventRejected, Domain: "A", Offset: 1}}},
 		{"a negative offset", []worklease.Record{grant(-4, 1)}},
+		{"a grant's attempt not above its failed ones", []worklease.Record{
+			{Kind: worklease.EventAcquired, Domain: "A", Offset: 1, Attempt: 1, Retries: 1, Token: tok(1)},
+		}},
+		{"a requeue with more failed attempts than attempts", []worklease.Record{
+			{Kind: worklease.EventRequeued, Domain: "A", Offset: 1, Attempt: 1, Retries: 2},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

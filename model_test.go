@@ -333,6 +333,7 @@ type modelLease struct {
 	acquiredAt time.Time
 	expiresAt  time.Time // zero: never
 	retries    int
+	attempts   int // made, this one included: retries+1, plus any force-released
 }
 
 // A modelAttempt is what an offset put back in the backlog by an expiry or
@@ -445,12 +446,12 @@ func (md *modelDomain) touch(now time.Time) bool {
 		return false
 	}
 	l := md.lease
-	md.emit(worklease.EventExpired, l.offset, l.retries+1, l.token, nil, now)
+	md.emit(worklease.EventExpired, l.offset, l.attempts, l.token, nil, now)
 	md.endLease(l.token, worklease.ErrLeaseExpired)
 	if l.retries < md.cfg.maxRetries {
-		md.requeue(l.offset, modelAttempt{attempts: l.retries + 1, retries: l.retries + 1, acquiredAt: l.acquiredAt}, now)
+		md.requeue(l.offset, modelAttempt{attempts: l.attempts, retries: l.retries + 1, acquiredAt: l.acquiredAt}, now)
 	} else {
-		md.deadLetter(l.offset, l.retries+1, l.token, worklease.ErrLeaseExpired, now, md.cfg.park)
+		md.deadLetter(l.offset, l.attempts, l.token, worklease.ErrLeaseExpired, now, md.cfg.park)
 	}
 	return true
 }
@@ -604,9 +605,9 @@ func (md *modelDomain) acquire(domain string, off int64, now time.Time) (worklea
 		}
 	}
 	md.leased = true
-	md.lease = modelLease{offset: off, acquiredAt: now}
+	md.lease = modelLease{offset: off, acquiredAt: now, attempts: 1}
 	if a, ok := md.carried[off]; ok {
-		md.lease.retries, md.lease.acquiredAt = a.retries, a.acquiredAt
+		md.lease.retries, md.lease.acquiredAt, md.lease.attempts = a.retries, a.acquiredAt, a.attempts+1
 		delete(md.carried, off)
 	}
 	if md.cfg.ttl > 0 {
@@ -628,7 +629,7 @@ func (l *leaseModel) grant(domain string, tok worklease.Token, now time.Time) {
 	md.grants = append(md.grants, tok)
 	l.issued[tok] = domain
 	l.grants++
-	md.emit(worklease.EventAcquired, md.lease.offset, md.lease.retries+1, tok, nil, now)
+	md.emit(worklease.EventAcquired, md.lease.offset, md.lease.attempts, tok, nil, now)
 }
 
 // checkToken is the token check of Succeed, Fail and Extend, on a domain
@@ -662,7 +663,7 @@ func (md *modelDomain) succeed(tok worklease.Token, now time.Time) (worklease.Su
 	if err := md.checkToken(tok, now); err != nil {
 		return worklease.SucceedResult{}, err
 	}
-	md.emit(worklease.EventProcessed, md.lease.offset, md.lease.retries+1, tok, nil, now)
+	md.emit(worklease.EventProcessed, md.lease.offset, md.lease.attempts, tok, nil, now)
 	md.processed[md.lease.offset] = true
 	md.hw = max(md.hw, md.lease.offset)
 	md.leased, md.lease = false, modelLease{}
@@ -682,6 +683,7 @@ func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (wo
 	}
 	if md.lease.retries < md.cfg.maxRetries {
 		md.lease.retries++
+		md.lease.attempts++
 		// The next attempt gets at least a full TTL.
 		if at := now.Add(md.cfg.ttl); md.cfg.ttl > 0 && at.After(md.lease.expiresAt) {
 			md.lease.expiresAt = at
@@ -690,7 +692,7 @@ func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (wo
 		return worklease.FailResult{Status: worklease.RetryScheduled, RetryCount: md.lease.retries}, nil
 	}
 	retries := md.lease.retries
-	md.deadLetter(md.lease.offset, retries+1, tok, cause, now, md.cfg.park)
+	md.deadLetter(md.lease.offset, md.lease.attempts, tok, cause, now, md.cfg.park)
 	md.leased, md.lease = false, modelLease{}
 	if md.paused {
 		return worklease.FailResult{Status: worklease.GiveUpParked, RetryCount: retries}, nil
@@ -717,7 +719,7 @@ func (md *modelDomain) extend(tok worklease.Token, d time.Duration, now time.Tim
 	}
 	if at := now.Add(d); at.After(md.lease.expiresAt) {
 		md.lease.expiresAt = at
-		md.emit(worklease.EventExtended, md.lease.offset, md.lease.retries+1, tok, nil, now)
+		md.emit(worklease.EventExtended, md.lease.offset, md.lease.attempts, tok, nil, now)
 	}
 	return md.lease.expiresAt, nil
 }
@@ -780,7 +782,7 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 	cause := errors.New(reason)
 	attempts, tok := 0, worklease.Token{}
 	if md.leased && md.lease.offset == off {
-		attempts, tok = md.lease.retries+1, md.lease.token
+		attempts, tok = md.lease.attempts, md.lease.token
 		md.endLease(tok, worklease.ErrLeaseRevoked)
 	} else if i := slices.Index(md.backlog, off); i >= 0 {
 		md.backlog = slices.Delete(md.backlog, i, i+1)
@@ -817,9 +819,9 @@ func (md *modelDomain) forceRelease(now time.Time) (int64, bool, error) {
 		return 0, false, worklease.ErrNoLease
 	}
 	l := md.lease
-	md.emit(worklease.EventReleased, l.offset, l.retries+1, l.token, nil, now)
+	md.emit(worklease.EventReleased, l.offset, l.attempts, l.token, nil, now)
 	md.endLease(l.token, worklease.ErrLeaseRevoked)
-	md.requeue(l.offset, modelAttempt{attempts: l.retries + 1, retries: l.retries, acquiredAt: l.acquiredAt}, now)
+	md.requeue(l.offset, modelAttempt{attempts: l.attempts, retries: l.retries, acquiredAt: l.acquiredAt}, now)
 	next, ok := md.next()
 	return next, ok, nil
 }
@@ -873,7 +875,7 @@ func (l *leaseModel) reap(now time.Time) []worklease.Expiry {
 		}
 		next, ok := md.next()
 		out = append(out, worklease.Expiry{
-			Domain: d, Offset: lease.offset, Token: lease.token, Attempts: lease.retries + 1,
+			Domain: d, Offset: lease.offset, Token: lease.token, Attempts: lease.attempts,
 			DeadLettered: modelHas(md.failed, lease.offset), Next: next, HasNext: ok,
 		})
 	}
@@ -1573,6 +1575,7 @@ type modelReplay struct {
 	offset    int64
 	token     worklease.Token
 	retries   int
+	attempts  int // made by the offset in flight, this one included
 	paused    bool
 	processed map[int64]bool
 	failed    map[int64]bool
@@ -1718,13 +1721,14 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 				"%s: granted while the backlog's head is %d", where, r.backlog[0])
 		}
 		modelCheck(t, !(r.queued(x)), "%s: granted while still queued", where)
-		require.Equal(t, r.carried[x]+1, ev.attempt, "%s: attempt number", where)
+		require.Equal(t, r.made[x]+1, ev.attempt, "%s: attempt number", where)
+		r.retries, r.attempts = r.carried[x], ev.attempt
 		delete(r.carried, x)
 		delete(r.made, x)
 		r.grants++
 		r.grantsOf[x]++
 		require.LessOrEqual(t, r.grantsOf[x], 1+r.returns[x], "%s: granted again without going back to the backlog", where)
-		r.leased, r.offset, r.token, r.retries = true, x, ev.token, ev.attempt-1
+		r.leased, r.offset, r.token = true, x, ev.token
 	case worklease.EventEnqueued:
 		modelCheck(t, r.leased || r.paused, "%s: enqueued on an idle, running domain", where)
 		modelCheck(t, !(terminal || r.queued(x) || r.leased && r.offset == x), "%s: terminal, queued or in flight", where)
@@ -1743,7 +1747,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		r.remove(x)
 	case worklease.EventProcessed:
 		current()
-		require.Equal(t, r.retries+1, ev.attempt, where)
+		require.Equal(t, r.attempts, ev.attempt, where)
 		r.processed[x] = true
 		r.hw = max(r.hw, x)
 		r.leased = false
@@ -1753,6 +1757,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		require.Equal(t, r.retries+1, ev.attempt, where)
 		require.LessOrEqual(t, ev.attempt, l.cfg.maxRetries, where)
 		r.retries = ev.attempt
+		r.attempts++
 	case worklease.EventExtended:
 		current()
 		require.Positive(t, l.cfg.ttl, where)
@@ -1765,7 +1770,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		}
 	case worklease.EventExpired, worklease.EventReleased:
 		current()
-		require.Equal(t, r.retries+1, ev.attempt, where)
+		require.Equal(t, r.attempts, ev.attempt, where)
 		r.leased = false
 		r.ended++
 		if ev.kind == worklease.EventReleased {
@@ -1787,11 +1792,12 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		require.Equal(t, x, prev.offset, where)
 		modelCheck(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
 		r.pushFront(x)
-		// Attempt is the attempts made: after an expiry every one failed,
-		// after a forced release all but the last.
-		r.carried[x], r.made[x] = ev.attempt, ev.attempt
-		if prev.kind == worklease.EventReleased {
-			r.carried[x]--
+		// Attempt is the attempts made, which the ended lease counted; an
+		// expiry is one more failed attempt, a forced release is not.
+		require.Equal(t, r.attempts, ev.attempt, "%s: attempts made", where)
+		r.carried[x], r.made[x] = r.retries, ev.attempt
+		if prev.kind == worklease.EventExpired {
+			r.carried[x]++
 		}
 		r.returns[x]++
 	case worklease.EventKilled:
@@ -1801,7 +1807,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		switch {
 		case r.leased && r.offset == x:
 			current()
-			require.Equal(t, r.retries+1, ev.attempt, where)
+			require.Equal(t, r.attempts, ev.attempt, where)
 			r.leased = false
 			r.ended++
 		case r.queued(x):
@@ -1818,7 +1824,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		modelCheck(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
 		if r.leased && r.offset == x { // Fail gave up
 			current()
-			require.Equal(t, r.retries+1, ev.attempt, where)
+			require.Equal(t, r.attempts, ev.attempt, where)
 			require.Equal(t, l.cfg.maxRetries, r.retries, "%s: given up with retries left", where)
 			r.leased = false
 			r.ended++

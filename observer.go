@@ -13,7 +13,8 @@ type EventKind uint8
 const (
 	_ EventKind = iota // the zero value is not a kind
 
-	// EventAcquired: an offset was granted; Attempt is its attempt number.
+	// EventAcquired: an offset was granted; Attempt is its attempt number:
+	// one more than the attempts it made before, failed or force-released.
 	EventAcquired
 	// EventEnqueued: an offset joined the backlog (not reported again for a
 	// duplicate).
@@ -33,9 +34,9 @@ const (
 	EventExpired
 	// EventRequeued: an offset whose lease expired or was force-released went
 	// back to the front of the backlog; Attempt is the attempts it made so
-	// far, the one just ended included. An expiry counts as a failed
-	// attempt and a forced release does not, so the next grant's attempt
-	// number is Attempt+1 after an expiry and Attempt after a release.
+	// far, the one just ended included, and its next grant is attempt
+	// Attempt+1. An expiry counts as a failed attempt (see
+	// AcquireResult.RetryCount); a forced release does not.
 	EventRequeued
 	// EventExtended: a lease's expiry moved later.
 	EventExtended

@@ -11,7 +11,7 @@ import (
 // fit the state before it is an error. Nothing is counted in Stats or told
 // to an observer; those report new transitions only.
 func (m *Manager) replay() error {
-	m.replaying = &replayState{forgotten: make(map[string]uint64), ended: make(map[string]lease), policy: m.policy}
+	m.replaying = &replayState{forgotten: make(map[string]uint64), ended: make(map[string]endedLease), policy: m.policy}
 	defer func() { m.replaying = nil }()
 	var skip map[string]uint64 // domains forgotten while the snapshot was written
 	err := m.journal.ReplayRecords(
@@ -106,13 +106,20 @@ type replayState struct {
 	// leased, queued nor terminal, which under WithMonotonicOffsets would
 	// make it count as processed if it is below the highest terminal
 	// offset. See settleEnded for a call cut short between the two.
-	ended map[string]lease
+	ended map[string]endedLease
 	// policy is the Manager's, but with the rule the records being replayed
 	// were written under: the one the latest settings record or the
 	// snapshot states, if recorded, or else the Manager's own (journals
 	// written before they recorded it read as they always did).
 	policy   policy
 	recorded bool
+}
+
+// An endedLease is a lease a record ended without its holder: its offset,
+// and the attempts its offset carries if it goes back to the backlog.
+type endedLease struct {
+	offset int64
+	a      attempt
 }
 
 // endsLease reports whether rec ends the domain's lease without its holder,
@@ -137,7 +144,7 @@ func (m *Manager) noteForgotten(domain string, fence uint64) {
 	}
 }
 
-// settleEnded settles the offset of lease l, which the domain's last
+// settleEnded settles the offset of the lease l, which the domain's last
 // replayed record ended, when the record that should follow is missing: the
 // call that wrote them was cut short (a crash between two batches, or an
 // append that failed), never returned, and the Manager went on after a
@@ -148,7 +155,7 @@ func (m *Manager) noteForgotten(domain string, fence uint64) {
 // of the backlog instead, keeping its attempts, as ForceRelease puts one.
 // Every replay settles alike, so the Manager that went on after the restart
 // wrote records that fit.
-func (m *Manager) settleEnded(domain string, l lease) {
+func (m *Manager) settleEnded(domain string, l endedLease) {
 	_, r := m.lockRecord(domain, false)
 	if r == nil {
 		return // unreachable: only a Forgotten record drops a domain, and it was not applied
@@ -162,7 +169,7 @@ func (m *Manager) settleEnded(domain string, l lease) {
 	if s.carried == nil {
 		s.carried = make(map[int64]attempt)
 	}
-	s.carried[l.offset] = attempt{attempts: l.retries + 1, retries: l.retries, acquiredAt: l.acquiredAt}
+	s.carried[l.offset] = l.a
 }
 
 // apply applies one journaled record.
@@ -188,7 +195,8 @@ func (m *Manager) apply(seq uint64, rec Record) error {
 		return nil // the snapshot already holds it
 	}
 	s := &r.state
-	l := s.lease // the lease rec may end
+	// The lease rec may end, and what its offset carries if it goes back.
+	l := endedLease{s.lease.offset, attempt{attempts: s.attempts(), retries: s.lease.retries, acquiredAt: s.lease.acquiredAt}}
 	if err := s.apply(&m.replaying.policy, rec, endedOffset); err != nil {
 		return err
 	}
@@ -257,11 +265,15 @@ func (s *domainState) apply(p *policy, rec Record, ended int64) error {
 		if rec.Token.fence <= s.issued.fence || rec.Token.IsZero() {
 			return fmt.Errorf("grants fence %d after fence %d", rec.Token.fence, s.issued.fence)
 		}
+		if rec.Attempt <= rec.Retries {
+			return fmt.Errorf("grants attempt %d after %d failed", rec.Attempt, rec.Retries)
+		}
 		s.backlog.remove(off)
 		s.dropCarried(off)
 		s.issued.fence = rec.Token.fence
 		s.leased = true
 		s.lease = lease{offset: off, token: rec.Token, acquiredAt: instantOf(rec.AcquiredAt), expiresAt: instantOf(rec.ExpiresAt), retries: rec.Retries}
+		s.released = uint32(rec.Attempt - rec.Retries - 1) // checked above: Attempt > Retries
 	case EventProcessed:
 		if !holds {
 			return errors.New("completes a lease that is not held")

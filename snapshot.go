@@ -116,9 +116,10 @@ func (m *Manager) writeSnapshot() error {
 // writes, has a byte of settings after the version (snapshotMonotonic: the
 // state is under WithMonotonicOffsets' rule, as are the records after it
 // until a RecordSettings record says otherwise), and stores the attempts
-// made by each offset a domain carries as well as its failed ones. Version
-// 1 still restores: under the rule of the Manager restoring it, with the
-// attempts made equal to the failed ones.
+// made by the offset in flight and by each offset a domain carries as well
+// as their failed ones. Version 1 still restores: under the rule of the
+// Manager restoring it, with the attempts made counted from the failed ones
+// (one more for the offset in flight, as many for a carried one).
 const (
 	snapshotMagic    = "wlsnap"
 	snapshotVersion1 = 1
@@ -201,6 +202,7 @@ func (r *record) appendSnapshot(b []byte, domain string) []byte {
 		b = appendTime(b, l.acquiredAt.in(time.UTC))
 		b = appendTime(b, l.expiresAt.in(time.UTC))
 		b = binary.AppendUvarint(b, uint64(l.retries))
+		b = binary.AppendUvarint(b, uint64(s.attempts()))
 	}
 	b = appendToken(b, s.revoked)
 	switch s.revokedErr {
@@ -339,6 +341,13 @@ func (m *Manager) restoreDomain(d *decoder, version byte, seen map[string]bool) 
 	s.paused = d.bool()
 	if s.leased = d.bool(); s.leased {
 		s.lease = lease{offset: d.varint(), token: d.token(), acquiredAt: d.instant(), expiresAt: d.instant(), retries: d.int()}
+		if version > snapshotVersion1 { // else version 1 kept the failed attempts alone
+			if attempts := d.int(); attempts > s.lease.retries {
+				s.released = uint32(attempts - s.lease.retries - 1)
+			} else {
+				d.fail(fmt.Errorf("lease on attempt %d after %d failed", attempts, s.lease.retries))
+			}
+		}
 	}
 	s.revoked = d.token()
 	switch d.byte() {

@@ -97,14 +97,17 @@ func copyJournal(t *testing.T, name string) string {
 // the same calls, with a clock fixed at snapTime, WithMonotonicOffsets and
 // WithMaxRetries(2): on "keyed", offsets 3 and 8 processed, 5 killed; on
 // "released", offset 1 acquired, failed once, then force-released, so
-// queued after 2 attempts, 1 of them failed; a snapshot; then offset 12 of
-// "keyed" processed. v1snapshot was written before journals recorded the
-// option and the attempts a requeued offset made (a version 1 snapshot, no
-// RecordSettings record), v2snapshot by the current code.
+// queued after 2 attempts, 1 of them failed; on "inflight", the same, then
+// offset 1 granted again, its third attempt, in flight; a snapshot; then
+// offset 12 of "keyed" processed. v1snapshot was written before journals
+// recorded the option and the attempts made beside the failed ones (a
+// version 1 snapshot, no RecordSettings record), v2snapshot by the current
+// code.
 var snapTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // checkSnapJournal checks what m holds of the journals above, and that the
-// queued offset dead-letters with attempts attempts when killed.
+// queued offset dead-letters with attempts attempts when killed, and the
+// offset in flight with attempts+1.
 func checkSnapJournal(t *testing.T, m *worklease.Manager, attempts int) {
 	t.Helper()
 	info, err := m.Inspect("keyed")
@@ -122,6 +125,17 @@ func checkSnapJournal(t *testing.T, m *worklease.Manager, attempts int) {
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
 	assert.Equal(t, attempts, dead[0].Attempts)
+
+	info, err = m.Inspect("inflight")
+	require.NoError(t, err)
+	require.True(t, info.Leased)
+	assert.Equal(t, 1, info.Lease.RetryCount)
+	_, _, err = m.Kill("inflight", 1, "poison")
+	require.NoError(t, err)
+	dead, err = m.DeadLetters("inflight")
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	assert.Equal(t, attempts+1, dead[0].Attempts)
 }
 
 // A journal written before journals recorded WithMonotonicOffsets replays
@@ -143,7 +157,7 @@ func TestReplaySnapshotVersion1(t *testing.T) {
 
 	m, err := open(worklease.WithMonotonicOffsets())
 	require.NoError(t, err)
-	checkSnapJournal(t, m, 1) // what version 1 kept: the failed attempt
+	checkSnapJournal(t, m, 1) // what version 1 kept: the failed attempts
 	require.NoError(t, m.Snapshot())
 	require.NoError(t, m.Close())
 
