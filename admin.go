@@ -261,10 +261,10 @@ func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) err
 	attempts, tok := 0, Token{}
 	switch {
 	case inFlight:
-		attempts, tok = s.lease.retries+1, s.lease.token
+		attempts, tok = s.attempts(), s.lease.token
 		s.revoke(tok, ErrLeaseRevoked)
 	case s.backlog.remove(offset):
-		attempts = s.carried[offset].retries
+		attempts = s.carried[offset].attempts
 		s.dropCarried(offset)
 	}
 	e.emit(EventKilled, offset, attempts, tok, cause)
@@ -304,10 +304,10 @@ func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
 		if !s.leased {
 			return ErrNoLease
 		}
-		l := s.lease
-		e.emit(EventReleased, l.offset, l.retries+1, l.token, nil)
+		l, attempts := s.lease, s.attempts()
+		e.emit(EventReleased, l.offset, attempts, l.token, nil)
 		s.revoke(l.token, ErrLeaseRevoked)
-		s.requeue(e, l.offset, attempt{retries: l.retries, acquiredAt: l.acquiredAt})
+		s.requeue(e, l.offset, attempt{attempts: attempts, retries: l.retries, acquiredAt: l.acquiredAt})
 		return nil
 	})
 }

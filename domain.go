@@ -2,6 +2,7 @@ package worklease
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -11,10 +12,15 @@ import (
 // the package; the record that owns it holds its mutex around every method,
 // and tests drive it directly.
 type domainState struct {
-	leased  bool  // whether lease is valid: the domain is in flight
-	paused  bool  // grants nothing until resumed (Pause, or parked on a dead letter)
-	lease   lease // the current lease when leased; zero otherwise
-	backlog backlog
+	leased bool // whether lease is valid: the domain is in flight
+	paused bool // grants nothing until resumed (Pause, or parked on a dead letter)
+	// released counts the forced releases in the history of the offset in
+	// flight, zero when idle: the lease's attempts made are its
+	// retries+1+released (see attempts). Part of the lease, it is kept
+	// here, beside the flags, where it takes no room of its own.
+	released uint32
+	lease    lease // the current lease when leased; zero otherwise
+	backlog  backlog
 	// processed and failed are the terminal offsets (seed 000 "processed"
 	// and "failed"): offsets that succeeded, and offsets that were given up
 	// or killed, which keep why. With WithMonotonicOffsets, processed is
@@ -47,9 +53,15 @@ type lease struct {
 	retries    int     // failed attempts of this offset so far
 }
 
+// attempts returns the attempts made by the offset in flight, this one
+// included: one more than its failed attempts, plus the force-released
+// ones.
+func (s *domainState) attempts() int { return s.lease.retries + 1 + int(s.released) }
+
 // attempt is what carries over from one grant of an offset to the next.
 type attempt struct {
-	retries    int
+	attempts   int // attempts made, the last one included
+	retries    int // failed attempts: an expiry is one, a forced release is not
 	acquiredAt instant
 }
 
@@ -61,6 +73,66 @@ type policy struct {
 	bestEffort bool          // allow acquiring a queued offset out of turn
 	park       bool          // pause a domain when one of its offsets is dead-lettered
 	monotonic  bool          // offsets only grow: processed is a watermark (WithMonotonicOffsets)
+}
+
+// settings returns the RecordSettings record that states p.
+func (p *policy) settings() Record {
+	return Record{Kind: RecordSettings, Offset: -1, Monotonic: p.monotonic}
+}
+
+// switchRule converts s, kept under the exact rule or, if it is set now,
+// the watermark rule of WithMonotonicOffsets, to the other one. Switching
+// on, hw becomes the highest terminal offset: every offset up to it that is
+// not failed, queued or in flight then counts as processed. Switching off,
+// the offsets that counted as processed stay processed, one run for each
+// stretch between the failed, queued and leased offsets below hw, so that
+// nothing finished is ever granted again.
+func (s *domainState) switchRule(toMonotonic bool) {
+	if toMonotonic {
+		hw := int64(-1)
+		if n := len(s.processed.runs); n > 0 {
+			hw = s.processed.runs[n-1].hi
+		}
+		for off := range s.failed.m {
+			hw = max(hw, off)
+		}
+		if hw >= 0 {
+			s.processed.raiseTo(hw)
+		}
+		return
+	}
+	if len(s.processed.runs) == 0 {
+		return
+	}
+	hw := s.processed.runs[0].hi
+	holes := s.failed.offsets() // every failed offset is at or below hw
+	for i := range s.backlog.len() {
+		if x := s.backlog.at(i); x <= hw {
+			holes = append(holes, x)
+		}
+	}
+	if s.leased && s.lease.offset <= hw {
+		holes = append(holes, s.lease.offset)
+	}
+	slices.Sort(holes)
+	var set offsetSet
+	next := int64(0) // the first offset not yet placed
+	for _, h := range slices.Compact(holes) {
+		if h > next {
+			set.runs = append(set.runs, offsetRun{next, h - 1})
+			set.n += h - next
+		}
+		if h == hw {
+			next = -1 // nothing above hw
+			break
+		}
+		next = h + 1
+	}
+	if next >= 0 {
+		set.runs = append(set.runs, offsetRun{next, hw})
+		set.n += hw - next + 1 // wraps for the run of every offset, as raiseTo
+	}
+	s.processed = set
 }
 
 // acquire is TryAcquire under the domain lock. With Acquired or
@@ -174,14 +246,15 @@ func (s *domainState) grant(p *policy, e *emitter, offset int64) {
 	l.offset, l.token, l.acquiredAt = offset, s.issued, e.now
 	if s.carried != nil {
 		if a, ok := s.carried[offset]; ok {
-			l.retries, l.acquiredAt = a.retries, a.acquiredAt
+			// The attempts made beyond the failed ones were released.
+			l.retries, l.acquiredAt, s.released = a.retries, a.acquiredAt, uint32(a.attempts-a.retries)
 			s.dropCarried(offset)
 		}
 	}
 	if p.ttl > 0 {
 		l.expiresAt = e.now.add(p.ttl)
 	}
-	e.emit(EventAcquired, offset, s.lease.retries+1, s.lease.token, nil)
+	e.emit(EventAcquired, offset, s.attempts(), s.lease.token, nil)
 }
 
 // grantHead leases the backlog's head, as acquire does when asked for it on
@@ -222,7 +295,7 @@ func (s *domainState) succeed(p *policy, e *emitter, tok Token, res *SucceedResu
 		return err
 	}
 	s.markTerminal(p, s.lease.offset, true)
-	e.emit(EventProcessed, s.lease.offset, s.lease.retries+1, tok, nil)
+	e.emit(EventProcessed, s.lease.offset, s.attempts(), tok, nil)
 	s.release()
 	res.Status = NoBacklog
 	if next, ok := s.backlog.front(); ok {
@@ -248,7 +321,7 @@ func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error, res *F
 		return nil
 	}
 	res.RetryCount = s.lease.retries
-	s.deadLetter(p, e, s.lease.offset, res.RetryCount+1, tok, cause, p.park)
+	s.deadLetter(p, e, s.lease.offset, s.attempts(), tok, cause, p.park)
 	s.release()
 	switch next, ok := s.backlog.front(); {
 	case s.paused:
@@ -298,7 +371,7 @@ func (s *domainState) extend(p *policy, e *emitter, tok Token, d time.Duration) 
 	}
 	if at := e.now.add(d); at > s.lease.expiresAt {
 		s.lease.expiresAt = at
-		e.emit(EventExtended, s.lease.offset, s.lease.retries+1, tok, nil)
+		e.emit(EventExtended, s.lease.offset, s.attempts(), tok, nil)
 	}
 	return s.lease.expiresAt, nil
 }
@@ -311,25 +384,27 @@ func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
 	if !s.leased || s.lease.expiresAt == 0 || e.now < s.lease.expiresAt {
 		return false
 	}
-	l := s.lease
-	e.emit(EventExpired, l.offset, l.retries+1, l.token, nil)
+	l, attempts := s.lease, s.attempts()
+	e.emit(EventExpired, l.offset, attempts, l.token, nil)
 	s.revoke(l.token, ErrLeaseExpired)
 	if l.retries < p.maxRetries {
-		s.requeue(e, l.offset, attempt{retries: l.retries + 1, acquiredAt: l.acquiredAt})
+		s.requeue(e, l.offset, attempt{attempts: attempts, retries: l.retries + 1, acquiredAt: l.acquiredAt})
 	} else {
-		s.deadLetter(p, e, l.offset, l.retries+1, l.token, ErrLeaseExpired, p.park)
+		s.deadLetter(p, e, l.offset, attempts, l.token, ErrLeaseExpired, p.park)
 	}
 	return true
 }
 
 // requeue puts offset back at the front of the line, keeping its attempts.
+// Its record says how many were made (Attempt) and how many of them failed
+// (Retries), which the next grant carries on from.
 func (s *domainState) requeue(e *emitter, offset int64, a attempt) {
 	s.backlog.pushFront(offset)
 	if s.carried == nil {
 		s.carried = make(map[int64]attempt)
 	}
 	s.carried[offset] = a
-	e.record(Record{Kind: EventRequeued, Offset: offset, Attempt: a.retries, Retries: a.retries, AcquiredAt: a.acquiredAt.in(time.UTC)}, nil)
+	e.record(Record{Kind: EventRequeued, Offset: offset, Attempt: a.attempts, Retries: a.retries, AcquiredAt: a.acquiredAt.in(time.UTC)}, nil)
 }
 
 func (s *domainState) dropCarried(offset int64) {
@@ -355,6 +430,7 @@ func (s *domainState) deadLetter(p *policy, e *emitter, offset int64, attempts i
 func (s *domainState) release() {
 	s.leased = false
 	s.lease = lease{}
+	s.released = 0
 }
 
 // revoke ends the lease without its holder.

@@ -213,7 +213,7 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 		return Expiry{}, false, 0, nil
 	}
 	s := &r.state
-	l := s.lease
+	l, attempts := s.lease, s.attempts()
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	expired := s.expireIfDue(&m.policy, &e)
 	sh.expiry.sync(r)
@@ -224,7 +224,7 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 		Domain:       r.domain,
 		Offset:       l.offset,
 		Token:        l.token,
-		Attempts:     l.retries + 1,
+		Attempts:     attempts,
 		DeadLettered: s.failed.contains(l.offset),
 	}
 	exp.Next, exp.HasNext = s.next()
