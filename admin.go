@@ -261,11 +261,11 @@ func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) err
 	attempts, tok := 0, Token{}
 	switch {
 	case inFlight:
-		attempts, tok = s.lease.retries+1, s.leaseToken(p)
+		attempts, tok = s.attempts(), s.leaseToken(p)
 		s.revoke(tok, ErrLeaseRevoked)
 	case s.backlog.remove(offset):
 		a, _ := s.carriedOf(offset)
-		attempts = a.retries
+		attempts = a.attempts
 		s.dropCarried(offset)
 	}
 	e.emit(EventKilled, offset, attempts, tok, cause)
@@ -305,10 +305,10 @@ func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
 		if !s.leased {
 			return ErrNoLease
 		}
-		l, tok := s.lease, s.leaseToken(&m.policy)
-		e.emit(EventReleased, l.offset, l.retries+1, tok, nil)
+		l, tok, attempts := s.lease, s.leaseToken(&m.policy), s.attempts()
+		e.emit(EventReleased, l.offset, attempts, tok, nil)
 		s.revoke(tok, ErrLeaseRevoked)
-		s.requeue(e, l.offset, attempt{retries: l.retries, acquiredAt: l.acquiredAt})
+		s.requeue(e, l.offset, attempt{attempts: attempts, retries: l.retries, acquiredAt: l.acquiredAt})
 		return nil
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/worklease/worklease"
 	"github.com/worklease/worklease/internal/clock"
+	"github.com/worklease/worklease/internal/memjournal"
 )
 
 // Tests of the admin calls (Kill, Redrive, Forget, Pause, Resume,
@@ -784,4 +785,93 @@ func TestPauseKeepsOtherAnswers(t *testing.T) {
 	require.NoError(t, err)
 	acquire(t, m, "A", 4, worklease.Enqueued)
 	require.Equal(t, []int64{4}, inspect(t, m, "A").Backlog)
+}
+
+// A dead letter's Attempts counts the attempts made, the last one included,
+// whether the offset is killed in flight or queued after a forced release
+// put it back (a release is not a failed attempt, but it was an attempt),
+// and a restart, from the records or from a snapshot, keeps the count.
+func TestKillAfterForceReleaseCountsEveryAttempt(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"live", "replayed", "snapshot"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			j := &memjournal.Journal{}
+			clk := clock.NewFake(epoch)
+			m := must(worklease.New(worklease.WithJournal(j), worklease.WithClock(clk)))(t)
+			res := acquire(t, m, "A", 1, worklease.Acquired)
+			_, err := m.Fail("A", res.Token, errors.New("first"))
+			require.NoError(t, err) // attempt 2 is in flight
+			got, err := hint(m.ForceRelease("A"))
+			require.NoError(t, err)
+			require.Equal(t, nextHint{1, true}, got)
+			switch name {
+			case "replayed", "snapshot":
+				if name == "snapshot" {
+					require.NoError(t, m.Snapshot())
+				}
+				require.NoError(t, m.Close())
+				m = must(worklease.New(worklease.WithJournal(j.Reopen()), worklease.WithClock(clk)))(t)
+			}
+			defer func() { require.NoError(t, m.Close()) }()
+			_, _, err = m.Kill("A", 1, "poison")
+			require.NoError(t, err)
+			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 1, Attempts: 2, At: epoch}, "poison")
+		})
+	}
+}
+
+// Stats keeps answering after Close with the final counts: the calls that
+// Close refuses count nothing.
+func TestStatsAfterClose(t *testing.T) {
+	t.Parallel()
+	m, _ := newManager(t)
+	res := acquire(t, m, "A", 1, worklease.Acquired)
+	acquire(t, m, "A", 2, worklease.Enqueued)
+	_, err := m.Succeed("A", res.Token)
+	require.NoError(t, err)
+	want := worklease.Stats{Acquired: 1, Enqueued: 1, Processed: 1}
+	require.Equal(t, want, m.Stats())
+	require.NoError(t, m.Close())
+	require.Equal(t, want, m.Stats())
+	_, err = m.TryAcquire("A", 2)
+	require.ErrorIs(t, err, worklease.ErrClosed)
+	_, err = m.Succeed("A", res.Token)
+	require.ErrorIs(t, err, worklease.ErrClosed)
+	require.Equal(t, want, m.Stats())
+}
+
+// A force-released offset granted again is on its next attempt: the grant,
+// and a dead letter in flight after it, count the released attempt too,
+// before and after a restart.
+func TestAttemptsAfterForceReleaseAndRegrant(t *testing.T) {
+	t.Parallel()
+	for _, restart := range []bool{false, true} {
+		j := &memjournal.Journal{}
+		clk := clock.NewFake(epoch)
+		var events []worklease.Event
+		opts := []worklease.Option{worklease.WithClock(clk), worklease.WithMaxRetries(1),
+			worklease.WithObserver(worklease.ObserverFunc(func(e worklease.Event) { events = append(events, e) }))}
+		m := must(worklease.New(append(opts, worklease.WithJournal(j))...))(t)
+		res := acquire(t, m, "A", 1, worklease.Acquired) // attempt 1
+		_, err := m.Fail("A", res.Token, errors.New("first"))
+		require.NoError(t, err) // attempt 2
+		_, _, err = m.ForceRelease("A")
+		require.NoError(t, err)
+		if restart {
+			require.NoError(t, m.Snapshot())
+			require.NoError(t, m.Close())
+			m = must(worklease.New(append(opts, worklease.WithJournal(j.Reopen()))...))(t)
+		}
+		events = nil
+		again := acquire(t, m, "A", 1, worklease.Acquired) // attempt 3
+		require.Equal(t, 1, again.RetryCount, "one attempt failed")
+		require.Equal(t, worklease.EventAcquired, events[0].Kind)
+		require.Equal(t, 3, events[0].Attempt, "the attempt number")
+		res2, err := m.Fail("A", again.Token, errors.New("second"))
+		require.NoError(t, err)
+		require.Equal(t, worklease.GiveUpNoBacklog, res2.Status)
+		requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 1, Attempts: 3, At: epoch}, "second")
+		require.NoError(t, m.Close())
+	}
 }

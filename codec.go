@@ -50,6 +50,7 @@ const (
 	fieldFront                      // Front is true; nothing is written
 	fieldFence                      // Fence, a varint
 	fieldWideTimes                  // the times are Unix seconds and nanoseconds
+	fieldMonotonic                  // Monotonic is true; nothing is written
 )
 
 // maxStringLen caps a decoded string, so that a corrupt length can never make
@@ -133,6 +134,9 @@ func (r *Record) fields() uint64 {
 	if r.Fence != 0 {
 		f |= fieldFence
 	}
+	if r.Monotonic {
+		f |= fieldMonotonic
+	}
 	if !fitsNanos(r.At) || !fitsNanos(r.AcquiredAt) || !fitsNanos(r.ExpiresAt) {
 		f |= fieldWideTimes
 	}
@@ -168,7 +172,8 @@ func (r Record) MarshalBinary() ([]byte, error) { return r.AppendBinary(nil) }
 func (r *Record) UnmarshalBinary(data []byte) error {
 	d := decoder{b: data}
 	var out Record
-	switch v := d.byte(); {
+	v := d.byte()
+	switch {
 	case d.err != nil:
 	case v == recordVersion:
 		out = d.recordV2()
@@ -183,7 +188,7 @@ func (r *Record) UnmarshalBinary(data []byte) error {
 	if d.err != nil {
 		return fmt.Errorf("record: %w", d.err)
 	}
-	if out.Kind == 0 || int(out.Kind) >= numEventKinds {
+	if (out.Kind == 0 || int(out.Kind) >= numEventKinds) && (out.Kind != RecordSettings || v == recordVersion1) {
 		return fmt.Errorf("record: unknown kind %d", out.Kind)
 	}
 	*r = out
@@ -227,6 +232,7 @@ func (d *decoder) recordV2() Record {
 	if fields&fieldFence != 0 {
 		r.Fence = d.uvarint()
 	}
+	r.Monotonic = fields&fieldMonotonic != 0
 	// Only the bits AppendBinary would write for these fields: not an
 	// unknown bit, a field written as zero, an AcquiredAt written although
 	// it equals At, or wide times that fit in nanoseconds.

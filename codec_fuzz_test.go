@@ -19,6 +19,7 @@ func FuzzRecordDecode(f *testing.F) {
 		f.Add(unhex(f, c.v2))
 		f.Add(unhex(f, c.v1))
 	}
+	f.Add(unhex(f, "028000018010")) // a RecordSettings record
 	f.Add([]byte{})
 	f.Add([]byte{1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -74,6 +75,7 @@ func FuzzSnapshotRestore(f *testing.F) {
 		f.Add(buf.Bytes())
 	}
 	f.Add([]byte("wlsnap\x01\x02\x00\x00\x00\x00"))
+	f.Add([]byte("wlsnap\x02\x01\x02\x00\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, opts := range [][]worklease.Option{nil, {worklease.WithMonotonicOffsets()}} {
 			m, err := worklease.New(append(opts, worklease.WithJournal(&recordsJournal{snapshot: data}))...)

@@ -126,3 +126,27 @@ func TestRecordDecodeRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestSettingsRecordBinaryForm pins a RecordSettings record's form, which
+// only version 2 has: version 1 records never held the kind.
+func TestSettingsRecordBinaryForm(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		rec worklease.Record
+		hex string
+	}{
+		{worklease.Record{Kind: worklease.RecordSettings, Offset: -1, Monotonic: true}, "028000018010"},
+		{worklease.Record{Kind: worklease.RecordSettings, Offset: -1}, "0280000100"},
+	} {
+		b, err := c.rec.MarshalBinary()
+		require.NoError(t, err)
+		assert.Equal(t, c.hex, hex.EncodeToString(b))
+		var got worklease.Record
+		require.NoError(t, got.UnmarshalBinary(b))
+		assert.Equal(t, c.rec, got)
+	}
+	assert.Equal(t, "Settings", worklease.RecordSettings.String())
+	var rec worklease.Record
+	assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, "018000010000000000000000000000")), "unknown kind 128")
+	assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, "0281000100")), "unknown kind 129")
+}

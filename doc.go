@@ -97,7 +97,9 @@
 //     highest terminal offset that is not failed, queued or in flight counts
 //     as processed, as with Kafka's committed offsets. Memory per domain
 //     stays constant however sparse the offsets, and offsets replayed after
-//     a consumer restart answer [AlreadyProcessed].
+//     a consumer restart answer [AlreadyProcessed]. A journal records
+//     whether it was written with it ([RecordSettings]), so the option can
+//     be switched at any restart.
 //   - [WithObserver] reports every transition as an [Event].
 //
 // # Operators

@@ -2,6 +2,7 @@ package worklease
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -17,9 +18,14 @@ import (
 // never allocate. The highest processed run ends the hot part; the other
 // runs, rarely read, follow it in the record's third line.
 type domainState struct {
-	leased bool  // whether lease is valid: the domain is in flight
-	paused bool  // grants nothing until resumed (Pause, or parked on a dead letter)
-	lease  lease // the current lease when leased; zero otherwise
+	leased bool // whether lease is valid: the domain is in flight
+	paused bool // grants nothing until resumed (Pause, or parked on a dead letter)
+	// released counts the forced releases in the history of the offset in
+	// flight, zero when idle: the lease's attempts made are its
+	// retries+1+released (see attempts). Part of the lease, it is kept
+	// here, beside the flags, where it takes no room of its own.
+	released uint32
+	lease    lease // the current lease when leased; zero otherwise
 	// issued is the fence of the latest grant (0 before the first) and this
 	// domain's serial: with the Manager's instance they make the latest
 	// grant's token. Fences only grow, so a token is never issued twice.
@@ -77,9 +83,15 @@ type lease struct {
 	retries    int     // failed attempts of this offset so far
 }
 
+// attempts returns the attempts made by the offset in flight, this one
+// included: one more than its failed attempts, plus the force-released
+// ones.
+func (s *domainState) attempts() int { return s.lease.retries + 1 + int(s.released) }
+
 // attempt is what carries over from one grant of an offset to the next.
 type attempt struct {
-	retries    int
+	attempts   int // attempts made, the last one included
+	retries    int // failed attempts: an expiry is one, a forced release is not
 	acquiredAt instant
 }
 
@@ -195,6 +207,64 @@ func (s *domainState) revoked() (Token, error) {
 	return s.cold.revoked, s.cold.revokedErr
 }
 
+// settings returns the RecordSettings record that states p.
+func (p *policy) settings() Record {
+	return Record{Kind: RecordSettings, Offset: -1, Monotonic: p.monotonic}
+}
+
+// switchRule converts s, kept under the exact rule or, if it is set now,
+// the watermark rule of WithMonotonicOffsets, to the other one. Switching
+// on, hw becomes the highest terminal offset: every offset up to it that is
+// not failed, queued or in flight then counts as processed. Switching off,
+// the offsets that counted as processed stay processed, one run for each
+// stretch between the failed, queued and leased offsets below hw, so that
+// nothing finished is ever granted again.
+func (s *domainState) switchRule(toMonotonic bool) {
+	if toMonotonic {
+		hw := int64(-1)
+		if !s.processed.isEmpty() {
+			hw = s.processed.last().hi
+		}
+		for _, off := range s.failed().offsets() {
+			hw = max(hw, off)
+		}
+		if hw >= 0 {
+			s.processed.raiseTo(hw)
+		}
+		return
+	}
+	if s.processed.isEmpty() {
+		return
+	}
+	hw := s.processed.last().hi
+	holes := s.failed().offsets() // every failed offset is at or below hw
+	for i := range s.backlog.len() {
+		if x := s.backlog.at(i); x <= hw {
+			holes = append(holes, x)
+		}
+	}
+	if s.leased && s.lease.offset <= hw {
+		holes = append(holes, s.lease.offset)
+	}
+	slices.Sort(holes)
+	var runs []offsetRun
+	next := int64(0) // the first offset not yet placed
+	for _, h := range slices.Compact(holes) {
+		if h > next {
+			runs = append(runs, offsetRun{next, h - 1})
+		}
+		if h == hw {
+			next = -1 // nothing above hw
+			break
+		}
+		next = h + 1
+	}
+	if next >= 0 {
+		runs = append(runs, offsetRun{next, hw})
+	}
+	s.processed.setRuns(runs)
+}
+
 // acquire is TryAcquire under the domain lock. With Acquired or
 // AlreadyAcquired, s.lease is the lease to report.
 func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireStatus, error) {
@@ -306,14 +376,15 @@ func (s *domainState) grant(p *policy, e *emitter, offset int64) {
 	l.offset, l.acquiredAt = offset, e.now
 	if s.cold != nil {
 		if a, ok := s.carriedOf(offset); ok {
-			l.retries, l.acquiredAt = a.retries, a.acquiredAt
+			// The attempts made beyond the failed ones were released.
+			l.retries, l.acquiredAt, s.released = a.retries, a.acquiredAt, uint32(a.attempts-a.retries)
 			s.dropCarried(offset)
 		}
 	}
 	if p.ttl > 0 {
 		l.expiresAt = e.now.add(p.ttl)
 	}
-	e.emit(EventAcquired, offset, l.retries+1, s.issuedToken(p), nil)
+	e.emit(EventAcquired, offset, s.attempts(), s.issuedToken(p), nil)
 }
 
 // grantHead leases the backlog's head, as acquire does when asked for it on
@@ -355,7 +426,7 @@ func (s *domainState) succeed(p *policy, e *emitter, tok Token, res *SucceedResu
 		return err
 	}
 	s.markTerminal(p, s.lease.offset, true)
-	e.emit(EventProcessed, s.lease.offset, s.lease.retries+1, tok, nil)
+	e.emit(EventProcessed, s.lease.offset, s.attempts(), tok, nil)
 	s.release()
 	res.Status = NoBacklog
 	if next, ok := s.backlog.front(); ok {
@@ -381,7 +452,7 @@ func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error, res *F
 		return nil
 	}
 	res.RetryCount = s.lease.retries
-	s.deadLetter(p, e, s.lease.offset, res.RetryCount+1, tok, cause, p.park)
+	s.deadLetter(p, e, s.lease.offset, s.attempts(), tok, cause, p.park)
 	s.release()
 	switch next, ok := s.backlog.front(); {
 	case s.paused:
@@ -431,7 +502,7 @@ func (s *domainState) extend(p *policy, e *emitter, tok Token, d time.Duration) 
 	}
 	if at := e.now.add(d); at > s.lease.expiresAt {
 		s.lease.expiresAt = at
-		e.emit(EventExtended, s.lease.offset, s.lease.retries+1, tok, nil)
+		e.emit(EventExtended, s.lease.offset, s.attempts(), tok, nil)
 	}
 	return s.lease.expiresAt, nil
 }
@@ -444,22 +515,24 @@ func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
 	if !s.leased || s.lease.expiresAt == 0 || e.now < s.lease.expiresAt {
 		return false
 	}
-	l, tok := s.lease, s.leaseToken(p)
-	e.emit(EventExpired, l.offset, l.retries+1, tok, nil)
+	l, tok, attempts := s.lease, s.leaseToken(p), s.attempts()
+	e.emit(EventExpired, l.offset, attempts, tok, nil)
 	s.revoke(tok, ErrLeaseExpired)
 	if l.retries < p.maxRetries {
-		s.requeue(e, l.offset, attempt{retries: l.retries + 1, acquiredAt: l.acquiredAt})
+		s.requeue(e, l.offset, attempt{attempts: attempts, retries: l.retries + 1, acquiredAt: l.acquiredAt})
 	} else {
-		s.deadLetter(p, e, l.offset, l.retries+1, tok, ErrLeaseExpired, p.park)
+		s.deadLetter(p, e, l.offset, attempts, tok, ErrLeaseExpired, p.park)
 	}
 	return true
 }
 
 // requeue puts offset back at the front of the line, keeping its attempts.
+// Its record says how many were made (Attempt) and how many of them failed
+// (Retries), which the next grant carries on from.
 func (s *domainState) requeue(e *emitter, offset int64, a attempt) {
 	s.queue().pushFront(offset)
 	s.carry(offset, a)
-	e.record(Record{Kind: EventRequeued, Offset: offset, Attempt: a.retries, Retries: a.retries, AcquiredAt: a.acquiredAt.in(time.UTC)}, nil)
+	e.record(Record{Kind: EventRequeued, Offset: offset, Attempt: a.attempts, Retries: a.retries, AcquiredAt: a.acquiredAt.in(time.UTC)}, nil)
 }
 
 // dropCarried forgets the attempts offset carried, if any.
@@ -491,6 +564,7 @@ func (s *domainState) deadLetter(p *policy, e *emitter, offset int64, attempts i
 func (s *domainState) release() {
 	s.leased = false
 	s.lease = lease{}
+	s.released = 0
 	if c := s.cold; c != nil && !c.leaseToken.IsZero() {
 		c.leaseToken = Token{}
 		s.trimCold()

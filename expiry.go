@@ -213,7 +213,7 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 		return Expiry{}, false, 0, nil
 	}
 	s := &r.state
-	l := s.lease
+	l, attempts := s.lease, s.attempts()
 	var tok Token
 	if s.leased {
 		tok = s.leaseToken(&m.policy)
@@ -228,7 +228,7 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 		Domain:       r.domain,
 		Offset:       l.offset,
 		Token:        tok,
-		Attempts:     l.retries + 1,
+		Attempts:     attempts,
 		DeadLettered: s.isFailed(l.offset),
 	}
 	exp.Next, exp.HasNext = s.next()

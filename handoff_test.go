@@ -513,6 +513,7 @@ func TestSucceedNextFailNextJournal(t *testing.T) {
 		kinds = append(kinds, r.Kind)
 	}
 	require.Equal(t, []worklease.EventKind{
+		worklease.RecordSettings, // a new journal says how it reads first
 		worklease.EventAcquired, worklease.EventEnqueued, worklease.EventEnqueued,
 		worklease.EventProcessed, worklease.EventAcquired, // SucceedNext
 		worklease.EventDeadLettered, worklease.EventAcquired, // FailNext

@@ -84,8 +84,8 @@ func (s *domainState) checkInvariants(p *policy) error {
 		if s.lease.retries < 0 {
 			bad("lease retry count %d is negative", s.lease.retries)
 		}
-	} else if s.lease != (lease{}) || (c != nil && !c.leaseToken.IsZero()) {
-		bad("idle domain keeps a lease %+v", s.lease)
+	} else if s.lease != (lease{}) || s.released != 0 || (c != nil && !c.leaseToken.IsZero()) {
+		bad("idle domain keeps a lease %+v, %d released", s.lease, s.released)
 	}
 	// 2. Disjointness and 4. idempotence: the current offset and the backlog
 	// hold no terminal offset, and the current offset is not queued.

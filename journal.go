@@ -34,7 +34,10 @@ type Journal interface {
 	// ReplayRecords calls restore with the latest snapshot, if there is
 	// one, then apply with every record after it, in sequence order. New
 	// calls it once, before the Manager is used. The snapshot's bytes are
-	// valid only until restore returns.
+	// valid only until restore returns. A journal serves one Manager: if
+	// ReplayRecords was called before, it should return an error wrapping
+	// ErrJournalInUse and call nothing, so that a second New on the
+	// journal fails rather than let two Managers write to it.
 	ReplayRecords(restore func(snapshot []byte) error, apply func(seq uint64, rec Record) error) error
 	// SnapshotState replaces the journal's snapshot with the one write
 	// produces, which reflects every record appended before SnapshotState
@@ -51,7 +54,8 @@ type Journal interface {
 
 // WithJournal makes the Manager journal every transition to j. New first
 // rebuilds the Manager's state by replaying j, and Close closes j; if New
-// fails, it closes j itself. With a
+// fails, it closes j itself, unless j is in use by another Manager
+// (ErrJournalInUse), which keeps it. With a
 // journal, a call returns only once the records it wrote, and those of the
 // domain before them, are durable, as j's Wait defines it; many concurrent
 // calls share the journal's flushes. Times read back from a journal (lease
@@ -67,6 +71,12 @@ func WithJournal(j Journal) Option {
 // Recover by closing the Manager, reopening the journal and building a new
 // Manager on it.
 var ErrJournalFailed = errors.New("worklease: journal failed")
+
+// ErrJournalInUse is returned by New, wrapped, when its journal already
+// serves another Manager (see Journal.ReplayRecords): two Managers writing
+// to one journal would interleave records that replay cannot apply. New
+// leaves that journal open for the Manager using it.
+var ErrJournalInUse = errors.New("worklease: journal in use by another Manager")
 
 // ErrReplay is returned by New when a journal's records cannot be applied:
 // a record breaks an invariant of the state before it (seed 001's
@@ -86,8 +96,8 @@ func (e *ReplayError) Error() string {
 	if e.Seq == 0 {
 		return fmt.Sprintf("worklease: journal replay: snapshot: %v", e.Err)
 	}
-	return fmt.Sprintf("worklease: journal replay: record %d (%v on domain %q, offset %d): %v",
-		e.Seq, e.Record.Kind, e.Record.Domain, e.Record.Offset, e.Err)
+	return fmt.Sprintf("worklease: journal replay: record %d (%v on domain %s, offset %d): %v",
+		e.Seq, e.Record.Kind, shortDomain(e.Record.Domain), e.Record.Offset, e.Err)
 }
 
 // Is reports whether target is ErrReplay.
@@ -96,7 +106,8 @@ func (e *ReplayError) Is(target error) bool { return target == ErrReplay }
 // Unwrap returns what was wrong.
 func (e *ReplayError) Unwrap() error { return e.Err }
 
-// A Record is one transition of one domain as a Journal stores it: the
+// A Record is one transition of one domain as a Journal stores it (or,
+// with Kind RecordSettings, how the records after it read): the
 // Event an observer sees, plus the facts replay needs so that it never
 // re-derives them from options that may have changed (a failure says
 // whether it was final by being followed by a DeadLettered record, an
@@ -116,7 +127,11 @@ type Record struct {
 	At time.Time
 
 	// AcquiredAt and Retries: for EventAcquired and EventRequeued, the
-	// offset's first grant and its failed attempts so far.
+	// offset's first grant and its failed attempts so far. Attempt counts
+	// force-released attempts too, which Retries does not: an Acquired
+	// record's Attempt is the attempt it starts, a Requeued record's the
+	// attempts made so far. (Journals written before Attempt counted them
+	// hold Retries+1 and Retries, which replay as such.)
 	AcquiredAt time.Time
 	Retries    int
 	// ExpiresAt: for EventAcquired, EventRetrying and EventExtended, the
@@ -128,6 +143,9 @@ type Record struct {
 	// Fence: for EventForgotten, the domain's last fence, which fences of a
 	// domain of the same name stay above.
 	Fence uint64
+	// Monotonic: for RecordSettings, the records after it were written by
+	// a Manager WithMonotonicOffsets.
+	Monotonic bool
 }
 
 // causeText is a Fail cause whose text was taken before the domain lock, so

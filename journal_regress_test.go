@@ -203,12 +203,12 @@ func TestReplaySettlesACallCutShort(t *testing.T) {
 				return must(worklease.New(append(opts, worklease.WithJournal(j.Reopen()))...))(t)
 			}
 			m := open()
-			five := must(m.TryAcquire("A", 5))(t)  // record 1
-			must(m.TryAcquire("A", 3))(t)          // 2: queued below 5
-			must(m.Succeed("A", five.Token))(t)    // 3
-			three := must(m.TryAcquire("A", 3))(t) // 4
+			five := must(m.TryAcquire("A", 5))(t)  // record 2, after the settings
+			must(m.TryAcquire("A", 3))(t)          // 3: queued below 5
+			must(m.Succeed("A", five.Token))(t)    // 4
+			three := must(m.TryAcquire("A", 3))(t) // 5
 			require.Equal(t, worklease.Acquired, three.Status)
-			j.FailAppendAt(6) // ForceRelease writes Released (5), then fails on Requeued (6)
+			j.FailAppendAt(7) // ForceRelease writes Released (6), then fails on Requeued (7)
 			_, _, err := m.ForceRelease("A")
 			require.ErrorIs(t, err, worklease.ErrJournalFailed)
 			require.NoError(t, m.Close())

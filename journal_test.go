@@ -55,7 +55,11 @@ func dumpDomains(t require.TestingT, m *worklease.Manager, domains []string) map
 // restarting it now and then (closing it and building a new one on the same
 // journal), and checks that every restart rebuilds exactly the state that
 // was acknowledged, that fences never go backwards, and that tokens issued
-// after a restart are new.
+// after a restart are new. Some restarts switch WithMonotonicOffsets: the
+// offsets that counted as processed stay so when it goes off (if the
+// Manager that had it on journaled anything: until then, the journal still
+// reads as it did before), and later restarts replay across the switch to
+// the state the Manager had.
 func TestJournalReplayProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -74,14 +78,15 @@ func TestJournalReplayProperty(t *testing.T) {
 		if rapid.Bool().Draw(t, "park") {
 			opts = append(opts, worklease.WithParkOnDeadLetter())
 		}
-		if rapid.Bool().Draw(t, "monotonic") {
-			opts = append(opts, worklease.WithMonotonicOffsets())
-		}
+		monotonic := rapid.Bool().Draw(t, "monotonic")
 		j := &memjournal.Journal{}
 		open := func() *worklease.Manager {
 			o := append(slices.Clone(opts), worklease.WithJournal(j.Reopen()))
 			if withTTL {
 				o = append(o, worklease.WithLeaseTTL(ttl))
+			}
+			if monotonic {
+				o = append(o, worklease.WithMonotonicOffsets())
 			}
 			m, err := worklease.New(o...)
 			require.NoError(t, err)
@@ -89,6 +94,7 @@ func TestJournalReplayProperty(t *testing.T) {
 		}
 		m := open()
 		defer func() { _ = m.Close() }()
+		snapshots := 0 // j.Snapshots() when m was opened
 
 		domains := []string{"a", "b"} // few domains and offsets, so that operations collide
 		domain := rapid.SampledFrom(domains)
@@ -182,6 +188,7 @@ func TestJournalReplayProperty(t *testing.T) {
 				before := dumpDomains(t, m, domains)
 				require.NoError(t, m.Close())
 				m = open()
+				snapshots = j.Snapshots()
 				require.Equal(t, before, dumpDomains(t, m, domains), "the restarted Manager holds what was acknowledged")
 			},
 			// A restart with WithLeaseTTL switched: a lease keeps its
@@ -197,7 +204,30 @@ func TestJournalReplayProperty(t *testing.T) {
 					}
 				}
 				m = open()
+				snapshots = j.Snapshots()
 				require.Equal(t, want, dumpDomains(t, m, domains), "the restarted Manager holds what was acknowledged")
+			},
+			"SwitchMonotonic": func(t *rapid.T) {
+				before := dumpDomains(t, m, domains)
+				st := m.Stats()
+				st.Rejected, st.OutOfOrder = 0, 0 // never journaled
+				journaled := st != worklease.Stats{} || j.Snapshots() > snapshots
+				require.NoError(t, m.Close())
+				monotonic = !monotonic
+				m = open()
+				snapshots = j.Snapshots()
+				after := dumpDomains(t, m, domains)
+				for _, d := range domains {
+					b, a := before[d], after[d]
+					if !monotonic && journaled { // off: what counted as processed still does, and only that
+						require.Equal(t, b.Counts, a.Counts, "%q: processed offsets", d)
+						require.Equal(t, b.Info, a.Info, "%q", d)
+					}
+					b.Info.Processed, a.Info.Processed = 0, 0 // on: offsets up to hw now count
+					require.Equal(t, b.Info, a.Info, "%q", d)
+					require.Equal(t, b.Failed, a.Failed, "%q: failed", d)
+					require.Equal(t, b.DeadLetters, a.DeadLetters, "%q: dead letters", d)
+				}
 			},
 			"": func(t *rapid.T) {
 				require.NoError(t, worklease.CheckInvariants(m))
@@ -214,7 +244,7 @@ func TestJournalFailsClosedOnAppendError(t *testing.T) {
 	res, err := m.TryAcquire("A", 1)
 	require.NoError(t, err)
 
-	j.FailAppendAt(2)
+	j.FailAppendAt(3) // 1 is the journal's settings, 2 the grant
 	_, err = m.Succeed("A", res.Token)
 	require.ErrorIs(t, err, worklease.ErrJournalFailed)
 	require.ErrorIs(t, err, memjournal.ErrInjected)
@@ -335,11 +365,11 @@ func TestReplayRejectsRecordsThatBreakInvariants(t *testing.T) {
 			grant(1, 2),
 		}},
 		{"extend to an earlier time", []worklease.Record{
-			{Kind: worklease.EventAcquired, Domain: "A", Offset: 1, Token: tok(1), ExpiresAt: at.Add(time.Minute)},
+			{Kind: worklease.EventAcquired, Domain: "A", Offset: 1, Attempt: 1, Token: tok(1), ExpiresAt: at.Add(time.Minute)},
 			{Kind: worklease.EventExtended, Domain: "A", Offset: 1, Token: tok(1), ExpiresAt: at},
 		}},
 		{"expire before the expiry", []worklease.Record{
-			{Kind: worklease.EventAcquired, Domain: "A", Offset: 1, Token: tok(1), ExpiresAt: at.Add(time.Minute)},
+			{Kind: worklease.EventAcquired, Domain: "A", Offset: 1, Attempt: 1, Token: tok(1), ExpiresAt: at.Add(time.Minute)},
 			{Kind: worklease.EventExpired, Domain: "A", Offset: 1, Token: tok(1), At: at},
 		}},
 		{"enqueue twice", []worklease.Record{
@@ -351,6 +381,12 @@ func TestReplayRejectsRecordsThatBreakInvariants(t *testing.T) {
 		{"forget a busy domain", []worklease.Record{grant(1, 1), {Kind: worklease.EventForgotten, Domain: "A", Offset: -1, Fence: 1}}},
 		{"a rejection", []worklease.Record{grant(1, 1), {Kind: worklease.EventRejected, Domain: "A", Offset: 1}}},
 		{"a negative offset", []worklease.Record{grant(-4, 1)}},
+		{"a grant's attempt not above its failed ones", []worklease.Record{
+			{Kind: worklease.EventAcquired, Domain: "A", Offset: 1, Attempt: 1, Retries: 1, Token: tok(1)},
+		}},
+		{"a requeue with more failed attempts than attempts", []worklease.Record{
+			{Kind: worklease.EventRequeued, Domain: "A", Offset: 1, Attempt: 1, Retries: 2},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -389,7 +425,7 @@ func TestReplayRejectsCorruptSnapshots(t *testing.T) {
 		return worklease.EncodeSnapshot(m, w)
 	}))
 	require.NoError(t, m.Close())
-	require.NoError(t, j.ReplayRecords(func(b []byte) error { snap = append([]byte(nil), b...); return nil }, nil))
+	require.NoError(t, j.Reopen().ReplayRecords(func(b []byte) error { snap = append([]byte(nil), b...); return nil }, nil))
 
 	// Every truncation and every single flipped byte is either rejected
 	// with ErrReplay or, where it happens to stay valid, restores state
@@ -433,7 +469,9 @@ func TestJournalRecordTimes(t *testing.T) {
 			require.NoError(t, err)
 
 			_, recs := j.Records()
-			require.Len(t, recs, 2)
+			require.Len(t, recs, 3)
+			require.Equal(t, worklease.Record{Kind: worklease.RecordSettings, Offset: -1}, recs[0], "no time either")
+			recs = recs[1:]
 			require.Equal(t, worklease.EventAcquired, recs[0].Kind)
 			require.True(t, recs[0].At.Equal(epoch), "grant at %v", recs[0].At)
 			require.Equal(t, worklease.EventProcessed, recs[1].Kind)
@@ -466,4 +504,21 @@ func TestReplayedExpiryWithoutTTL(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, info.Leased)
 	require.NoError(t, worklease.CheckInvariants(m))
+}
+
+// A journal serves one Manager: a second New on it is refused with
+// ErrJournalInUse, and the first Manager carries on with it open.
+func TestJournalSecondManagerIsRefused(t *testing.T) {
+	t.Parallel()
+	j := &memjournal.Journal{}
+	m, err := worklease.New(worklease.WithJournal(j))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Close()) }()
+	res, err := m.TryAcquire("a", 1)
+	require.NoError(t, err)
+	second, err := worklease.New(worklease.WithJournal(j))
+	require.ErrorIs(t, err, worklease.ErrJournalInUse)
+	require.Nil(t, second)
+	_, err = m.Succeed("a", res.Token)
+	require.NoError(t, err, "the journal is still open")
 }

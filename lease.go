@@ -3,10 +3,12 @@ package worklease
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -55,10 +57,15 @@ type Manager struct {
 	fenceFloor   atomic.Uint64 // highest fence of any forgotten domain
 	// open is set by New and cleared by Close or a journal failure, so that
 	// a call checks one flag; closed and failure say which.
-	open      atomic.Bool
-	closed    atomic.Bool
-	failure   atomic.Pointer[error] // the journal's failure; set once, then every call returns it
-	snapshots snapshotter
+	open   atomic.Bool
+	closed atomic.Bool
+	// settingsDue: the journal does not state the Manager's setting (see
+	// RecordSettings); the first record journaled after New is preceded by
+	// one that does, appended under settingsMu.
+	settingsDue atomic.Bool
+	settingsMu  sync.Mutex
+	failure     atomic.Pointer[error] // the journal's failure; set once, then every call returns it
+	snapshots   snapshotter
 }
 
 // New returns a Manager configured by opts. With no options it behaves
@@ -108,7 +115,9 @@ func New(opts ...Option) (*Manager, error) {
 			err = m.timeRestoredLeases()
 		}
 		if err != nil {
-			_ = m.journal.Close() // releases what it holds, such as a directory lock; the replay error says more
+			if !errors.Is(err, ErrJournalInUse) { // else it is the other Manager's to close
+				_ = m.journal.Close() // releases what it holds, such as a directory lock; the replay error says more
+			}
 			return nil, err
 		}
 		expires := m.anyLeaseExpires()

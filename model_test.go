@@ -395,12 +395,14 @@ type modelLease struct {
 	acquiredAt time.Time
 	expiresAt  time.Time // zero: never
 	retries    int
+	attempts   int // made, this one included: retries+1, plus any force-released
 }
 
 // A modelAttempt is what an offset put back in the backlog by an expiry or
 // ForceRelease carries to its next grant.
 type modelAttempt struct {
-	retries    int
+	attempts   int // made, the last one included
+	retries    int // failed: an expiry is one, a forced release is not
 	acquiredAt time.Time
 }
 
@@ -506,12 +508,12 @@ func (md *modelDomain) touch(now time.Time) bool {
 		return false
 	}
 	l := md.lease
-	md.emit(worklease.EventExpired, l.offset, l.retries+1, l.token, nil, now)
+	md.emit(worklease.EventExpired, l.offset, l.attempts, l.token, nil, now)
 	md.endLease(l.token, worklease.ErrLeaseExpired)
 	if l.retries < md.cfg.maxRetries {
-		md.requeue(l.offset, modelAttempt{retries: l.retries + 1, acquiredAt: l.acquiredAt}, now)
+		md.requeue(l.offset, modelAttempt{attempts: l.attempts, retries: l.retries + 1, acquiredAt: l.acquiredAt}, now)
 	} else {
-		md.deadLetter(l.offset, l.retries+1, l.token, worklease.ErrLeaseExpired, now, md.cfg.park)
+		md.deadLetter(l.offset, l.attempts, l.token, worklease.ErrLeaseExpired, now, md.cfg.park)
 	}
 	return true
 }
@@ -537,7 +539,7 @@ func (md *modelDomain) endLease(tok worklease.Token, why error) {
 func (md *modelDomain) requeue(off int64, a modelAttempt, now time.Time) {
 	md.backlog = slices.Insert(md.backlog, 0, off)
 	md.carried[off] = a
-	md.emit(worklease.EventRequeued, off, a.retries, worklease.Token{}, nil, now)
+	md.emit(worklease.EventRequeued, off, a.attempts, worklease.Token{}, nil, now)
 }
 
 func (md *modelDomain) deadLetter(off int64, attempts int, tok worklease.Token, cause error, now time.Time, park bool) {
@@ -669,9 +671,9 @@ func (md *modelDomain) acquire(domain string, off int64, now time.Time) (worklea
 		}
 	}
 	md.leased = true
-	md.lease = modelLease{offset: off, acquiredAt: now}
+	md.lease = modelLease{offset: off, acquiredAt: now, attempts: 1}
 	if a, ok := md.carried[off]; ok {
-		md.lease.retries, md.lease.acquiredAt = a.retries, a.acquiredAt
+		md.lease.retries, md.lease.acquiredAt, md.lease.attempts = a.retries, a.acquiredAt, a.attempts+1
 		delete(md.carried, off)
 	}
 	if md.cfg.ttl > 0 {
@@ -693,7 +695,7 @@ func (l *leaseModel) grant(domain string, tok worklease.Token, now time.Time) {
 	md.grants = append(md.grants, tok)
 	l.issued[tok] = domain
 	l.grants++
-	md.emit(worklease.EventAcquired, md.lease.offset, md.lease.retries+1, tok, nil, now)
+	md.emit(worklease.EventAcquired, md.lease.offset, md.lease.attempts, tok, nil, now)
 }
 
 // checkToken is the token check of Succeed, Fail and Extend, on a domain
@@ -727,7 +729,7 @@ func (md *modelDomain) succeed(tok worklease.Token, now time.Time) (worklease.Su
 	if err := md.checkToken(tok, now); err != nil {
 		return worklease.SucceedResult{}, err
 	}
-	md.emit(worklease.EventProcessed, md.lease.offset, md.lease.retries+1, tok, nil, now)
+	md.emit(worklease.EventProcessed, md.lease.offset, md.lease.attempts, tok, nil, now)
 	md.processed[md.lease.offset] = true
 	md.hw = max(md.hw, md.lease.offset)
 	md.leased, md.lease = false, modelLease{}
@@ -748,6 +750,7 @@ func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (wo
 	cause = modelKeptCause(cause)
 	if md.lease.retries < md.cfg.maxRetries {
 		md.lease.retries++
+		md.lease.attempts++
 		// The next attempt gets at least a full TTL.
 		if at := now.Add(md.cfg.ttl); md.cfg.ttl > 0 && at.After(md.lease.expiresAt) {
 			md.lease.expiresAt = at
@@ -756,7 +759,7 @@ func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (wo
 		return worklease.FailResult{Status: worklease.RetryScheduled, RetryCount: md.lease.retries}, nil
 	}
 	retries := md.lease.retries
-	md.deadLetter(md.lease.offset, retries+1, tok, cause, now, md.cfg.park)
+	md.deadLetter(md.lease.offset, md.lease.attempts, tok, cause, now, md.cfg.park)
 	md.leased, md.lease = false, modelLease{}
 	if md.paused {
 		return worklease.FailResult{Status: worklease.GiveUpParked, RetryCount: retries}, nil
@@ -815,7 +818,7 @@ func (md *modelDomain) extend(tok worklease.Token, d time.Duration, now time.Tim
 	}
 	if at := now.Add(d); at.After(md.lease.expiresAt) {
 		md.lease.expiresAt = at
-		md.emit(worklease.EventExtended, md.lease.offset, md.lease.retries+1, tok, nil, now)
+		md.emit(worklease.EventExtended, md.lease.offset, md.lease.attempts, tok, nil, now)
 	}
 	return md.lease.expiresAt, nil
 }
@@ -890,11 +893,11 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 	}
 	attempts, tok := 0, worklease.Token{}
 	if inFlight {
-		attempts, tok = md.lease.retries+1, md.lease.token
+		attempts, tok = md.lease.attempts, md.lease.token
 		md.endLease(tok, worklease.ErrLeaseRevoked)
 	} else if i := slices.Index(md.backlog, off); i >= 0 {
 		md.backlog = slices.Delete(md.backlog, i, i+1)
-		attempts = md.carried[off].retries
+		attempts = md.carried[off].attempts
 		delete(md.carried, off)
 	}
 	md.emit(worklease.EventKilled, off, attempts, tok, cause, now)
@@ -930,9 +933,9 @@ func (md *modelDomain) forceRelease(now time.Time) (int64, bool, error) {
 		return 0, false, worklease.ErrNoLease
 	}
 	l := md.lease
-	md.emit(worklease.EventReleased, l.offset, l.retries+1, l.token, nil, now)
+	md.emit(worklease.EventReleased, l.offset, l.attempts, l.token, nil, now)
 	md.endLease(l.token, worklease.ErrLeaseRevoked)
-	md.requeue(l.offset, modelAttempt{retries: l.retries, acquiredAt: l.acquiredAt}, now)
+	md.requeue(l.offset, modelAttempt{attempts: l.attempts, retries: l.retries, acquiredAt: l.acquiredAt}, now)
 	next, ok := md.next()
 	return next, ok, nil
 }
@@ -986,7 +989,7 @@ func (l *leaseModel) reap(now time.Time) []worklease.Expiry {
 		}
 		next, ok := md.next()
 		out = append(out, worklease.Expiry{
-			Domain: d, Offset: lease.offset, Token: lease.token, Attempts: lease.retries + 1,
+			Domain: d, Offset: lease.offset, Token: lease.token, Attempts: lease.attempts,
 			DeadLettered: modelHas(md.failed, lease.offset), Next: next, HasNext: ok,
 		})
 	}
@@ -1750,12 +1753,14 @@ type modelReplay struct {
 	offset    int64
 	token     worklease.Token
 	retries   int
+	attempts  int // made by the offset in flight, this one included
 	paused    bool
 	processed map[int64]bool
 	failed    map[int64]bool
 	hw        int64 // the highest offset processed or failed; -1: none
 	backlog   []int64
 	carried   map[int64]int // failed attempts a queued offset carries to its next grant
+	made      map[int64]int // attempts a queued offset made, which a kill counts
 	grants    int           // leases granted
 	ended     int           // leases that ended
 	grantsOf  map[int64]int // grants of each offset
@@ -1774,7 +1779,7 @@ type modelReplay struct {
 
 func newModelReplay() modelReplay {
 	return modelReplay{
-		processed: map[int64]bool{}, failed: map[int64]bool{}, hw: -1, carried: map[int64]int{},
+		processed: map[int64]bool{}, failed: map[int64]bool{}, hw: -1, carried: map[int64]int{}, made: map[int64]int{},
 		grantsOf: map[int64]int{}, returns: map[int64]int{}, seedFIFO: true,
 	}
 }
@@ -1826,6 +1831,7 @@ func (l *leaseModel) checkHistory(t *rapid.T, d string) {
 	modelCheck(t, len(r.carried) == len(md.carried), "%q: replayed carried attempts %v, model %v", d, r.carried, md.carried)
 	for off, a := range md.carried {
 		modelCheck(t, a.retries == r.carried[off], "%q: replayed attempts carried by %d: %d, model %d", d, off, r.carried[off], a.retries)
+		modelCheck(t, a.attempts == r.made[off], "%q: replayed attempts made by %d: %d, model %d", d, off, r.made[off], a.attempts)
 	}
 	// Every lease ended but the one in flight; and each grant is one the
 	// model recorded.
@@ -1893,12 +1899,14 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 				"%s: granted while the backlog's head is %d", where, r.backlog[0])
 		}
 		modelCheck(t, !(r.queued(x)), "%s: granted while still queued", where)
-		require.Equal(t, r.carried[x]+1, ev.attempt, "%s: attempt number", where)
+		require.Equal(t, r.made[x]+1, ev.attempt, "%s: attempt number", where)
+		r.retries, r.attempts = r.carried[x], ev.attempt
 		delete(r.carried, x)
+		delete(r.made, x)
 		r.grants++
 		r.grantsOf[x]++
 		require.LessOrEqual(t, r.grantsOf[x], 1+r.returns[x], "%s: granted again without going back to the backlog", where)
-		r.leased, r.offset, r.token, r.retries = true, x, ev.token, ev.attempt-1
+		r.leased, r.offset, r.token = true, x, ev.token
 	case worklease.EventEnqueued:
 		modelCheck(t, r.leased || r.paused, "%s: enqueued on an idle, running domain", where)
 		modelCheck(t, !(terminal || r.queued(x) || r.leased && r.offset == x), "%s: terminal, queued or in flight", where)
@@ -1917,7 +1925,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		r.remove(x)
 	case worklease.EventProcessed:
 		current()
-		require.Equal(t, r.retries+1, ev.attempt, where)
+		require.Equal(t, r.attempts, ev.attempt, where)
 		r.processed[x] = true
 		r.hw = max(r.hw, x)
 		r.leased = false
@@ -1927,6 +1935,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		require.Equal(t, r.retries+1, ev.attempt, where)
 		require.LessOrEqual(t, ev.attempt, l.cfg.maxRetries, where)
 		r.retries = ev.attempt
+		r.attempts++
 	case worklease.EventExtended:
 		current()
 		require.Positive(t, l.cfg.ttl, where)
@@ -1939,12 +1948,12 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		}
 	case worklease.EventExpired, worklease.EventReleased:
 		current()
-		require.Equal(t, r.retries+1, ev.attempt, where)
+		require.Equal(t, r.attempts, ev.attempt, where)
 		r.leased = false
 		r.ended++
 		if ev.kind == worklease.EventReleased {
 			// A forced release is not a failed attempt.
-			require.Equal(t, [3]any{worklease.EventRequeued, x, r.retries}, [3]any{next.kind, next.offset, next.attempt},
+			require.Equal(t, [3]any{worklease.EventRequeued, x, ev.attempt}, [3]any{next.kind, next.offset, next.attempt},
 				"%s: no requeue follows", where)
 			break
 		}
@@ -1961,7 +1970,13 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		require.Equal(t, x, prev.offset, where)
 		modelCheck(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
 		r.pushFront(x)
-		r.carried[x] = ev.attempt
+		// Attempt is the attempts made, which the ended lease counted; an
+		// expiry is one more failed attempt, a forced release is not.
+		require.Equal(t, r.attempts, ev.attempt, "%s: attempts made", where)
+		r.carried[x], r.made[x] = r.retries, ev.attempt
+		if prev.kind == worklease.EventExpired {
+			r.carried[x]++
+		}
 		r.returns[x]++
 	case worklease.EventKilled:
 		modelCheck(t, !(terminal), "%s: offset is terminal", where)
@@ -1970,13 +1985,14 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		switch {
 		case r.leased && r.offset == x:
 			current()
-			require.Equal(t, r.retries+1, ev.attempt, where)
+			require.Equal(t, r.attempts, ev.attempt, where)
 			r.leased = false
 			r.ended++
 		case r.queued(x):
 			require.Zero(t, ev.token, where)
-			require.Equal(t, r.carried[x], ev.attempt, "%s: attempts of a queued offset", where)
+			require.Equal(t, r.made[x], ev.attempt, "%s: attempts of a queued offset", where)
 			delete(r.carried, x)
+			delete(r.made, x)
 			r.remove(x)
 		default:
 			require.Zero(t, ev.token, where)
@@ -1986,7 +2002,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		modelCheck(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
 		if r.leased && r.offset == x { // Fail gave up
 			current()
-			require.Equal(t, r.retries+1, ev.attempt, where)
+			require.Equal(t, r.attempts, ev.attempt, where)
 			require.Equal(t, l.cfg.maxRetries, r.retries, "%s: given up with retries left", where)
 			r.leased = false
 			r.ended++

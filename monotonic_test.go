@@ -386,10 +386,12 @@ func dumpMonotonic(t *testing.T, m *worklease.Manager, domain string, below int6
 	return d
 }
 
-// Switching the option off: records replay under the exact rule; a
-// snapshot's run [0, hw] restores as processed offsets if it can, and is
-// refused with a *ReplayError if an offset in it was failed, queued or in
-// flight.
+// Switching the option off: the journal says it was written with the
+// option, so its records and snapshot replay under the watermark rule, and
+// New then keeps every offset that counted as processed processed, around
+// the failed, queued and leased ones below hw. The Manager records the
+// switch with its first record, so that later restarts, with the option
+// or without, replay to the state it had.
 func TestMonotonicJournalSwitchedOff(t *testing.T) {
 	t.Parallel()
 	// write journals sparse offsets with the option: 3 and 8 processed, 5
@@ -412,71 +414,69 @@ func TestMonotonicJournalSwitchedOff(t *testing.T) {
 		require.NoError(t, m.Close())
 		return j
 	}
-	t.Run("records", func(t *testing.T) {
-		t.Parallel()
-		j := write(t, false, nil)
-		m, err := worklease.New(worklease.WithJournal(j.Reopen()))
-		require.NoError(t, err)
-		defer func() { require.NoError(t, m.Close()) }()
-		processed, failed := worklease.Terminal(m, "A")
-		assert.Equal(t, []int64{3, 8}, processed, "only what succeeded")
-		assert.Equal(t, []int64{5}, failed)
-		acquire(t, m, "A", 4, worklease.Acquired)
-	})
-	t.Run("snapshot with a failed offset below hw", func(t *testing.T) {
-		t.Parallel()
-		j := write(t, true, nil)
-		_, err := worklease.New(worklease.WithJournal(j.Reopen()))
-		require.ErrorIs(t, err, worklease.ErrReplay)
-		var re *worklease.ReplayError
-		require.ErrorAs(t, err, &re)
-		assert.Zero(t, re.Seq, "the snapshot is the bad part")
-		assert.Contains(t, err.Error(), "WithMonotonicOffsets")
+	for _, snapshot := range []bool{false, true} {
+		t.Run(fmt.Sprint("snapshot=", snapshot), func(t *testing.T) {
+			t.Parallel()
+			j := write(t, snapshot, nil)
+			m, err := worklease.New(worklease.WithJournal(j.Reopen()))
+			require.NoError(t, err)
+			processed, failed := worklease.Terminal(m, "A")
+			assert.Equal(t, []int64{0, 1, 2, 3, 4, 6, 7, 8}, processed, "what counted as processed")
+			assert.Equal(t, []int64{5}, failed)
+			assert.EqualValues(t, 8, inspect(t, m, "A").Processed)
+			acquire(t, m, "A", 4, worklease.AlreadyProcessed)
+			process(t, m, "A", 12)
+			acquire(t, m, "A", 10, worklease.Acquired) // the exact rule from here on
+			want := dumpMonotonic(t, m, "A", 14)
+			require.NoError(t, m.Close())
 
-		m, err := worklease.New(worklease.WithJournal(j.Reopen()), worklease.WithMonotonicOffsets())
-		require.NoError(t, err, "with the option it still opens")
-		require.NoError(t, m.Close())
-	})
-	t.Run("snapshot with an offset queued below hw", func(t *testing.T) {
+			m, err = worklease.New(worklease.WithJournal(j.Reopen()))
+			require.NoError(t, err)
+			require.Equal(t, want, dumpMonotonic(t, m, "A", 14), "replayed across the switch")
+			require.NoError(t, m.Close())
+
+			// And back on: hw is 12 again.
+			m, err = worklease.New(worklease.WithJournal(j.Reopen()), worklease.WithMonotonicOffsets())
+			require.NoError(t, err)
+			defer func() { require.NoError(t, m.Close()) }()
+			runs, failed := worklease.TerminalRuns(m, "A")
+			assert.Equal(t, [][2]int64{{0, 12}}, runs)
+			assert.Equal(t, []int64{5}, failed)
+			assert.EqualValues(t, 11, inspect(t, m, "A").Processed, "[0, 12] but the failed 5 and the leased 10")
+			acquire(t, m, "A", 11, worklease.AlreadyProcessed)
+		})
+	}
+	t.Run("an offset queued and one leased below hw", func(t *testing.T) {
 		t.Parallel()
 		j := &memjournal.Journal{}
 		m, err := worklease.New(worklease.WithJournal(j), worklease.WithMonotonicOffsets(), worklease.WithOrdering(worklease.LIFO))
 		require.NoError(t, err)
 		first := acquire(t, m, "A", 1, worklease.Acquired)
 		acquire(t, m, "A", 2, worklease.Enqueued)
-		acquire(t, m, "A", 3, worklease.Enqueued)
+		acquire(t, m, "A", 4, worklease.Enqueued)
+		acquire(t, m, "A", 6, worklease.Enqueued)
 		_, err = m.Succeed("A", first.Token)
 		require.NoError(t, err)
-		process(t, m, "A", 3) // hw 3, 2 queued
-		require.NoError(t, m.Snapshot())
-		require.NoError(t, m.Close())
-		_, err = worklease.New(worklease.WithJournal(j.Reopen()))
-		require.ErrorIs(t, err, worklease.ErrReplay)
-		var re *worklease.ReplayError
-		require.ErrorAs(t, err, &re)
-	})
-	t.Run("clean snapshot", func(t *testing.T) {
-		t.Parallel()
-		j := &memjournal.Journal{}
-		m, err := worklease.New(worklease.WithJournal(j), worklease.WithMonotonicOffsets())
-		require.NoError(t, err)
-		process(t, m, "A", 3)
-		process(t, m, "A", 8)
+		process(t, m, "A", 6) // hw 6, 2 and 4 queued
+		acquire(t, m, "A", 4, worklease.Acquired)
 		require.NoError(t, m.Snapshot())
 		require.NoError(t, m.Close())
 		m, err = worklease.New(worklease.WithJournal(j.Reopen()))
 		require.NoError(t, err)
 		defer func() { require.NoError(t, m.Close()) }()
 		processed, _ := worklease.Terminal(m, "A")
-		assert.Equal(t, rangeStep(0, 9, 1), processed, "the run [0, 8] is processed")
-		acquire(t, m, "A", 4, worklease.AlreadyProcessed)
-		acquire(t, m, "A", 9, worklease.Acquired)
+		assert.Equal(t, []int64{0, 1, 3, 5, 6}, processed)
+		info := inspect(t, m, "A")
+		assert.Equal(t, []int64{2}, info.Backlog)
+		assert.True(t, info.Leased)
+		assert.EqualValues(t, 4, info.Lease.Offset)
 	})
 }
 
-// Switching the option on: records whose offsets grew replay as they are;
-// records that do not fit the watermark rule are refused; a snapshot taken
-// without the option first collapses to [0, hw].
+// Switching the option on: the journal says it was written without the
+// option, so its records replay under the exact rule, whatever order their
+// offsets came in, and New then raises each domain's hw to its highest
+// processed or failed offset.
 func TestMonotonicJournalSwitchedOn(t *testing.T) {
 	t.Parallel()
 	t.Run("increasing records", func(t *testing.T) {
@@ -493,40 +493,92 @@ func TestMonotonicJournalSwitchedOn(t *testing.T) {
 		acquire(t, m, "A", 4, worklease.AlreadyProcessed)
 		assert.EqualValues(t, 9, inspect(t, m, "A").Processed)
 	})
-	t.Run("out-of-order records, then a snapshot", func(t *testing.T) {
-		t.Parallel()
-		j := &memjournal.Journal{}
-		m, err := worklease.New(worklease.WithJournal(j), worklease.WithMaxRetries(0))
-		require.NoError(t, err)
-		process(t, m, "A", 8)
-		process(t, m, "A", 3) // below 8: fine without the option
-		seven := acquire(t, m, "A", 7, worklease.Acquired)
-		_, err = m.Fail("A", seven.Token, errors.New("boom"))
-		require.NoError(t, err)
-		_, _, err = m.Kill("A", 12, "poison")
-		require.NoError(t, err)
-		require.NoError(t, m.Close())
+	for _, snapshot := range []bool{false, true} {
+		t.Run(fmt.Sprint("out-of-order records, snapshot=", snapshot), func(t *testing.T) {
+			t.Parallel()
+			j := &memjournal.Journal{}
+			m, err := worklease.New(worklease.WithJournal(j), worklease.WithMaxRetries(0))
+			require.NoError(t, err)
+			process(t, m, "A", 8)
+			process(t, m, "A", 3) // below 8: fine without the option
+			seven := acquire(t, m, "A", 7, worklease.Acquired)
+			_, err = m.Fail("A", seven.Token, errors.New("boom"))
+			require.NoError(t, err)
+			_, _, err = m.Kill("A", 12, "poison")
+			require.NoError(t, err)
+			if snapshot {
+				require.NoError(t, m.Snapshot())
+			}
+			require.NoError(t, m.Close())
 
-		_, err = worklease.New(worklease.WithJournal(j.Reopen()), worklease.WithMonotonicOffsets())
-		require.ErrorIs(t, err, worklease.ErrReplay)
-		var re *worklease.ReplayError
-		require.ErrorAs(t, err, &re)
-		assert.Equal(t, worklease.EventAcquired, re.Record.Kind)
-		assert.EqualValues(t, 3, re.Record.Offset, "3 counts as processed once 8 did")
+			m, err = worklease.New(worklease.WithJournal(j.Reopen()), worklease.WithMonotonicOffsets())
+			require.NoError(t, err)
+			check := func(m *worklease.Manager) {
+				t.Helper()
+				runs, failed := worklease.TerminalRuns(m, "A")
+				assert.Equal(t, [][2]int64{{0, 12}}, runs, "hw is the highest processed or failed offset")
+				assert.Equal(t, []int64{7, 12}, failed)
+				acquire(t, m, "A", 5, worklease.AlreadyProcessed)
+				acquire(t, m, "A", 7, worklease.AlreadyFailed)
+				assert.EqualValues(t, 11, inspect(t, m, "A").Processed)
+			}
+			check(m)
+			process(t, m, "B", 1) // a record: the switch is journaled
+			require.NoError(t, m.Close())
+			m, err = worklease.New(worklease.WithJournal(j.Reopen()), worklease.WithMonotonicOffsets())
+			require.NoError(t, err)
+			defer func() { require.NoError(t, m.Close()) }()
+			check(m)
+		})
+	}
+}
 
-		// The way over: a snapshot written without the option.
-		m, err = worklease.New(worklease.WithJournal(j.Reopen()))
+// The journal records its setting once, with the first record after New,
+// and again only when a Manager with the other setting opens it. A Manager
+// that journals nothing, such as one on a read-only log, records nothing.
+func TestJournalRecordsItsSetting(t *testing.T) {
+	t.Parallel()
+	settings := func(j *memjournal.Journal) []bool {
+		_, recs := j.Records()
+		var out []bool
+		for _, r := range recs {
+			if r.Kind == worklease.RecordSettings {
+				out = append(out, r.Monotonic)
+			}
+		}
+		return out
+	}
+	j := &memjournal.Journal{}
+	open := func(opts ...worklease.Option) *worklease.Manager {
+		m, err := worklease.New(append(opts, worklease.WithJournal(j.Reopen()))...)
 		require.NoError(t, err)
-		require.NoError(t, m.Snapshot())
-		require.NoError(t, m.Close())
-		m, err = worklease.New(worklease.WithJournal(j.Reopen()), worklease.WithMonotonicOffsets())
-		require.NoError(t, err)
-		defer func() { require.NoError(t, m.Close()) }()
-		runs, failed := worklease.TerminalRuns(m, "A")
-		assert.Equal(t, [][2]int64{{0, 12}}, runs, "hw is the highest processed or failed offset")
-		assert.Equal(t, []int64{7, 12}, failed)
-		acquire(t, m, "A", 5, worklease.AlreadyProcessed)
-		acquire(t, m, "A", 7, worklease.AlreadyFailed)
-		assert.EqualValues(t, 11, inspect(t, m, "A").Processed)
-	})
+		return m
+	}
+	m := open()
+	require.NoError(t, m.Close())
+	assert.Empty(t, settings(j), "nothing journaled, nothing said")
+	m = open()
+	process(t, m, "A", 1)
+	process(t, m, "A", 2)
+	require.NoError(t, m.Close())
+	assert.Equal(t, []bool{false}, settings(j))
+	m = open()
+	process(t, m, "A", 3)
+	require.NoError(t, m.Close())
+	assert.Equal(t, []bool{false}, settings(j), "said already")
+	m = open(worklease.WithMonotonicOffsets())
+	process(t, m, "A", 5)
+	require.NoError(t, m.Close())
+	assert.Equal(t, []bool{false, true}, settings(j))
+	m = open(worklease.WithMonotonicOffsets())
+	require.NoError(t, m.Snapshot())
+	process(t, m, "A", 6)
+	require.NoError(t, m.Close())
+	assert.Empty(t, settings(j), "the snapshot says it")
+	m = open()
+	defer func() { require.NoError(t, m.Close()) }()
+	acquire(t, m, "A", 4, worklease.AlreadyProcessed) // under hw 6 when the option was on
+	assert.Empty(t, settings(j), "no record yet")
+	acquire(t, m, "A", 7, worklease.Acquired)
+	assert.Equal(t, []bool{false}, settings(j))
 }

@@ -13,7 +13,8 @@ type EventKind uint8
 const (
 	_ EventKind = iota // the zero value is not a kind
 
-	// EventAcquired: an offset was granted; Attempt is its attempt number.
+	// EventAcquired: an offset was granted; Attempt is its attempt number:
+	// one more than the attempts it made before, failed or force-released.
 	EventAcquired
 	// EventEnqueued: an offset joined the backlog (not reported again for a
 	// duplicate).
@@ -32,8 +33,10 @@ const (
 	// attempt; otherwise an EventRequeued.
 	EventExpired
 	// EventRequeued: an offset whose lease expired or was force-released went
-	// back to the front of the backlog; Attempt is its failed attempts so
-	// far, which its next grant carries on from.
+	// back to the front of the backlog; Attempt is the attempts it made so
+	// far, the one just ended included, and its next grant is attempt
+	// Attempt+1. An expiry counts as a failed attempt (see
+	// AcquireResult.RetryCount); a forced release does not.
 	EventRequeued
 	// EventExtended: a lease's expiry moved later.
 	EventExtended
@@ -65,6 +68,17 @@ const (
 	numEventKinds = iota
 )
 
+// RecordSettings is the Kind of a journal Record that is no transition and
+// never an Event: it states how the records after it read, with
+// Record.Monotonic saying whether they were written WithMonotonicOffsets.
+// Its Offset is -1 and its other fields are zero. A Manager writes one just
+// before its first record when the journal does not state its own setting
+// already (it states none, or another); replay reads each part of a journal
+// under the setting it was written with (see WithMonotonicOffsets).
+// Observers and Stats never see it. Its value lies far above the event
+// kinds, which may grow.
+const RecordSettings EventKind = 128
+
 var eventKindNames = [numEventKinds]string{
 	EventAcquired:     "Acquired",
 	EventEnqueued:     "Enqueued",
@@ -84,10 +98,14 @@ var eventKindNames = [numEventKinds]string{
 	EventForgotten:    "Forgotten",
 }
 
-// String returns the kind's name without the Event prefix, e.g. "Processed".
+// String returns the kind's name without the Event prefix, e.g.
+// "Processed", and "Settings" for RecordSettings.
 func (k EventKind) String() string {
 	if k > 0 && int(k) < numEventKinds {
 		return eventKindNames[k]
+	}
+	if k == RecordSettings {
+		return "Settings"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -165,12 +183,35 @@ func (e *emitter) report(rec Record, cause error) {
 		l := &r.state.lease
 		rec.AcquiredAt, rec.Retries, rec.ExpiresAt = l.acquiredAt.in(time.UTC), l.retries, l.expiresAt.in(time.UTC)
 	}
+	if e.m.settingsDue.Load() { // the first record since New: say how it reads
+		if err := e.m.appendSettings(); err != nil {
+			e.err = err
+			return
+		}
+	}
 	seq, err := j.AppendRecord(rec)
 	if err != nil {
 		e.err = err
 		return
 	}
 	r.lastSeq = seq
+}
+
+// appendSettings journals a RecordSettings record stating the Manager's
+// setting, once, ahead of every other record a call journals after New.
+// Calls on other domains that get here meanwhile wait for it, under their
+// domain's lock, so that their records follow it.
+func (m *Manager) appendSettings() error {
+	m.settingsMu.Lock()
+	defer m.settingsMu.Unlock()
+	if !m.settingsDue.Load() {
+		return nil
+	}
+	if _, err := m.journal.AppendRecord(m.policy.settings()); err != nil {
+		return err
+	}
+	m.settingsDue.Store(false)
+	return nil
 }
 
 // eventQueue holds a record's events until they are delivered. Its fields

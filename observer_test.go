@@ -135,10 +135,10 @@ func TestObserverEventSequence(t *testing.T) {
 		{worklease.EventRedriven, "A", 1, 0, none, "", t71},
 		{worklease.EventAcquired, "A", 1, 1, tok3, "", t71},
 		{worklease.EventReleased, "A", 1, 1, tok3, "", t71},
-		{worklease.EventRequeued, "A", 1, 0, none, "", t71},
-		{worklease.EventAcquired, "A", 1, 1, tok4, "", t71},
-		{worklease.EventKilled, "A", 1, 1, tok4, "operator", t71},
-		{worklease.EventDeadLettered, "A", 1, 1, tok4, "operator", t71},
+		{worklease.EventRequeued, "A", 1, 1, none, "", t71}, // one attempt made, none failed
+		{worklease.EventAcquired, "A", 1, 2, tok4, "", t71}, // the second attempt
+		{worklease.EventKilled, "A", 1, 2, tok4, "operator", t71},
+		{worklease.EventDeadLettered, "A", 1, 2, tok4, "operator", t71},
 		{worklease.EventForgotten, "A", -1, 0, none, "", t71},
 	}, evs(rec.events()))
 

@@ -214,22 +214,33 @@ func WithParkOnDeadLetter() Option {
 // The default is the exact rule: an offset counts as processed only if
 // it succeeded, and an offset never seen is never reported processed.
 //
-// With WithJournal, replay applies the journal's records under the same
-// rule, so a Manager restarts to the state it had. Switching the option for
-// an existing journal:
+// With WithJournal, the journal records which rule it was written under
+// (a RecordSettings record, written with the first record after New unless
+// the journal says so already, and the snapshot), and replay reads each
+// part of it under the rule it was written with, so a Manager restarts to
+// the state it had. The option can then be switched for an existing
+// journal at any restart (the switch reaches the journal with the
+// Manager's first record or snapshot: until then, a restart reads the
+// journal as before). New converts the replayed state to its own rule:
 //
-//   - On: a snapshot written without the option is restored with hw the
-//     largest processed or failed offset it holds. Records are replayed under
-//     the watermark rule; if the journal's offsets did not grow, a record
-//     that grants or queues an offset which by then counts as processed makes
-//     New fail with ErrReplay. To switch such a journal over, open it without
-//     the option, call Snapshot, Close, and open it again with the option.
-//   - Off: records are replayed under the exact rule, so that only offsets
-//     that succeeded count as processed, except those a snapshot written with
-//     the option holds: it stores the run [0, hw], and every offset in it
-//     stays processed. If any offset at or below hw was failed, queued or in
-//     flight when that snapshot was written, the run breaks the exact rule's
-//     invariants and New returns ErrReplay (a *ReplayError).
+//   - On: each domain's hw becomes the largest processed or failed offset
+//     it holds, so every offset up to it that is not failed, queued or in
+//     flight counts as processed from then on, those never seen included.
+//   - Off: every offset that counted as processed stays processed, and no
+//     other: the run [0, hw] less the failed, queued and leased offsets
+//     below hw. Inspect reports the same counts as before the switch, and
+//     the domain's processed offsets cost memory one run per hole again.
+//
+// A journal written by a version of this package from before journals
+// recorded the rule holds no RecordSettings record and a version 1
+// snapshot: replay reads that part of it under the rule of the Manager
+// opening it, as those versions did, so open it with the option it was
+// written with. The Manager then records its rule with its first record,
+// and once a new snapshot replaces the old one (Snapshot, or the next one
+// the journal asks for), the journal says how all of it reads. With the
+// other rule, such a journal may fail to replay with ErrReplay: without the
+// option, a snapshot whose run [0, hw] holds a failed, queued or leased
+// offset; with it, records whose offsets did not grow.
 func WithMonotonicOffsets() Option {
 	return optionFunc(func(c *config) { c.monotonic = true })
 }

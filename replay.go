@@ -12,7 +12,7 @@ import (
 // fit the state before it is an error. Nothing is counted in Stats or told
 // to an observer; those report new transitions only.
 func (m *Manager) replay() error {
-	m.replaying = &replayState{forgotten: make(map[string]uint64), ended: make(map[string]lease)}
+	m.replaying = &replayState{forgotten: make(map[string]uint64), ended: make(map[string]endedLease), policy: m.policy}
 	defer func() { m.replaying = nil }()
 	var skip map[string]uint64 // domains forgotten while the snapshot was written
 	err := m.journal.ReplayRecords(
@@ -24,6 +24,12 @@ func (m *Manager) replay() error {
 			return nil
 		},
 		func(seq uint64, rec Record) error {
+			if rec.Kind == RecordSettings {
+				if err := m.applySettings(rec); err != nil {
+					return &ReplayError{Seq: seq, Record: rec, Err: err}
+				}
+				return nil
+			}
 			if seq <= skip[rec.Domain] {
 				return nil
 			}
@@ -38,10 +44,50 @@ func (m *Manager) replay() error {
 		}
 		return err
 	}
+	m.settleAllEnded()
+	// The state is under the rule the journal's latest part was written
+	// with; the Manager goes on under its own, and says so in the journal
+	// with its first record unless the journal says so already.
+	rs := m.replaying
+	if rs.policy.monotonic != m.policy.monotonic {
+		m.switchRule(m.policy.monotonic)
+	}
+	m.settingsDue.Store(!rs.recorded || rs.policy.monotonic != m.policy.monotonic)
+	return m.checkInvariants()
+}
+
+// applySettings replays a RecordSettings record. The Manager that wrote it
+// did so after its New had replayed the journal, settled the calls cut
+// short and switched the state to its own rule: replay does the same here.
+func (m *Manager) applySettings(rec Record) error {
+	if rec != (Record{Kind: RecordSettings, Offset: -1, Monotonic: rec.Monotonic}) {
+		return errors.New("settings record with the fields of a transition")
+	}
+	m.settleAllEnded()
+	if rec.Monotonic != m.replaying.policy.monotonic {
+		m.switchRule(rec.Monotonic)
+	}
+	m.replaying.policy.monotonic, m.replaying.recorded = rec.Monotonic, true
+	return nil
+}
+
+// settleAllEnded settles every lease whose follow-up record is missing
+// (see settleEnded).
+func (m *Manager) settleAllEnded() {
 	for domain, l := range m.replaying.ended {
 		m.settleEnded(domain, l)
 	}
-	return m.checkInvariants()
+	clear(m.replaying.ended)
+}
+
+// switchRule converts every domain to the exact rule or the watermark rule
+// of WithMonotonicOffsets (see domainState.switchRule).
+func (m *Manager) switchRule(toMonotonic bool) {
+	m.forEachRecord(func(_ *shard, _ string, r *record) {
+		r.mu.Lock()
+		r.state.switchRule(toMonotonic)
+		r.mu.Unlock()
+	})
 }
 
 // replayState is what replay needs beyond the Manager's own state.
@@ -61,7 +107,20 @@ type replayState struct {
 	// leased, queued nor terminal, which under WithMonotonicOffsets would
 	// make it count as processed if it is below the highest terminal
 	// offset. See settleEnded for a call cut short between the two.
-	ended map[string]lease
+	ended map[string]endedLease
+	// policy is the Manager's, but with the rule the records being replayed
+	// were written under: the one the latest settings record or the
+	// snapshot states, if recorded, or else the Manager's own (journals
+	// written before they recorded it read as they always did).
+	policy   policy
+	recorded bool
+}
+
+// An endedLease is a lease a record ended without its holder: its offset,
+// and the attempts its offset carries if it goes back to the backlog.
+type endedLease struct {
+	offset int64
+	a      attempt
 }
 
 // endsLease reports whether rec ends the domain's lease without its holder,
@@ -86,7 +145,7 @@ func (m *Manager) noteForgotten(domain string, fence uint64) {
 	}
 }
 
-// settleEnded settles the offset of lease l, which the domain's last
+// settleEnded settles the offset of the lease l, which the domain's last
 // replayed record ended, when the record that should follow is missing: the
 // call that wrote them was cut short (a crash between two batches, or an
 // append that failed), never returned, and the Manager went on after a
@@ -97,18 +156,18 @@ func (m *Manager) noteForgotten(domain string, fence uint64) {
 // of the backlog instead, keeping its attempts, as ForceRelease puts one.
 // Every replay settles alike, so the Manager that went on after the restart
 // wrote records that fit.
-func (m *Manager) settleEnded(domain string, l lease) {
+func (m *Manager) settleEnded(domain string, l endedLease) {
 	_, r := m.lockRecord(domain, false)
 	if r == nil {
 		return // unreachable: only a Forgotten record drops a domain, and it was not applied
 	}
 	defer r.mu.Unlock()
 	s := &r.state
-	if !s.isProcessed(&m.policy, l.offset) {
+	if !s.isProcessed(&m.replaying.policy, l.offset) {
 		return
 	}
 	s.queue().pushFront(l.offset)
-	s.carry(l.offset, attempt{retries: l.retries, acquiredAt: l.acquiredAt})
+	s.carry(l.offset, l.a)
 }
 
 // apply applies one journaled record.
@@ -134,8 +193,9 @@ func (m *Manager) apply(seq uint64, rec Record) error {
 		return nil // the snapshot already holds it
 	}
 	s := &r.state
-	l := s.lease // the lease rec may end
-	if err := s.apply(&m.policy, rec, endedOffset); err != nil {
+	// The lease rec may end, and what its offset carries if it goes back.
+	l := endedLease{s.lease.offset, attempt{attempts: s.attempts(), retries: s.lease.retries, acquiredAt: s.lease.acquiredAt}}
+	if err := s.apply(&m.replaying.policy, rec, endedOffset); err != nil {
 		return err
 	}
 	if endsLease(rec) {
@@ -206,9 +266,13 @@ func (s *domainState) apply(p *policy, rec Record, ended int64) error {
 		if rec.Token.fence <= s.issued.fence || rec.Token.IsZero() {
 			return fmt.Errorf("grants fence %d after fence %d", rec.Token.fence, s.issued.fence)
 		}
+		if rec.Attempt <= rec.Retries {
+			return fmt.Errorf("grants attempt %d after %d failed", rec.Attempt, rec.Retries)
+		}
 		s.backlog.remove(off)
 		s.dropCarried(off)
 		s.restoreLease(p, lease{offset: off, acquiredAt: instantOf(rec.AcquiredAt), expiresAt: instantOf(rec.ExpiresAt), retries: rec.Retries}, rec.Token)
+		s.released = uint32(rec.Attempt - rec.Retries - 1) // checked above: Attempt > Retries
 	case EventProcessed:
 		if !holds {
 			return errors.New("completes a lease that is not held")
@@ -249,8 +313,13 @@ func (s *domainState) apply(p *policy, rec Record, ended int64) error {
 		if terminal || (s.leased && s.lease.offset == off) || s.backlog.contains(off) {
 			return errors.New("requeues an offset that is terminal, leased or queued")
 		}
+		if rec.Attempt < rec.Retries {
+			return errors.New("requeues an offset with more failed attempts than attempts")
+		}
 		s.queue().pushFront(off)
-		s.carry(off, attempt{retries: rec.Retries, acquiredAt: instantOf(rec.AcquiredAt)})
+		// Journals written before a forced release's Attempt counted its
+		// last attempt hold Attempt == Retries: that undercount stays.
+		s.carry(off, attempt{attempts: rec.Attempt, retries: rec.Retries, acquiredAt: instantOf(rec.AcquiredAt)})
 	case EventDeadLettered:
 		if terminal {
 			return errors.New("dead-letters a terminal offset")
@@ -314,8 +383,13 @@ func (m *Manager) timeRestoredLeases() error {
 			return
 		}
 		l.expiresAt = now.add(m.policy.ttl)
+		if m.settingsDue.Load() { // the records New journals follow the setting too
+			if appendErr = m.appendSettings(); appendErr != nil {
+				return
+			}
+		}
 		s, err := m.journal.AppendRecord(Record{
-			Kind: EventExtended, Domain: domain, Offset: l.offset, Attempt: l.retries + 1, Token: r.state.leaseToken(&m.policy),
+			Kind: EventExtended, Domain: domain, Offset: l.offset, Attempt: r.state.attempts(), Token: r.state.leaseToken(&m.policy),
 			At: now.in(time.UTC), AcquiredAt: l.acquiredAt.in(time.UTC), Retries: l.retries, ExpiresAt: l.expiresAt.in(time.UTC),
 		})
 		if err != nil {

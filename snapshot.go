@@ -112,10 +112,20 @@ func (m *Manager) writeSnapshot() error {
 
 // The snapshot format. After snapshotMagic and its version, a sequence of
 // sections, each a tag byte: snapshotDomain sections, then one
-// snapshotTrailer, then snapshotEnd.
+// snapshotTrailer, then snapshotEnd. Version 2, the one encodeSnapshot
+// writes, has a byte of settings after the version (snapshotMonotonic: the
+// state is under WithMonotonicOffsets' rule, as are the records after it
+// until a RecordSettings record says otherwise), and stores the attempts
+// made by the offset in flight and by each offset a domain carries as well
+// as their failed ones. Version 1 still restores: under the rule of the
+// Manager restoring it, with the attempts made counted from the failed ones
+// (one more for the offset in flight, as many for a carried one).
 const (
-	snapshotMagic   = "wlsnap"
-	snapshotVersion = 1
+	snapshotMagic    = "wlsnap"
+	snapshotVersion1 = 1
+	snapshotVersion  = 2
+
+	snapshotMonotonic = 1 // the bit of the settings byte
 
 	snapshotEnd     = 0
 	snapshotDomain  = 1
@@ -133,7 +143,11 @@ func (m *Manager) encodeSnapshot(w io.Writer) error {
 	// The floor as the snapshot begins: every domain created after this
 	// started at or above it (see replayState).
 	floor := m.fenceFloor.Load()
-	buf := append([]byte(snapshotMagic), snapshotVersion)
+	var settings byte
+	if m.policy.monotonic {
+		settings |= snapshotMonotonic
+	}
+	buf := append([]byte(snapshotMagic), snapshotVersion, settings)
 	var err error
 	flush := func() {
 		if err == nil && len(buf) > 0 {
@@ -188,6 +202,7 @@ func (r *record) appendSnapshot(b []byte, p *policy, domain string) []byte {
 		b = appendTime(b, l.acquiredAt.in(time.UTC))
 		b = appendTime(b, l.expiresAt.in(time.UTC))
 		b = binary.AppendUvarint(b, uint64(l.retries))
+		b = binary.AppendUvarint(b, uint64(s.attempts()))
 	}
 	revoked, why := s.revoked()
 	b = appendToken(b, revoked)
@@ -224,6 +239,7 @@ func (r *record) appendSnapshot(b []byte, p *policy, domain string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(carried)))
 	for off, a := range carried {
 		b = binary.AppendVarint(b, off)
+		b = binary.AppendUvarint(b, uint64(a.attempts))
 		b = binary.AppendUvarint(b, uint64(a.retries))
 		b = appendTime(b, a.acquiredAt.in(time.UTC))
 	}
@@ -240,14 +256,23 @@ func (m *Manager) restoreSnapshot(data []byte) (map[string]uint64, error) {
 		return nil, fmt.Errorf("not a worklease snapshot")
 	}
 	d.b = d.b[len(snapshotMagic):]
-	if v := d.byte(); v != snapshotVersion {
-		return nil, fmt.Errorf("unknown snapshot version %d", v)
+	version := d.byte()
+	if version != snapshotVersion && version != snapshotVersion1 {
+		return nil, fmt.Errorf("unknown snapshot version %d", version)
+	}
+	if version > snapshotVersion1 {
+		settings := d.byte()
+		if d.err == nil && settings&^snapshotMonotonic != 0 {
+			return nil, fmt.Errorf("unknown snapshot settings %#x", settings)
+		}
+		m.replaying.policy.monotonic = settings&snapshotMonotonic != 0
+		m.replaying.recorded = true
 	}
 	seen := make(map[string]bool)
 	for d.err == nil {
 		switch tag := d.byte(); tag {
 		case snapshotDomain:
-			if err := m.restoreDomain(&d, seen); err != nil {
+			if err := m.restoreDomain(&d, version, seen); err != nil {
 				return nil, err
 			}
 		case snapshotTrailer:
@@ -303,8 +328,9 @@ func (m *Manager) dropRestored(domain string, seq uint64) {
 	m.unlink(r)
 }
 
-// restoreDomain decodes one domain's state into a new record.
-func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
+// restoreDomain decodes one domain's state, in the given snapshot version,
+// into a new record.
+func (m *Manager) restoreDomain(d *decoder, version byte, seen map[string]bool) error {
 	domain := d.string()
 	if d.err != nil {
 		return d.err
@@ -322,7 +348,14 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 	if d.bool() {
 		fence, off, tok := s.issued.fence, d.varint(), d.token()
 		s.restoreLease(&m.policy, lease{offset: off, acquiredAt: d.instant(), expiresAt: d.instant(), retries: d.int()}, tok)
-		s.issued.fence = fence // checkInvariants, below, checks that it is tok's
+		s.issued.fence = fence          // checkInvariants, below, checks that it is tok's
+		if version > snapshotVersion1 { // else version 1 kept the failed attempts alone
+			if attempts := d.int(); attempts > s.lease.retries {
+				s.released = uint32(attempts - s.lease.retries - 1)
+			} else {
+				d.fail(fmt.Errorf("lease on attempt %d after %d failed", attempts, s.lease.retries))
+			}
+		}
 	}
 	revoked := d.token()
 	var why error
@@ -361,31 +394,38 @@ func (m *Manager) restoreDomain(d *decoder, seen map[string]bool) error {
 		}
 		s.coldPart().failed.add(off, deadLetter{cause: causeFromText(cause), attempts: attempts, at: at})
 	}
-	for range d.count(3) {
-		off, retries, at := d.varint(), d.int(), d.instant()
-		s.carry(off, attempt{retries: retries, acquiredAt: at})
+	minCarried := 3
+	if version > snapshotVersion1 {
+		minCarried = 4
+	}
+	for range d.count(minCarried) {
+		off := d.varint()
+		var a attempt
+		if version > snapshotVersion1 {
+			a.attempts = d.int()
+		}
+		a.retries, a.acquiredAt = d.int(), d.instant()
+		if version == snapshotVersion1 {
+			a.attempts = a.retries // version 1 kept the failed attempts alone
+		}
+		if a.attempts < a.retries {
+			d.fail(fmt.Errorf("offset %d carries %d attempts, %d of them failed", off, a.attempts, a.retries))
+		}
+		s.carry(off, a)
 	}
 	if d.err != nil {
 		return fmt.Errorf("domain %q: %w", domain, d.err)
 	}
-	if m.policy.monotonic {
-		// Under WithMonotonicOffsets, processed is the run [0, hw]. A
-		// snapshot written with the option holds it already; one written
-		// without it holds exact runs, and hw is the highest terminal
-		// offset among them and the failed ones.
-		hw := int64(-1)
-		if !s.processed.isEmpty() {
-			hw = s.processed.last().hi
-		}
-		for _, off := range s.failed().offsets() {
-			hw = max(hw, off)
-		}
-		if hw >= 0 {
-			s.processed.raiseTo(hw)
-		}
+	p := &m.replaying.policy // the snapshot's rule
+	if version == snapshotVersion1 && p.monotonic {
+		// Version 1 does not say which rule it was written under, and
+		// restores under the Manager's. Under WithMonotonicOffsets,
+		// processed is the run [0, hw]: a snapshot written with the option
+		// holds it already, and one written without it switches over.
+		s.switchRule(true)
 	}
-	if err := s.checkInvariants(&m.policy); err != nil {
-		if !m.policy.monotonic && s.processed.numRuns() == 1 && s.processed.last().lo == 0 {
+	if err := s.checkInvariants(p); err != nil {
+		if version == snapshotVersion1 && !p.monotonic && s.processed.numRuns() == 1 && s.processed.last().lo == 0 {
 			// One run from 0 is what a snapshot written with the option
 			// holds; say so, since the invariant alone does not.
 			err = fmt.Errorf("%w (was the journal written WithMonotonicOffsets?)", err)

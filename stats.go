@@ -90,6 +90,11 @@ func (sh *shard) retire(r *record) {
 // domains): cheap enough for metrics, not for every operation. It holds
 // each shard's lock while it lists the shard's domains, which new domains
 // there wait for.
+//
+// Unlike the other calls, Stats has no error to return: after Close, and
+// after the journal failed, it keeps answering with the counts so far,
+// which stop growing once the calls under way then have returned (every
+// later call is refused, and a refused call counts nothing).
 func (m *Manager) Stats() Stats {
 	if m == nil {
 		return Stats{}

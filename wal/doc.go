@@ -67,8 +67,9 @@
 // # Directory layout
 //
 // The directory belongs to one Log at a time, which holds an exclusive lock on
-// its LOCK file (flock on Unix; elsewhere only within the process). Files the
-// log does not name are left alone.
+// its LOCK file (flock on Unix; elsewhere only within the process), and a Log
+// to one worklease.Manager: [Log.ReplayRecords] refuses a second Manager with
+// [ErrInUse]. Files the log does not name are left alone.
 //
 // A Log opened [WithReadOnly] only looks: it holds a shared lock instead, which
 // keeps writers out but not other readers, creates and repairs nothing, and

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/worklease/worklease"
 )
 
 // Errors returned by Open.
@@ -96,6 +98,12 @@ var (
 	// nothing, does not check; neither does Open on Windows, whose
 	// directories have no such bit.
 	ErrWritableByOthers = errors.New("wal: log directory is writable by others")
+
+	// ErrInUse is returned by ReplayRecords when it was called before on
+	// the Log: a Log serves one worklease.Manager, which replays it once, in
+	// New, so a second New on the same Log fails with it. It matches
+	// worklease.ErrJournalInUse under errors.Is too.
+	ErrInUse = fmt.Errorf("wal: log already serves a Manager: %w", worklease.ErrJournalInUse)
 )
 
 // A CorruptionError reports committed data that Open or Replay cannot read

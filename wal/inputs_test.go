@@ -89,7 +89,7 @@ func TestJournalWithUnboundedDomains(t *testing.T) {
 	for _, rec := range []worklease.Record{
 		{Kind: worklease.EventPaused, Domain: huge, Offset: -1},
 		{Kind: worklease.EventEnqueued, Domain: huge, Offset: 1},
-		{Kind: worklease.EventAcquired, Domain: long, Offset: 1, Token: tok, At: t0, AcquiredAt: t0, ExpiresAt: t0.Add(time.Minute)},
+		{Kind: worklease.EventAcquired, Domain: long, Offset: 1, Attempt: 1, Token: tok, At: t0, AcquiredAt: t0, ExpiresAt: t0.Add(time.Minute)},
 		{Kind: worklease.EventPaused, Domain: "", Offset: -1},
 		{Kind: worklease.EventEnqueued, Domain: "", Offset: 3},
 	} {

@@ -130,8 +130,14 @@ func (l *Log) appendRecordFrames(dst []byte, recs []worklease.Record, seq uint64
 
 // ReplayRecords implements worklease.Journal with Replay, decoding each
 // record of kind RecordKind. A record of another kind, or one that does not
-// decode, is an error.
+// decode, is an error. It runs once per Log: a second call returns ErrInUse
+// and calls nothing, so that a second worklease.New on a Log that already
+// serves a Manager fails (and leaves the Log open). Replay itself may run
+// any number of times.
 func (l *Log) ReplayRecords(restore func(snapshot []byte) error, apply func(seq uint64, rec worklease.Record) error) error {
+	if l.replayedRecords.Swap(true) {
+		return ErrInUse
+	}
 	return l.Replay(
 		func(_ uint64, data []byte) error { return restore(data) },
 		func(seq uint64, kind uint8, payload []byte) error {

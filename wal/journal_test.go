@@ -209,6 +209,36 @@ func TestJournalSecondOpenIsLocked(t *testing.T) {
 	require.ErrorIs(t, err, wal.ErrLocked)
 }
 
+// A Log serves one Manager: a second New on it is refused, with an error
+// that both packages' sentinels match, changes nothing, and leaves the Log
+// open for the first Manager, whose calls go on being journaled.
+func TestJournalSecondManagerIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := wal.Open(dir)
+	require.NoError(t, err)
+	m, err := worklease.New(worklease.WithJournal(l))
+	require.NoError(t, err)
+	res, err := m.TryAcquire("a", 1)
+	require.NoError(t, err)
+
+	second, err := worklease.New(worklease.WithJournal(l))
+	require.ErrorIs(t, err, wal.ErrInUse)
+	require.ErrorIs(t, err, worklease.ErrJournalInUse)
+	require.Nil(t, second)
+	last := l.Stats().LastSeq
+	_, err = m.Succeed("a", res.Token)
+	require.NoError(t, err, "the first Manager's Log is still open")
+	require.Equal(t, last+1, l.Stats().LastSeq)
+	require.NoError(t, m.Close())
+
+	m = openManager(t, dir)
+	defer func() { require.NoError(t, m.Close()) }()
+	again, err := m.TryAcquire("a", 1)
+	require.NoError(t, err)
+	require.Equal(t, worklease.AlreadyProcessed, again.Status)
+}
+
 // dump is what a Manager holds for the domains these tests use.
 func dump(t *testing.T, m *worklease.Manager) map[string]any {
 	t.Helper()

@@ -30,7 +30,9 @@ type Log struct {
 
 	failure atomic.Pointer[failure] // set once by fail, never cleared: the log failed closed
 	batches atomic.Uint64           // batches written since Open
-	syncs   atomic.Uint64           // file fsyncs since Open
+	// replayedRecords: ReplayRecords ran, for a Manager that now owns the Log.
+	replayedRecords atomic.Bool
+	syncs           atomic.Uint64 // file fsyncs since Open
 
 	// sinceSnapshot counts the bytes of records appended through
 	// AppendRecord since the last snapshot was started, for SnapshotDue.

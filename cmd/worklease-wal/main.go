@@ -33,11 +33,23 @@
 // no lease is found expired (which would journal a transition): leases are
 // reported as the journal left them, with their expiry, whether or not it
 // has passed. The Manager is only asked questions that change nothing, and
-// the read-only log refuses any write anyway. A journal written by a Manager
-// with worklease.WithMonotonicOffsets must be read with -monotonic, which
-// builds the Manager with that option: without it, replay applies the exact
-// rule, and a snapshot whose run of processed offsets holds a failed, queued
-// or leased offset does not replay.
+// the read-only log refuses any write anyway.
+//
+// A journal records whether it was written by a Manager with
+// worklease.WithMonotonicOffsets (see worklease.RecordSettings), and replay
+// reads each part of it under the rule it was written with. The tool's
+// Manager is built without the option, which keeps every offset that
+// counted as processed processed: the output is the journal's, whatever
+// the Manager that wrote it used. With -monotonic the Manager is built with
+// the option, and shows the journal as such a Manager opening it would see
+// it. A journal that records no setting (the part of it a version of the
+// package from before they were recorded wrote, up to the first record of
+// a newer one) is read under the option the tool's Manager has: read a
+// journal that such an older Manager with the option wrote with -monotonic.
+// Without it, its processed offsets are counted by the exact rule, and a
+// snapshot whose run of processed offsets holds a failed, queued or leased
+// offset does not replay (the error asks whether the journal was written
+// WithMonotonicOffsets).
 //
 // Text output is tab-separated, one header line naming the columns, then
 // one line per row; "-" means none. Text fields (domains, causes) are
@@ -45,8 +57,12 @@
 // or hold a tab, a newline, another unprintable character or bytes that are
 // not UTF-8: those are printed as a quoted Go string literal. Times are
 // RFC 3339 in UTC. With -json each row is one JSON object per line (verify
-// and stats print one). Output depends only on the directory's content and
-// the arguments.
+// and stats print one). A JSON string can hold only UTF-8, while a domain,
+// a cause and the directory's name may be any bytes: a text field that is
+// not valid UTF-8 is written instead under its key with "_base64" added,
+// as the standard base64 of its bytes ({"domain_base64":"a2V5/w=="} for
+// the domain "key\xff"), so that every value reads back exactly. Output
+// depends only on the directory's content and the arguments.
 //
 // A journal written before domains were bounded may hold a domain that no
 // call accepts now (the empty one, or one longer than
@@ -171,8 +187,9 @@ decoded but not replayed, so dump shows records that verify rejects.
 Columns: seq, kind, domain, offset (or -), token (or -; a Forgotten
 record's carries only the domain's last fence), attempt, retries, front (an
 Enqueued record went to the front), at (or -, where the Manager read no
-clock), acquired, expires (or -), cause (or -). See worklease.Record for what
-each kind of record holds.`,
+clock), acquired, expires (or -), cause (or -), monotonic (a Settings
+record: the records after it were written WithMonotonicOffsets). See
+worklease.Record for what each kind of record holds.`,
 		run: dump,
 	},
 }
@@ -203,14 +220,20 @@ Commands:
 
 Flags, for every command:
   -json       print JSON objects, one per line, instead of text
-  -monotonic  replay as a Manager with worklease.WithMonotonicOffsets does;
-              needed for a journal such a Manager wrote (dump ignores it)
+  -monotonic  replay as a Manager with worklease.WithMonotonicOffsets does.
+              A journal records which option wrote it and replays by it
+              anyway; the flag matters for one an older version of the
+              package wrote with the option, which records nothing (dump
+              ignores it)
   -h          print the command's usage and columns
 
 Text output is tab-separated, after a header line naming the columns; "-"
 means none; a text field that is empty, "-", starts with a double quote or
 holds an unprintable character is printed as a quoted Go string; times are
-RFC 3339 in UTC.
+RFC 3339 in UTC. In JSON, a domain, cause or directory name that is not
+valid UTF-8 is written as base64 under its key with "_base64" added
+(domain_base64, cause_base64, dir_base64), so that its bytes read back
+exactly.
 
 Exit status: 0 success, 1 the journal cannot be read (corrupt, a record that
 does not replay, missing, in use), 2 usage error.
@@ -221,7 +244,7 @@ does not replay, missing, in use), 2 usage error.
 func commandUsage(w io.Writer, c *command) {
 	fmt.Fprintf(w, "Usage: %s %s [-json] <dir>\n\n%s\n\nFlags:\n  -json       print JSON objects, one per line, instead of text\n", name, c.name, c.about)
 	if c.manager {
-		fmt.Fprintf(w, "  -monotonic  replay as a Manager with worklease.WithMonotonicOffsets does\n")
+		fmt.Fprintf(w, "  -monotonic  replay as a Manager with worklease.WithMonotonicOffsets does (see -h)\n")
 	}
 }
 
@@ -407,12 +430,13 @@ var journaledKinds = []worklease.EventKind{
 	worklease.EventRetrying, worklease.EventDeadLettered, worklease.EventExpired,
 	worklease.EventRequeued, worklease.EventExtended, worklease.EventKilled,
 	worklease.EventRedriven, worklease.EventReleased, worklease.EventPaused,
-	worklease.EventResumed, worklease.EventForgotten,
+	worklease.EventResumed, worklease.EventForgotten, worklease.RecordSettings,
 }
 
 // verifyReport is verify's output.
 type verifyReport struct {
-	Dir           string    `json:"dir"`
+	Dir           *string   `json:"dir,omitempty"`
+	DirBase64     []byte    `json:"dir_base64,omitempty"`
 	Status        string    `json:"status"`
 	Segments      int       `json:"segments"`
 	LogBytes      int64     `json:"log_bytes"`
@@ -439,7 +463,6 @@ func verify(j *journal, p *printer) error {
 	}
 	rc, st := j.log.Recovery(), j.log.Stats()
 	r := verifyReport{
-		Dir:           j.dir,
 		Status:        "ok",
 		Segments:      st.Segments,
 		LogBytes:      st.LogBytes,
@@ -450,6 +473,7 @@ func verify(j *journal, p *printer) error {
 		Domains:       len(ds),
 		Leftover:      rc.Removed,
 	}
+	r.Dir, r.DirBase64 = jsonText(j.dir)
 	if t := rc.Torn; t != nil {
 		r.Torn = &tornTail{File: t.File, Offset: t.Offset, Bytes: t.Bytes, Reason: t.Reason.Error()}
 	}
@@ -466,7 +490,7 @@ func verify(j *journal, p *printer) error {
 		leftover = strings.Join(r.Leftover, " ")
 	}
 	p.row("key", "value")
-	p.row("dir", text(r.Dir))
+	p.row("dir", text(j.dir))
 	p.row("status", r.Status)
 	p.row("segments", strconv.Itoa(r.Segments))
 	p.row("log_bytes", strconv.FormatInt(r.LogBytes, 10))
@@ -590,13 +614,14 @@ func shortText(s string) string {
 
 // domainRow is one line of domains.
 type domainRow struct {
-	Domain    string `json:"domain"`
-	Leased    bool   `json:"leased"`
-	Offset    *int64 `json:"offset,omitempty"` // in flight
-	Backlog   int    `json:"backlog"`
-	Processed int64  `json:"processed"`
-	Failed    int64  `json:"failed"`
-	Paused    bool   `json:"paused"`
+	Domain    *string `json:"domain,omitempty"`
+	Base64    []byte  `json:"domain_base64,omitempty"`
+	Leased    bool    `json:"leased"`
+	Offset    *int64  `json:"offset,omitempty"` // in flight
+	Backlog   int     `json:"backlog"`
+	Processed int64   `json:"processed"`
+	Failed    int64   `json:"failed"`
+	Paused    bool    `json:"paused"`
 }
 
 func domains(j *journal, p *printer) error {
@@ -604,8 +629,9 @@ func domains(j *journal, p *printer) error {
 		p.row("domain", "leased", "offset", "backlog", "processed", "failed", "paused")
 	}
 	_, err := eachDomain(j.m, p, func(domain string, info worklease.DomainInfo) {
-		r := domainRow{Domain: domain, Leased: info.Leased, Backlog: len(info.Backlog),
+		r := domainRow{Leased: info.Leased, Backlog: len(info.Backlog),
 			Processed: info.Processed, Failed: info.Failed, Paused: info.Paused}
+		r.Domain, r.Base64 = jsonText(domain)
 		if info.Leased {
 			r.Offset = &info.Lease.Offset
 		}
@@ -613,7 +639,7 @@ func domains(j *journal, p *printer) error {
 			p.object(r)
 			return
 		}
-		p.row(text(r.Domain), strconv.FormatBool(r.Leased), optional(info.Lease.Offset, r.Leased),
+		p.row(text(domain), strconv.FormatBool(r.Leased), optional(info.Lease.Offset, r.Leased),
 			strconv.Itoa(r.Backlog), strconv.FormatInt(r.Processed, 10), strconv.FormatInt(r.Failed, 10),
 			strconv.FormatBool(r.Paused))
 	})
@@ -622,7 +648,8 @@ func domains(j *journal, p *printer) error {
 
 // leaseRow is one line of leases.
 type leaseRow struct {
-	Domain   string          `json:"domain"`
+	Domain   *string         `json:"domain,omitempty"`
+	Base64   []byte          `json:"domain_base64,omitempty"`
 	Offset   int64           `json:"offset"`
 	Token    worklease.Token `json:"token"`
 	Fence    uint64          `json:"fence"`
@@ -640,13 +667,14 @@ func leases(j *journal, p *printer) error {
 		p.row("domain", "offset", "token", "fence", "acquired", "expires", "retries")
 	}
 	for _, l := range ls {
-		r := leaseRow{Domain: l.Domain, Offset: l.Offset, Token: l.Token, Fence: l.Token.Fence(),
+		r := leaseRow{Offset: l.Offset, Token: l.Token, Fence: l.Token.Fence(),
 			Acquired: utc(l.AcquiredAt), Expires: utc(l.ExpiresAt), Retries: l.RetryCount}
+		r.Domain, r.Base64 = jsonText(l.Domain)
 		if p.json {
 			p.object(r)
 			continue
 		}
-		p.row(text(r.Domain), strconv.FormatInt(r.Offset, 10), r.Token.String(), strconv.FormatUint(r.Fence, 10),
+		p.row(text(l.Domain), strconv.FormatInt(r.Offset, 10), r.Token.String(), strconv.FormatUint(r.Fence, 10),
 			timeText(r.Acquired), timeText(r.Expires), strconv.Itoa(r.Retries))
 	}
 	return nil
@@ -654,11 +682,13 @@ func leases(j *journal, p *printer) error {
 
 // deadRow is one line of dead.
 type deadRow struct {
-	Domain   string    `json:"domain"`
-	Offset   int64     `json:"offset"`
-	Attempts int       `json:"attempts"`
-	At       time.Time `json:"at,omitzero"`
-	Cause    string    `json:"cause,omitempty"`
+	Domain      *string   `json:"domain,omitempty"`
+	Base64      []byte    `json:"domain_base64,omitempty"`
+	Offset      int64     `json:"offset"`
+	Attempts    int       `json:"attempts"`
+	At          time.Time `json:"at,omitzero"`
+	Cause       *string   `json:"cause,omitempty"`
+	CauseBase64 []byte    `json:"cause_base64,omitempty"`
 }
 
 func dead(j *journal, p *printer) error {
@@ -670,45 +700,57 @@ func dead(j *journal, p *printer) error {
 		p.row("domain", "offset", "attempts", "at", "cause")
 	}
 	for _, dl := range dls {
-		r := deadRow{Domain: dl.Domain, Offset: dl.Offset, Attempts: dl.Attempts, At: utc(dl.At)}
+		r := deadRow{Offset: dl.Offset, Attempts: dl.Attempts, At: utc(dl.At)}
+		r.Domain, r.Base64 = jsonText(dl.Domain)
+		var cause string
 		if dl.Cause != nil {
-			r.Cause = dl.Cause.Error()
+			cause = dl.Cause.Error()
+		}
+		if cause != "" {
+			r.Cause, r.CauseBase64 = jsonText(cause)
 		}
 		if p.json {
 			p.object(r)
 			continue
 		}
-		p.row(text(r.Domain), strconv.FormatInt(r.Offset, 10), strconv.Itoa(r.Attempts), timeText(r.At), optionalText(r.Cause))
+		p.row(text(dl.Domain), strconv.FormatInt(r.Offset, 10), strconv.Itoa(r.Attempts), timeText(r.At), optionalText(cause))
 	}
 	return nil
 }
 
 // dumpRow is one line of dump: a worklease.Record and its sequence number.
 type dumpRow struct {
-	Seq      uint64          `json:"seq"`
-	Kind     string          `json:"kind"`
-	Domain   string          `json:"domain"`
-	Offset   int64           `json:"offset"` // -1: none
-	Token    worklease.Token `json:"token,omitzero"`
-	Attempt  int             `json:"attempt"`
-	Retries  int             `json:"retries"`
-	Front    bool            `json:"front,omitempty"`
-	At       time.Time       `json:"at,omitzero"`
-	Acquired time.Time       `json:"acquired,omitzero"`
-	Expires  time.Time       `json:"expires,omitzero"`
-	Cause    string          `json:"cause,omitempty"`
+	Seq       uint64          `json:"seq"`
+	Kind      string          `json:"kind"`
+	Domain    *string         `json:"domain,omitempty"`
+	Base64    []byte          `json:"domain_base64,omitempty"`
+	Offset    int64           `json:"offset"` // -1: none
+	Token     worklease.Token `json:"token,omitzero"`
+	Attempt   int             `json:"attempt"`
+	Retries   int             `json:"retries"`
+	Front     bool            `json:"front,omitempty"`
+	At        time.Time       `json:"at,omitzero"`
+	Acquired  time.Time       `json:"acquired,omitzero"`
+	Expires   time.Time       `json:"expires,omitzero"`
+	Cause     *string         `json:"cause,omitempty"`
+	CauseB64  []byte          `json:"cause_base64,omitempty"`
+	Monotonic bool            `json:"monotonic,omitempty"`
 }
 
 func dump(j *journal, p *printer) error {
 	if !p.json {
-		p.row("seq", "kind", "domain", "offset", "token", "attempt", "retries", "front", "at", "acquired", "expires", "cause")
+		p.row("seq", "kind", "domain", "offset", "token", "attempt", "retries", "front", "at", "acquired", "expires", "cause", "monotonic")
 	}
 	return j.log.ReplayRecords(
 		func([]byte) error { return nil }, // the snapshot is state, not records
 		func(seq uint64, rec worklease.Record) error {
-			r := dumpRow{Seq: seq, Kind: rec.Kind.String(), Domain: rec.Domain, Offset: rec.Offset, Token: rec.Token,
+			r := dumpRow{Seq: seq, Kind: rec.Kind.String(), Offset: rec.Offset, Token: rec.Token,
 				Attempt: rec.Attempt, Retries: rec.Retries, Front: rec.Front, At: utc(rec.At),
-				Acquired: utc(rec.AcquiredAt), Expires: utc(rec.ExpiresAt), Cause: rec.Cause}
+				Acquired: utc(rec.AcquiredAt), Expires: utc(rec.ExpiresAt), Monotonic: rec.Monotonic}
+			r.Domain, r.Base64 = jsonText(rec.Domain)
+			if rec.Cause != "" {
+				r.Cause, r.CauseB64 = jsonText(rec.Cause)
+			}
 			if p.json {
 				p.object(r)
 				return p.err
@@ -717,9 +759,10 @@ func dump(j *journal, p *printer) error {
 			if !r.Token.IsZero() {
 				tok = r.Token.String()
 			}
-			p.row(strconv.FormatUint(r.Seq, 10), r.Kind, text(r.Domain), optional(r.Offset, r.Offset >= 0), tok,
+			p.row(strconv.FormatUint(r.Seq, 10), r.Kind, text(rec.Domain), optional(r.Offset, r.Offset >= 0), tok,
 				strconv.Itoa(r.Attempt), strconv.Itoa(r.Retries), strconv.FormatBool(r.Front),
-				timeText(r.At), timeText(r.Acquired), timeText(r.Expires), optionalText(r.Cause))
+				timeText(r.At), timeText(r.Acquired), timeText(r.Expires), optionalText(rec.Cause),
+				strconv.FormatBool(r.Monotonic))
 			return p.err
 		})
 }
@@ -777,6 +820,17 @@ func text(s string) string {
 		}
 	}
 	return s
+}
+
+// jsonText returns s as a JSON text field and its "_base64" twin: s, or,
+// if s is not valid UTF-8 (which a JSON string cannot hold: encoding/json
+// would replace the bad bytes with U+FFFD), its bytes, which encoding/json
+// writes in base64.
+func jsonText(s string) (*string, []byte) {
+	if utf8.ValidString(s) {
+		return &s, nil
+	}
+	return nil, []byte(s)
 }
 
 // optionalText is text, with "-" for the empty string.

@@ -25,6 +25,7 @@ type Journal struct {
 	records  []worklease.Record // after the snapshot, with seqs
 	last     uint64             // the last sequence number appended
 	closed   bool
+	replayed bool   // ReplayRecords ran since the last Reopen: a Manager owns it
 	failAt   uint64 // Append of this sequence number fails; 0: never
 	waitFail bool   // every Wait fails
 	// SnapshotEvery makes SnapshotDue report true once this many records
@@ -84,9 +85,15 @@ func (j *Journal) Wait(seq uint64) error {
 	return nil
 }
 
-// ReplayRecords implements worklease.Journal.
+// ReplayRecords implements worklease.Journal. Like a wal.Log, it serves one
+// Manager: a second call before Reopen returns worklease.ErrJournalInUse.
 func (j *Journal) ReplayRecords(restore func([]byte) error, apply func(uint64, worklease.Record) error) error {
 	j.mu.Lock()
+	if j.replayed {
+		j.mu.Unlock()
+		return worklease.ErrJournalInUse
+	}
+	j.replayed = true
 	snap := j.snap
 	seqs, records := append([]uint64(nil), j.seqs...), append([]worklease.Record(nil), j.records...)
 	j.mu.Unlock()
@@ -145,7 +152,7 @@ func (j *Journal) Close() error {
 func (j *Journal) Reopen() *Journal {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.closed, j.failAt, j.waitFail = false, 0, false
+	j.closed, j.failAt, j.waitFail, j.replayed = false, 0, false, false
 	return j
 }
 
