@@ -26,6 +26,7 @@ func TestRecordLayout(t *testing.T) {
 		{"dropped", unsafe.Offsetof(r.dropped), unsafe.Sizeof(r.dropped)},
 		{"state.leased", state + unsafe.Offsetof(r.state.leased), unsafe.Sizeof(r.state.leased)},
 		{"state.paused", state + unsafe.Offsetof(r.state.paused), unsafe.Sizeof(r.state.paused)},
+		{"state.released", state + unsafe.Offsetof(r.state.released), unsafe.Sizeof(r.state.released)},
 		{"state.lease", state + unsafe.Offsetof(r.state.lease), unsafe.Sizeof(r.state.lease)},
 		{"state.issued", state + unsafe.Offsetof(r.state.issued), unsafe.Sizeof(r.state.issued)},
 		{"state.backlog", state + unsafe.Offsetof(r.state.backlog), unsafe.Sizeof(r.state.backlog)},
