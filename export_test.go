@@ -76,3 +76,15 @@ func CountsProcessed(m *Manager, domain string, offset int64) bool {
 	defer r.mu.Unlock()
 	return r.state.isProcessed(&m.policy, offset)
 }
+
+// HasColdPart reports whether domain's state has allocated the part that
+// most domains never need (dead letters, carried attempts, a revoked token,
+// a lease restored from another Manager).
+func HasColdPart(m *Manager, domain string) bool {
+	_, r := m.lockRecord(domain, false)
+	if r == nil {
+		return false
+	}
+	defer r.mu.Unlock()
+	return r.state.cold != nil
+}
