@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// The admin calls repair and inspect domains: seed 002's dead-letter redrive,
-// seed 001's TaskDead, seed 004's "list in-flight, extend lease, requeue,
-// inspect DLQ". Redrive, Kill and Forget are deliberate exceptions to
-// idempotence; each says how.
+// The admin calls repair and inspect domains: list the leases in flight and
+// the dead letters, redrive a dead letter, kill an offset, take a stuck lease
+// back, pause and resume a domain, forget one. Redrive, Kill and Forget are
+// deliberate exceptions to idempotence; each says how.
 
 // DomainInfo is a copy of one domain's state, as Inspect reports it.
 type DomainInfo struct {

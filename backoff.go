@@ -6,10 +6,11 @@ import (
 	"time"
 )
 
-// Backoff computes how long an orchestrator waits before retrying, with
-// seed 002's formula: Base * 2^attempts, capped at Max, plus a random extra
-// of up to Jitter times that, so that retries of many offsets spread out instead
-// of arriving together. The Manager never waits; this is for the caller.
+// Backoff computes how long an orchestrator waits before retrying, as
+// exponential backoff with jitter: Base * 2^attempts, capped at Max, plus a
+// random extra of up to Jitter times that, so that retries of many offsets
+// spread out instead of arriving together. The Manager never waits; this is
+// for the caller.
 //
 // The zero Backoff is ready to use, with DefaultBackoffBase,
 // DefaultBackoffMax and DefaultBackoffJitter.

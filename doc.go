@@ -74,13 +74,14 @@
 //
 // # Options
 //
-// With no options a Manager is exactly seed 000's contract. Options add
-// behaviour from the other seeds, each off by default:
+// With no options a Manager is the contract above and nothing more: leases
+// never expire, queued offsets run first in, first out, and an offset gets
+// [DefaultMaxRetries] retries. Options add behaviour, each off by default:
 //
 //   - [WithMaxRetries] sets how many retries an offset gets before it is
-//     given up on ([DefaultMaxRetries]). Seed 003's failure strategies map
-//     onto it: "dead-letter" is WithMaxRetries(0), "retry" and "hybrid" are
-//     WithMaxRetries(n); a given-up offset is always kept as a [DeadLetter].
+//     given up on ([DefaultMaxRetries]). Send failures straight to the dead
+//     letters with WithMaxRetries(0), or retry first with WithMaxRetries(n);
+//     a given-up offset is always kept as a [DeadLetter].
 //   - [WithLeaseTTL] makes leases expire unless renewed with
 //     [Manager.Extend]. An expired lease is revoked when its domain is next
 //     touched, or by [Manager.Reap]; its holder gets [ErrLeaseExpired], and

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// domainState is one domain's state machine: seed 000's contract step by
+// domainState is one domain's state machine: the contract's calls step by
 // step, plus the optional behaviour of time-limited leases, ordering modes,
 // parking and the admin calls. It does no locking and calls nothing outside
 // the package; the record that owns it holds its mutex around every method,
@@ -74,7 +74,7 @@ type domainCold struct {
 	revokedErr error
 }
 
-// lease is the seed's LeaseRecord, plus an expiry. Its token is the
+// lease is the offset in flight and its history, plus an expiry. Its token is the
 // domain's latest grant (see domainState.leaseToken).
 type lease struct {
 	offset     int64
@@ -306,8 +306,8 @@ func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireStatu
 
 // isProcessed reports whether offset counts as processed: it succeeded or,
 // with WithMonotonicOffsets, it is at or below the domain's highest terminal
-// offset and is neither failed, queued nor in flight. Every check of seed
-// 000's "offset ∈ processed" goes through it.
+// offset and is neither failed, queued nor in flight. Every check of
+// whether an offset is processed goes through it.
 func (s *domainState) isProcessed(p *policy, offset int64) bool {
 	if !s.processed.contains(offset) {
 		return false

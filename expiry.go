@@ -146,8 +146,8 @@ type Expiry struct {
 // Reap revokes every lease whose time has run out and returns them, ordered
 // by domain, so that the orchestrator can re-drive their domains. Expired
 // leases are also revoked lazily whenever their domain is next touched, so
-// Reap is needed only to notice workers that died: seed 002's reaper, or
-// seed 004's "unacked items reappear after lease expiry". Reap looks only at
+// Reap is needed only to notice workers that died, so that the work they
+// held runs again: run it from a reaper loop. Reap looks only at
 // leases that are due, never at every domain. Without WithLeaseTTL it
 // returns nothing, except for leases restored from a journal written with a
 // TTL, which keep their expiry (see WithLeaseTTL).

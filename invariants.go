@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// checkInvariants checks seed 000's invariants, and the data structures' own,
+// checkInvariants checks the contract's invariants, and the data structures' own,
 // on every domain, and returns every violation it finds. Tests call it after
 // every step; it takes each record's lock in turn, so it may run while other
 // goroutines use the Manager.

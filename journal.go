@@ -79,8 +79,9 @@ var ErrJournalFailed = errors.New("worklease: journal failed")
 var ErrJournalInUse = errors.New("worklease: journal in use by another Manager")
 
 // ErrReplay is returned by New when a journal's records cannot be applied:
-// a record breaks an invariant of the state before it (seed 001's
-// "invariants checked on apply"), or a snapshot or record does not decode.
+// a record breaks an invariant of the state before it (it grants a lease
+// while one is held, finishes a lease it does not hold, queues a terminal
+// offset, …), or a snapshot or record does not decode.
 // The error is a *ReplayError.
 var ErrReplay = errors.New("worklease: journal replay failed")
 

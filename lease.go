@@ -68,9 +68,10 @@ type Manager struct {
 	snapshots   snapshotter
 }
 
-// New returns a Manager configured by opts. With no options it behaves
-// exactly as the seed 000 contract, with DefaultMaxRetries retries per
-// offset. New returns an error wrapping ErrInvalidConfig if an option has an
+// New returns a Manager configured by opts. With no options it keeps the
+// contract and nothing more (see the package documentation): leases never
+// expire, backlogs are first in, first out, and an offset gets
+// DefaultMaxRetries retries. New returns an error wrapping ErrInvalidConfig if an option has an
 // invalid value; it never panics.
 func New(opts ...Option) (*Manager, error) {
 	cfg := defaultConfig()

@@ -106,7 +106,7 @@ func WithShards(n int) Option {
 // a failed attempt, so an offset whose workers keep dying is dead-lettered
 // after its retries run out, like one that keeps failing.
 //
-// Zero, the default, means leases never expire (seed 000). A negative d
+// Zero, the default, means leases never expire. A negative d
 // makes New return an error.
 //
 // A lease's expiry belongs to the lease, whatever the options of the
@@ -172,7 +172,7 @@ func WithBestEffortOrdering() Option {
 // still answer AlreadyProcessed or AlreadyFailed) until an operator calls
 // Resume, so that later
 // offsets do not run past a failure someone must look at. Fail then returns
-// GiveUpParked. The default is seed 000's: give up on the offset and move on.
+// GiveUpParked. By default a domain gives up on the offset and moves on.
 func WithParkOnDeadLetter() Option {
 	return optionFunc(func(c *config) { c.park = true })
 }

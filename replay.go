@@ -7,8 +7,9 @@ import (
 )
 
 // replay rebuilds the Manager from its journal: the latest snapshot, then
-// every record after it, each applied with the checks seed 001 lists under
-// "Invariants Checked on Apply". Replay never guesses: a record that does not
+// every record after it, each checked against the state before it (a grant
+// needs a free domain and a higher fence, a completion the lease it names,
+// and so on). Replay never guesses: a record that does not
 // fit the state before it is an error. Nothing is counted in Stats or told
 // to an observer; those report new transitions only.
 func (m *Manager) replay() error {

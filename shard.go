@@ -31,8 +31,8 @@ type shard struct {
 const shardAlign = 128
 
 // A record is one domain's entry in a shard. Once created it is never
-// replaced (seed 000 invariant 6) unless Forget drops it, so a pointer to it
-// stays valid.
+// replaced unless Forget drops it, so a pointer to it stays valid and the
+// lock that orders a domain's calls stays the same.
 //
 // A record is laid out for the cache: it is recordSize bytes, a size class
 // whose objects start on a 64-byte line, and everything a TryAcquire+Succeed
