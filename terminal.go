@@ -20,13 +20,37 @@ type offsetSet struct {
 	// The highest run is [lo, end-1]. end is one past its last offset, as
 	// a uint64 so that it does not overflow when that is math.MaxInt64; an
 	// end of zero means the set is empty (no run ends before offset 0).
-	lo      int64
-	end     uint64
-	earlier []offsetRun // the runs below the highest, sorted by lo; each hi+1 < the next lo
+	lo  int64
+	end uint64
+	// earlier points to the runs below the highest, sorted by lo, each
+	// hi+1 < the next lo; nil if there are none. A pointer, not a slice,
+	// as most sets never have any: it takes a third of a slice's room in
+	// the record.
+	earlier *[]offsetRun
 }
 
 // offsetRun is the closed interval [lo, hi].
 type offsetRun struct{ lo, hi int64 }
+
+// below returns the runs below the highest.
+func (s *offsetSet) below() []offsetRun {
+	if s.earlier == nil {
+		return nil
+	}
+	return *s.earlier
+}
+
+// setBelow makes runs the runs below the highest.
+func (s *offsetSet) setBelow(runs []offsetRun) {
+	switch {
+	case len(runs) == 0:
+		s.earlier = nil
+	case s.earlier != nil:
+		*s.earlier = runs
+	default:
+		s.earlier = &runs
+	}
+}
 
 // isEmpty reports whether the set has no members.
 func (s *offsetSet) isEmpty() bool { return s.end == 0 }
@@ -46,7 +70,7 @@ func (s *offsetSet) len() int64 {
 		return 0
 	}
 	n := int64(s.end - uint64(s.lo))
-	for _, r := range s.earlier {
+	for _, r := range s.below() {
 		n += r.hi - r.lo + 1
 	}
 	return n
@@ -57,7 +81,7 @@ func (s *offsetSet) numRuns() int {
 	if s.end == 0 {
 		return 0
 	}
-	return len(s.earlier) + 1
+	return len(s.below()) + 1
 }
 
 // runs returns the runs in ascending order in a new slice, nil if there are
@@ -66,7 +90,7 @@ func (s *offsetSet) runs() []offsetRun {
 	if s.end == 0 {
 		return nil
 	}
-	return append(slices.Clone(s.earlier), s.last())
+	return append(slices.Clone(s.below()), s.last())
 }
 
 // setRuns makes runs, sorted, disjoint and non-adjacent, the set's runs. It
@@ -77,9 +101,7 @@ func (s *offsetSet) setRuns(runs []offsetRun) {
 		return
 	}
 	s.setLast(runs[len(runs)-1])
-	if len(runs) > 1 {
-		s.earlier = slices.Clip(runs[:len(runs)-1])
-	}
+	s.setBelow(slices.Clip(runs[:len(runs)-1]))
 }
 
 // search returns the index of the first of runs whose lo is greater than x.
@@ -104,8 +126,9 @@ func (s *offsetSet) contains(x int64) bool {
 	if x >= s.lo { // fast path: at or after the last run
 		return uint64(x) < s.end
 	}
-	i := search(s.earlier, x)
-	return i > 0 && x <= s.earlier[i-1].hi
+	below := s.below()
+	i := search(below, x)
+	return i > 0 && x <= below[i-1].hi
 }
 
 // add inserts x, which must be non-negative, and reports whether it was absent.
@@ -119,11 +142,11 @@ func (s *offsetSet) add(x int64) bool {
 		s.end++
 		return true
 	case uint64(x) > s.end:
-		s.earlier = append(s.earlier, s.last())
+		s.setBelow(append(s.below(), s.last()))
 		s.lo, s.end = x, uint64(x)+1
 		return true
 	}
-	runs := append(s.earlier, s.last()) // the slow path works on every run
+	runs := append(s.below(), s.last()) // the slow path works on every run
 	n := len(runs)
 	i := search(runs, x)
 	if i > 0 && x <= runs[i-1].hi {
@@ -147,13 +170,10 @@ func (s *offsetSet) add(x int64) bool {
 }
 
 // split makes runs, which holds at least one run and shares its array with
-// s.earlier, the set's runs.
+// the runs below the highest, the set's runs.
 func (s *offsetSet) split(runs []offsetRun) {
 	s.setLast(runs[len(runs)-1])
-	s.earlier = runs[:len(runs)-1]
-	if len(s.earlier) == 0 {
-		s.earlier = nil
-	}
+	s.setBelow(runs[:len(runs)-1])
 }
 
 // remove deletes x and reports whether it was present.
@@ -161,7 +181,7 @@ func (s *offsetSet) remove(x int64) bool {
 	if s.end == 0 {
 		return false
 	}
-	runs := append(s.earlier, s.last())
+	runs := append(s.below(), s.last())
 	i := search(runs, x) - 1
 	if i < 0 || x > runs[i].hi {
 		return false

@@ -337,10 +337,10 @@ func TestOffsetSetMemory(t *testing.T) {
 			require.NoError(t, s.check())
 			require.Equal(t, int64(n-len(holes)), s.len())
 			require.LessOrEqual(t, s.numRuns(), len(holes)+1)
-			perOffset := float64((cap(s.earlier)+1)*runBytes) / float64(s.len())
-			t.Logf("%d runs, capacity %d: %.3f bytes per offset", s.numRuns(), cap(s.earlier)+1, perOffset)
+			perOffset := float64((cap(s.below())+1)*runBytes) / float64(s.len())
+			t.Logf("%d runs, capacity %d: %.3f bytes per offset", s.numRuns(), cap(s.below())+1, perOffset)
 			assert.LessOrEqual(t, perOffset, maxPerElem,
-				"%d runs, capacity %d", s.numRuns(), cap(s.earlier)+1)
+				"%d runs, capacity %d", s.numRuns(), cap(s.below())+1)
 		})
 	}
 }
