@@ -3,6 +3,7 @@ package worklease
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -179,21 +180,33 @@ func TestShardSize(t *testing.T) {
 
 // TestRecordKeepsOwnKey checks that a record does not share its key's
 // memory with the caller's string, which may be a view of a larger buffer
-// the caller reuses.
+// the caller reuses: a short key is held in the record itself, a longer one
+// in a copy of its own.
 func TestRecordKeepsOwnKey(t *testing.T) {
 	t.Parallel()
-	m, err := New()
-	require.NoError(t, err)
-	buf := []byte("tenant-42, then the rest of the message it came in")
-	key := unsafe.String(&buf[0], len("tenant-42"))
-	_, err = m.TryAcquire(key, 0)
-	require.NoError(t, err)
-	_, r := m.lockRecord("tenant-42", false)
-	require.NotNil(t, r)
-	r.mu.Unlock()
-	assert.NotSame(t, unsafe.StringData(key), unsafe.StringData(r.domain))
-	copy(buf, "xxxxxxxxx") // the caller reuses its buffer
-	info, err := m.Inspect("tenant-42")
-	require.NoError(t, err)
-	assert.True(t, info.Leased, "the domain is still found under its name")
+	for _, n := range []int{1, inlineKeyLen, inlineKeyLen + 1, MaxDomainLen} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			m, err := New()
+			require.NoError(t, err)
+			buf := []byte(strings.Repeat("k", n) + ", then the rest of the message it came in")
+			key := unsafe.String(&buf[0], n)
+			name := strings.Clone(key)
+			_, err = m.TryAcquire(key, 0)
+			require.NoError(t, err)
+			_, r := m.lockRecord(name, false)
+			require.NotNil(t, r)
+			r.mu.Unlock()
+			assert.NotSame(t, unsafe.StringData(key), unsafe.StringData(r.domain))
+			inRecord := unsafe.StringData(r.domain) == &r.key[0]
+			assert.Equal(t, n <= inlineKeyLen, inRecord, "the key is held in the record itself")
+			copy(buf, strings.Repeat("x", n)) // the caller reuses its buffer
+			info, err := m.Inspect(name)
+			require.NoError(t, err)
+			assert.True(t, info.Leased, "the domain is still found under its name")
+			domains, err := m.Domains()
+			require.NoError(t, err)
+			assert.Equal(t, []string{name}, domains)
+		})
+	}
 }

@@ -167,7 +167,8 @@ func (e *emitter) record(rec Record, cause error) {
 // report queues rec for the observer and journals it.
 func (e *emitter) report(rec Record, cause error) {
 	r := e.r
-	if q := r.events; q != nil {
+	if e.m.observer != nil {
+		q := &r.extra.events
 		q.pending = append(q.pending, Event{
 			Kind: rec.Kind, Domain: r.domain, Offset: rec.Offset, Attempt: rec.Attempt, Token: rec.Token, Cause: cause, At: e.now.in(e.m.loc),
 		})
@@ -231,7 +232,7 @@ func (m *Manager) deliver(r *record) {
 	if m.observer == nil {
 		return
 	}
-	q := r.events
+	q := &r.extra.events
 	r.mu.Lock()
 	for !q.delivering && len(q.pending) > 0 {
 		batch := q.pending
@@ -258,7 +259,7 @@ func (m *Manager) observeAll(r *record, batch []Event) {
 			// The events after the one that panicked go out with the next
 			// delivery, ahead of any emitted since.
 			r.mu.Lock()
-			q := r.events
+			q := &r.extra.events
 			q.pending = append(append([]Event(nil), batch[sent+1:]...), q.pending...)
 			q.delivering = false
 			r.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // Lock order: record.mu, then shard.expiry.mu. A shard's mu is held only to
@@ -47,20 +48,39 @@ type record struct {
 
 	mu sync.Mutex // guards everything below, except heapIdx
 	// counts are the domain's events of the busiest kinds, modulo 2^32;
-	// wraps, below, counts their overflows. See recordCounts.
+	// extra's wraps count their overflows. See recordCounts.
 	counts  recordCounts
 	dropped bool        // Forget removed the domain: look it up again
 	state   domainState // see domainState; never locks
 
-	lastSeq uint64      // the journal sequence number of the domain's latest record; 0 without a journal
-	events  *eventQueue // nil without an observer
+	lastSeq uint64       // the journal sequence number of the domain's latest record; 0 without a journal
+	extra   *recordExtra // nil without an observer until a count wraps
 	// expiresAt is the lease expiry the shard's expiry index holds for this
 	// record (zero: none). heapIdx is its position there plus one (zero:
 	// absent); unlike the rest, it is guarded by the shard's expiry.mu. A
 	// shard's index holds far fewer than 2^31 leases: a record each.
 	expiresAt instant
 	heapIdx   int32
-	wraps     recordCounts // how many times each of counts wrapped around
+	// key holds the domain's bytes when they fit, and domain then points
+	// into it, so that comparing a key with the domain's reads a line of
+	// the record itself, which the lookup reached anyway, rather than a
+	// separate allocation that would be one more memory access after it.
+	// It fills the record's third line; longer keys are copied apart.
+	key [inlineKeyLen]byte
+}
+
+// inlineKeyLen is the longest key a record holds in itself: what the third
+// line has left. TestRecordLayout keeps the record within recordSize.
+const inlineKeyLen = 28
+
+// recordExtra is what only some records need: the observer's queue of
+// events, and how many times each of the record's counts wrapped around.
+// It is allocated with the record when the Manager has an observer, and
+// otherwise by a count's first wrap, after four billion events of a kind.
+// Its fields are guarded by the record's mu.
+type recordExtra struct {
+	events eventQueue   // used only with an observer
+	wraps  recordCounts // how many times each of counts wrapped around
 }
 
 // recordSize is the size class a record must fit: 192 bytes, three cache
@@ -125,7 +145,13 @@ func (m *Manager) createRecord(sh *shard, h uint64, domain string) *record {
 	}
 	// The record keeps a copy of the key: the caller's may share memory
 	// with a much larger buffer, such as the message it came in.
-	r := &record{domain: strings.Clone(domain)}
+	r := &record{}
+	if len(domain) <= inlineKeyLen {
+		n := copy(r.key[:], domain)
+		r.domain = unsafe.String(&r.key[0], n) // r.key never changes after this
+	} else {
+		r.domain = strings.Clone(domain)
+	}
 	// A new domain's fences start above those of every forgotten domain, so
 	// a domain that is forgotten and comes back never reuses a fence.
 	floor := m.fenceFloor.Load()
@@ -134,7 +160,7 @@ func (m *Manager) createRecord(sh *shard, h uint64, domain string) *record {
 	}
 	r.state.issued = issued{fence: floor, serial: m.domainSerial.Add(1)}
 	if m.observer != nil {
-		r.events = &eventQueue{}
+		r.extra = &recordExtra{}
 	}
 	sh.records.put(h, r)
 	return r

@@ -35,14 +35,19 @@ func (c *counters) add(k EventKind, n uint64) { c[k].Add(n) }
 // locked, their cache line stays with the goroutine working on the domain;
 // a count per shard would move between cores on every call. A record holds
 // them in 32 bits each, to stay in its first two cache lines, and counts
-// each wrap around in its wraps, which only a domain's four billionth event
-// of a kind touches. They are guarded by the record's mu; once Forget
+// each wrap around in its extra part's wraps, which only a domain's four
+// billionth event of a kind touches. They are guarded by the record's mu; once Forget
 // dropped the record, they no longer change.
 type recordCounts [numHotKinds]uint32
 
 // total returns the count of r's events of the i-th hot kind. r.mu must be
 // held, or r's counts no longer change.
-func (r *record) total(i int) uint64 { return uint64(r.wraps[i])<<32 | uint64(r.counts[i]) }
+func (r *record) total(i int) uint64 {
+	if r.extra == nil {
+		return uint64(r.counts[i])
+	}
+	return uint64(r.extra.wraps[i])<<32 | uint64(r.counts[i])
+}
 
 // hotKinds are the kinds in recordCounts, by index.
 var hotKinds = [...]EventKind{EventAcquired, EventEnqueued, EventProcessed}
@@ -67,7 +72,10 @@ func hotIndex(k EventKind) (int, bool) {
 func (sh *shard) count(r *record, k EventKind) {
 	if i, ok := hotIndex(k); ok {
 		if r.counts[i]++; r.counts[i] == 0 {
-			r.wraps[i]++
+			if r.extra == nil {
+				r.extra = &recordExtra{}
+			}
+			r.extra.wraps[i]++
 		}
 		return
 	}
