@@ -26,7 +26,7 @@ example: ## the README's first command
 # The benchmarks the performance targets name; internal/benchtable holds the
 # targets. BenchmarkMemory reports heap figures, not times, so one iteration
 # of each run is enough.
-BENCH_TIMED := ^(BenchmarkCycle|BenchmarkFloorCycle|BenchmarkFloorCycleTimeline|BenchmarkCycleParallel|BenchmarkCycleParallelHotSet|BenchmarkGlobalFloorParallel|BenchmarkFailRetry|BenchmarkEnqueueHandOff|BenchmarkDeque)$$
+BENCH_TIMED := ^(BenchmarkCycle|BenchmarkFloorCycle|BenchmarkFloorCycleTimeline|BenchmarkCycleParallel|BenchmarkCycleParallelHotSet|BenchmarkGlobalFloorParallel|BenchmarkFailRetry|BenchmarkEnqueueHandOff|BenchmarkSucceedNext|BenchmarkDeque)$$
 # The journal's: group commit, SyncNone against no journal, and replay. They
 # run at the machine's GOMAXPROCS, as a service would: the write-behind
 # goroutine and concurrent callers need the other cores.

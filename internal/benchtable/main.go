@@ -87,9 +87,18 @@ var rows = []row{
 		value:   median(quantity{"BenchmarkMemory/offsets/hole-every=100", 0, "bytes/offset"}),
 		atMost:  true, target: 0.5,
 	},
+	{
+		measure: "BenchmarkSucceedNext/domains=1000/impl=SucceedNext ÷ impl=Succeed+TryAcquire, ns/op",
+		meaning: "finishing an offset and leasing the next in one call costs no more than the two calls it replaces",
+		value: ratio(
+			quantity{"BenchmarkSucceedNext/domains=1000/impl=SucceedNext", 0, "ns/op"},
+			quantity{"BenchmarkSucceedNext/domains=1000/impl=Succeed+TryAcquire", 0, "ns/op"}),
+		atMost: true, target: 1,
+	},
 	allocRow("BenchmarkCycle"),
 	allocRow("BenchmarkFailRetry"),
 	allocRow("BenchmarkEnqueueHandOff"),
+	allocRow("BenchmarkSucceedNext"),
 	{
 		measure: "BenchmarkManagerDurable/callers=64 ÷ callers=1, ops/s",
 		meaning: "64 concurrent durable callers share fsyncs: at least 20 times the throughput of one",

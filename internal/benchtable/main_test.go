@@ -39,6 +39,8 @@ BenchmarkGlobalFloorParallel/domains=100000-2	 1000000	       250.0 ns/op	      
 BenchmarkCycle/domains=1000000           	 1000000	       700.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkFloorCycle/domains=1000000      	 1000000	       600.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkFailRetry                       	 1000000	        80.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkSucceedNext/domains=1000/impl=SucceedNext	 1000000	       150.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkSucceedNext/domains=1000/impl=Succeed+TryAcquire	 1000000	       200.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkFailRetry-2                     	 1000000	        81.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkDeque/impl=backlog/depth=8      	100000000	        14.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkDeque/impl=slice/depth=8        	100000000	         4.0 ns/op	       0 B/op	       0 allocs/op
@@ -154,6 +156,9 @@ func TestEvaluate(t *testing.T) {
 		"BenchmarkCycle, B/op":          {8, true, false},
 		"BenchmarkFailRetry, B/op":      {0, true, true},
 		"BenchmarkEnqueueHandOff, B/op": {0, false, false},
+		"BenchmarkSucceedNext, B/op":    {0, true, true},
+		// 150 / 200.
+		"BenchmarkSucceedNext/domains=1000/impl=SucceedNext ÷ impl=Succeed+TryAcquire, ns/op": {0.75, true, true},
 		// Custom units: 75000 / 3000 ops/s, a lower bound; 280 / 90 ns/op.
 		"BenchmarkManagerDurable/callers=64 ÷ callers=1, ops/s":    {25, true, true},
 		"BenchmarkManagerNoSync ÷ BenchmarkManagerInMemory, ns/op": {280.0 / 90, true, false},
