@@ -50,7 +50,10 @@ import (
 // TestProcessCrash -crash.iterations=100) or WORKLEASE_CRASH_ITERATIONS for
 // more.
 func TestProcessCrash(t *testing.T) {
-	t.Parallel()
+	// Not parallel: a child inherits, between fork and exec, every file the
+	// test process has open, a journal's LOCK included, and a flock lasts
+	// until the last copy closes; a parallel test reopening its journal in
+	// that moment would find it locked.
 	iterations := *crashIterations
 	if s := os.Getenv("WORKLEASE_CRASH_ITERATIONS"); s != "" && iterations == 0 {
 		n, err := strconv.Atoi(s)
