@@ -141,12 +141,13 @@ type Record struct {
 	// Front: for EventEnqueued, the offset went to the front of the backlog
 	// (LIFO ordering) rather than the back.
 	Front bool
+	// Monotonic: for RecordSettings, the records after it were written by
+	// a Manager WithMonotonicOffsets. (It sits beside Front, in what would
+	// be padding: journals copy records by value on every call.)
+	Monotonic bool
 	// Fence: for EventForgotten, the domain's last fence, which fences of a
 	// domain of the same name stay above.
 	Fence uint64
-	// Monotonic: for RecordSettings, the records after it were written by
-	// a Manager WithMonotonicOffsets.
-	Monotonic bool
 }
 
 // causeText is a Fail cause whose text was taken before the domain lock, so
