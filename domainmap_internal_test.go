@@ -1,6 +1,7 @@
 package worklease
 
 import (
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,6 +201,17 @@ func TestRecordKeepsOwnKey(t *testing.T) {
 			assert.NotSame(t, unsafe.StringData(key), unsafe.StringData(r.domain))
 			inRecord := unsafe.StringData(r.domain) == &r.key[0]
 			assert.Equal(t, n <= inlineKeyLen, inRecord, "the key is held in the record itself")
+
+			// A journaled Manager copies every key apart (see record.key).
+			j, err := New(WithJournal(&discardJournal{}))
+			require.NoError(t, err)
+			_, err = j.TryAcquire(key, 0)
+			require.NoError(t, err)
+			_, jr := j.lockRecord(name, false)
+			require.NotNil(t, jr)
+			jr.mu.Unlock()
+			assert.NotSame(t, &jr.key[0], unsafe.StringData(jr.domain), "a journaled record's key")
+			assert.NotSame(t, unsafe.StringData(key), unsafe.StringData(jr.domain))
 			copy(buf, strings.Repeat("x", n)) // the caller reuses its buffer
 			info, err := m.Inspect(name)
 			require.NoError(t, err)
@@ -210,3 +222,16 @@ func TestRecordKeepsOwnKey(t *testing.T) {
 		})
 	}
 }
+
+// discardJournal is a Journal that keeps nothing: every record is durable
+// at once, and there is nothing to replay.
+type discardJournal struct{ seq uint64 }
+
+func (d *discardJournal) AppendRecord(Record) (uint64, error) { d.seq++; return d.seq, nil }
+func (d *discardJournal) Wait(uint64) error                   { return nil }
+func (d *discardJournal) ReplayRecords(func([]byte) error, func(uint64, Record) error) error {
+	return nil
+}
+func (d *discardJournal) SnapshotState(func(io.Writer) error) error { return nil }
+func (d *discardJournal) SnapshotDue() bool                         { return false }
+func (d *discardJournal) Close() error                              { return nil }

@@ -65,7 +65,10 @@ type record struct {
 	// into it, so that comparing a key with the domain's reads a line of
 	// the record itself, which the lookup reached anyway, rather than a
 	// separate allocation that would be one more memory access after it.
-	// It fills the record's third line; longer keys are copied apart.
+	// It fills the record's third line; longer keys are copied apart, and
+	// so are all keys of a journaled Manager: its write-behind goroutine
+	// reads a record's key on another core while the caller writes
+	// lastSeq, in the same line, on every call.
 	key [inlineKeyLen]byte
 }
 
@@ -146,7 +149,7 @@ func (m *Manager) createRecord(sh *shard, h uint64, domain string) *record {
 	// The record keeps a copy of the key: the caller's may share memory
 	// with a much larger buffer, such as the message it came in.
 	r := &record{}
-	if len(domain) <= inlineKeyLen {
+	if m.journal == nil && len(domain) <= inlineKeyLen {
 		n := copy(r.key[:], domain)
 		r.domain = unsafe.String(&r.key[0], n) // r.key never changes after this
 	} else {
