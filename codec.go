@@ -73,7 +73,7 @@ func (r Record) AppendBinary(b []byte) ([]byte, error) {
 	}
 	if fields&fieldToken != 0 {
 		b = binary.AppendUvarint(b, r.Token.fence)
-		b = binary.AppendUvarint(b, r.Token.domain)
+		b = binary.AppendUvarint(b, r.Token.serial)
 		b = binary.LittleEndian.AppendUint64(b, r.Token.instance)
 	}
 	wide := fields&fieldWideTimes != 0
@@ -207,7 +207,7 @@ func (d *decoder) recordV2() Record {
 		r.Attempt = d.int()
 	}
 	if fields&fieldToken != 0 {
-		r.Token = Token{fence: d.uvarint(), domain: d.uvarint(), instance: d.uint64()}
+		r.Token = Token{fence: d.uvarint(), serial: d.uvarint(), instance: d.uint64()}
 	}
 	wide := fields&fieldWideTimes != 0
 	if fields&fieldAt != 0 {
@@ -269,7 +269,7 @@ func appendString(b []byte, s string) []byte {
 
 func appendToken(b []byte, t Token) []byte {
 	b = binary.AppendUvarint(b, t.fence)
-	b = binary.AppendUvarint(b, t.domain)
+	b = binary.AppendUvarint(b, t.serial)
 	return binary.AppendUvarint(b, t.instance)
 }
 
@@ -375,7 +375,7 @@ func (d *decoder) string() string {
 }
 
 func (d *decoder) token() Token {
-	return Token{fence: d.uvarint(), domain: d.uvarint(), instance: d.uvarint()}
+	return Token{fence: d.uvarint(), serial: d.uvarint(), instance: d.uvarint()}
 }
 
 // instant reads a time as an instant.

@@ -29,13 +29,13 @@ var codecCases = func() []struct {
 	}{
 		{
 			name: "grant with an expiry",
-			rec:  worklease.Record{Kind: worklease.EventAcquired, Domain: "tenant-7", Offset: 42, Attempt: 1, Token: worklease.NewToken(3, 1, instance), At: at, AcquiredAt: at, ExpiresAt: at.Add(time.Minute)},
+			rec:  worklease.Record{Kind: worklease.EventAcquired, Domain: "tenant-7", Offset: 42, Attempt: 1, Token: worklease.RawToken(3, 1, instance), At: at, AcquiredAt: at, ExpiresAt: at.Add(time.Minute)},
 			v2:   "02010874656e616e742d37542f0103018ce6c3cfed1f2fd415cd55f55172861815259ded5f728618",
 			v1:   "01010874656e616e742d37540103018ccd8ffedcfdc797d401000180e4ad950d959aef3a0180e4ad950d959aef3a0001f8e4ad950d959aef3a0000",
 		},
 		{
 			name: "success without a time",
-			rec:  worklease.Record{Kind: worklease.EventProcessed, Domain: "tenant-7", Offset: 42, Attempt: 1, Token: worklease.NewToken(3, 1, instance)},
+			rec:  worklease.Record{Kind: worklease.EventProcessed, Domain: "tenant-7", Offset: 42, Attempt: 1, Token: worklease.RawToken(3, 1, instance)},
 			v2:   "02030874656e616e742d3754030103018ce6c3cfed1f2fd4",
 			v1:   "01030874656e616e742d37540103018ccd8ffedcfdc797d40100000000000000",
 		},
@@ -65,7 +65,7 @@ var codecCases = func() []struct {
 		},
 		{
 			name: "expiry past 2262, so wide times",
-			rec:  worklease.Record{Kind: worklease.EventExtended, Domain: "far", Offset: 9, Attempt: 1, Token: worklease.NewToken(5, 2, instance), At: at, ExpiresAt: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)},
+			rec:  worklease.Record{Kind: worklease.EventExtended, Domain: "far", Offset: 9, Attempt: 1, Token: worklease.RawToken(5, 2, instance), At: at, ExpiresAt: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)},
 			v2:   "02080366617212a7080105028ce6c3cfed1f2fd480e4ad950d959aef3a80b0f695f20100",
 			v1:   "010803666172120105028ccd8ffedcfdc797d401000180e4ad950d959aef3a00000180b0f695f201000000",
 		},

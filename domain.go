@@ -109,7 +109,7 @@ type policy struct {
 // issuedToken returns the token of the domain's latest grant by this
 // Manager.
 func (s *domainState) issuedToken(p *policy) Token {
-	return Token{fence: s.issued.fence, domain: s.issued.serial, instance: p.instance}
+	return Token{fence: s.issued.fence, serial: s.issued.serial, instance: p.instance}
 }
 
 // leaseToken returns the current lease's token; s must be leased.

@@ -339,3 +339,19 @@ func ExampleBackoff() {
 	// 4 1s
 	// 5 1s
 }
+
+// A backend that keeps its leases elsewhere, such as in a database, makes
+// its tokens from parts of its own: the grant's fence, the domain's serial
+// number and the backend's instance.
+func ExampleNewToken() {
+	tok, err := worklease.NewToken(3, 0x2a, 0x0123456789abcdef)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(tok, tok.Fence(), tok.Serial())
+	_, err = worklease.NewToken(0, 1, 1) // fences start at 1
+	fmt.Println(errors.Is(err, worklease.ErrInvalidToken))
+	// Output:
+	// 3-2a-0123456789abcdef 3 42
+	// true
+}

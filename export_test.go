@@ -38,9 +38,10 @@ func Terminal(m *Manager, domain string) (processed, failed []int64) {
 	return processed, failed
 }
 
-// NewToken builds a token from its parts, for tests of parsing and fencing.
-func NewToken(fence, domain, instance uint64) Token {
-	return Token{fence: fence, domain: domain, instance: instance}
+// RawToken builds a token from its parts, any of them zero, for tests of
+// parsing and fencing; NewToken refuses zero parts.
+func RawToken(fence, serial, instance uint64) Token {
+	return Token{fence: fence, serial: serial, instance: instance}
 }
 
 // EncodeSnapshot writes m's snapshot to w.

@@ -381,7 +381,7 @@ func TestSucceedNextFailNextErrors(t *testing.T) {
 		{"zero token", "A", func(_, _ worklease.Token) worklease.Token { return worklease.Token{} }, nil, worklease.ErrTokenMismatch},
 		{"stale token", "A", func(_, stale worklease.Token) worklease.Token { return stale }, nil, worklease.ErrTokenMismatch},
 		{"forged token", "A", func(cur, _ worklease.Token) worklease.Token {
-			return worklease.NewToken(cur.Fence()+1, 1, 1)
+			return worklease.RawToken(cur.Fence()+1, 1, 1)
 		}, nil, worklease.ErrTokenMismatch},
 		{"revoked", "A", func(cur, _ worklease.Token) worklease.Token { return cur }, func(m *worklease.Manager) error {
 			_, _, err := m.ForceRelease("A")

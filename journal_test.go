@@ -343,7 +343,7 @@ func (j *recordsJournal) SnapshotState(func(io.Writer) error) error { return nil
 func TestReplayRejectsRecordsThatBreakInvariants(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tok := func(fence uint64) worklease.Token { return worklease.NewToken(fence, 1, 1) }
+	tok := func(fence uint64) worklease.Token { return worklease.RawToken(fence, 1, 1) }
 	grant := func(off int64, fence uint64) worklease.Record {
 		return worklease.Record{Kind: worklease.EventAcquired, Domain: "A", Offset: off, Attempt: 1, Token: tok(fence), AcquiredAt: at, At: at}
 	}

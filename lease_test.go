@@ -282,7 +282,7 @@ func TestErrorsChangeNothing(t *testing.T) {
 		{"succeed with zero token", func(s setup) error { _, err := s.m.Succeed("A", worklease.Token{}); return err }, worklease.ErrTokenMismatch},
 		{"fail with zero token", func(s setup) error { _, err := s.m.Fail("A", worklease.Token{}, nil); return err }, worklease.ErrTokenMismatch},
 		{"succeed with forged token", func(s setup) error {
-			_, err := s.m.Succeed("A", worklease.NewToken(s.tok.Fence()+1, 1, 1))
+			_, err := s.m.Succeed("A", worklease.RawToken(s.tok.Fence()+1, 1, 1))
 			return err
 		}, worklease.ErrTokenMismatch},
 		{"succeed on idle domain", func(s setup) error {

@@ -1378,7 +1378,7 @@ func (s *modelTest) drawToken(t *rapid.T, d string) worklease.Token {
 		fence := rapid.Uint64Range(0, 8).Draw(t, "fence")
 		serial := rapid.Uint64Range(0, 5).Draw(t, "serial")
 		instance := rapid.SampledFrom(instances).Draw(t, "instance")
-		return worklease.NewToken(fence, serial, instance)
+		return worklease.RawToken(fence, serial, instance)
 	default:
 		panic("unknown token kind " + kind)
 	}

@@ -411,7 +411,7 @@ func TestLockTokenUniqueness(t *testing.T) {
 		{"force-released grant of the same offset", released, []error{worklease.ErrLeaseRevoked}},
 		{"another domain's token", tokenFor(t, seen, "m1/A/1"), []error{worklease.ErrTokenMismatch}},
 		{"another manager's token", tokenFor(t, seen, "m2/A/1"), []error{worklease.ErrTokenMismatch}},
-		{"forged next fence", worklease.NewToken(current.Fence()+1, 1, 1), []error{worklease.ErrTokenMismatch}},
+		{"forged next fence", worklease.RawToken(current.Fence()+1, 1, 1), []error{worklease.ErrTokenMismatch}},
 		{"zero token", worklease.Token{}, []error{worklease.ErrTokenMismatch}},
 	}
 	for _, tt := range tests {

@@ -29,7 +29,7 @@ func randomToken(rng *rand.Rand) worklease.Token {
 			}
 		}
 	}
-	return worklease.NewToken(part(), part(), part())
+	return worklease.RawToken(part(), part(), part())
 }
 
 func TestTokenString(t *testing.T) {
@@ -39,9 +39,9 @@ func TestTokenString(t *testing.T) {
 		tok  worklease.Token
 		want string
 	}{
-		{"smallest", worklease.NewToken(1, 1, 1), "1-1-0000000000000001"},
-		{"typical", worklease.NewToken(7, 0x2a, 0xdeadbeef), "7-2a-00000000deadbeef"},
-		{"largest", worklease.NewToken(math.MaxUint64, math.MaxUint64, math.MaxUint64),
+		{"smallest", worklease.RawToken(1, 1, 1), "1-1-0000000000000001"},
+		{"typical", worklease.RawToken(7, 0x2a, 0xdeadbeef), "7-2a-00000000deadbeef"},
+		{"largest", worklease.RawToken(math.MaxUint64, math.MaxUint64, math.MaxUint64),
 			"18446744073709551615-ffffffffffffffff-ffffffffffffffff"},
 		{"zero", worklease.Token{}, "0-0-0000000000000000"},
 	}
@@ -88,14 +88,14 @@ func TestTokenUnmarshalText(t *testing.T) {
 		t.Parallel()
 		var tok worklease.Token
 		require.NoError(t, tok.UnmarshalText([]byte("3-1f-0123456789abcdef")))
-		assert.Equal(t, worklease.NewToken(3, 0x1f, 0x0123456789abcdef), tok)
+		assert.Equal(t, worklease.RawToken(3, 0x1f, 0x0123456789abcdef), tok)
 	})
 	t.Run("invalid leaves the token unchanged", func(t *testing.T) {
 		t.Parallel()
-		tok := worklease.NewToken(3, 4, 5)
+		tok := worklease.RawToken(3, 4, 5)
 		err := tok.UnmarshalText([]byte("garbage"))
 		require.ErrorIs(t, err, worklease.ErrInvalidToken)
-		assert.Equal(t, worklease.NewToken(3, 4, 5), tok)
+		assert.Equal(t, worklease.RawToken(3, 4, 5), tok)
 	})
 }
 
@@ -109,8 +109,8 @@ func TestTokenJSON(t *testing.T) {
 	}
 	t.Run("round trip in a struct", func(t *testing.T) {
 		t.Parallel()
-		tok := worklease.NewToken(7, 0x2a, 0xdeadbeef)
-		other := worklease.NewToken(8, 0x2a, 0xdeadbeef)
+		tok := worklease.RawToken(7, 0x2a, 0xdeadbeef)
+		other := worklease.RawToken(8, 0x2a, 0xdeadbeef)
 		in := job{Name: "a", Token: tok, Ptr: &other, ByTok: map[worklease.Token]int{tok: 1, other: 2}}
 		data, err := json.Marshal(in)
 		require.NoError(t, err)
@@ -129,7 +129,7 @@ func TestTokenJSON(t *testing.T) {
 		data, err := json.Marshal(job{Name: "none"})
 		require.NoError(t, err)
 		assert.JSONEq(t, `{"name": "none", "token": ""}`, string(data))
-		out := job{Token: worklease.NewToken(1, 1, 1)}
+		out := job{Token: worklease.RawToken(1, 1, 1)}
 		require.NoError(t, json.Unmarshal(data, &out))
 		assert.True(t, out.Token.IsZero())
 	})
@@ -163,10 +163,10 @@ func TestParseTokenValid(t *testing.T) {
 		text string
 		want worklease.Token
 	}{
-		{"smallest", "1-1-0000000000000001", worklease.NewToken(1, 1, 1)},
+		{"smallest", "1-1-0000000000000001", worklease.RawToken(1, 1, 1)},
 		{"largest", "18446744073709551615-ffffffffffffffff-ffffffffffffffff",
-			worklease.NewToken(math.MaxUint64, math.MaxUint64, math.MaxUint64)},
-		{"typical", "42-abc-0123456789abcdef", worklease.NewToken(42, 0xabc, 0x0123456789abcdef)},
+			worklease.RawToken(math.MaxUint64, math.MaxUint64, math.MaxUint64)},
+		{"typical", "42-abc-0123456789abcdef", worklease.RawToken(42, 0xabc, 0x0123456789abcdef)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -277,9 +277,9 @@ func TestTokenZero(t *testing.T) {
 	require.ErrorIs(t, back.UnmarshalText([]byte(zero.String())), worklease.ErrInvalidToken)
 
 	for _, tok := range []worklease.Token{
-		worklease.NewToken(1, 0, 0),
-		worklease.NewToken(0, 1, 0),
-		worklease.NewToken(0, 0, 1),
+		worklease.RawToken(1, 0, 0),
+		worklease.RawToken(0, 1, 0),
+		worklease.RawToken(0, 0, 1),
 	} {
 		assert.False(t, tok.IsZero(), "%v", tok)
 	}
@@ -287,12 +287,12 @@ func TestTokenZero(t *testing.T) {
 
 func TestTokenComparable(t *testing.T) {
 	t.Parallel()
-	base := worklease.NewToken(5, 6, 7)
+	base := worklease.RawToken(5, 6, 7)
 	variants := map[string]worklease.Token{
 		"base":             base,
-		"another fence":    worklease.NewToken(6, 6, 7),
-		"another domain":   worklease.NewToken(5, 9, 7),
-		"another instance": worklease.NewToken(5, 6, 9),
+		"another fence":    worklease.RawToken(6, 6, 7),
+		"another domain":   worklease.RawToken(5, 9, 7),
+		"another instance": worklease.RawToken(5, 6, 9),
 		"zero":             {},
 	}
 	seen := make(map[worklease.Token]string)
@@ -301,9 +301,9 @@ func TestTokenComparable(t *testing.T) {
 		require.False(t, dup, "%s and %s are the same key", name, other)
 		seen[tok] = name
 	}
-	assert.Equal(t, base, worklease.NewToken(5, 6, 7))
-	assert.True(t, base == worklease.NewToken(5, 6, 7))
-	assert.Equal(t, "base", seen[worklease.NewToken(5, 6, 7)], "a rebuilt token finds its key")
+	assert.Equal(t, base, worklease.RawToken(5, 6, 7))
+	assert.True(t, base == worklease.RawToken(5, 6, 7))
+	assert.Equal(t, "base", seen[worklease.RawToken(5, 6, 7)], "a rebuilt token finds its key")
 	parsed, err := worklease.ParseToken(base.String())
 	require.NoError(t, err)
 	assert.Equal(t, "base", seen[parsed], "a parsed token finds its key")
@@ -321,8 +321,8 @@ var (
 // TestTokenAllocs is not parallel: testing.AllocsPerRun counts every
 // goroutine's allocations.
 func TestTokenAllocs(t *testing.T) {
-	tok := worklease.NewToken(7, 0x2a, 0xdeadbeef)
-	other := worklease.NewToken(8, 0x2a, 0xdeadbeef)
+	tok := worklease.RawToken(7, 0x2a, 0xdeadbeef)
+	other := worklease.RawToken(8, 0x2a, 0xdeadbeef)
 	tests := []struct {
 		name string
 		max  float64
@@ -331,7 +331,7 @@ func TestTokenAllocs(t *testing.T) {
 		{"compare", 0, func() { sinkBool = tok == other }},
 		{"Fence", 0, func() { sinkUint = tok.Fence() }},
 		{"IsZero", 0, func() { sinkBool = tok.IsZero() }},
-		{"create", 0, func() { sinkToken = worklease.NewToken(sinkUint+1, 2, 3) }},
+		{"create", 0, func() { sinkToken = worklease.RawToken(sinkUint+1, 2, 3) }},
 		{"copy", 0, func() { sinkToken = tok }},
 		{"String makes only its string", 1, func() { sinkString = tok.String() }},
 	}
@@ -392,11 +392,47 @@ func FuzzParseToken(f *testing.F) {
 }
 
 func BenchmarkParseToken(b *testing.B) {
-	s := worklease.NewToken(12345, 0x2a, 0xdeadbeefcafef00d).String()
+	s := worklease.RawToken(12345, 0x2a, 0xdeadbeefcafef00d).String()
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := worklease.ParseToken(s); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestNewToken builds tokens through the exported API only, as a backend in
+// another module does: from parts and back, through text, and the same as
+// a Manager's own.
+func TestNewToken(t *testing.T) {
+	t.Parallel()
+	tok, err := worklease.NewToken(7, 0x2a, 0xdeadbeef)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(7), tok.Fence())
+	assert.Equal(t, uint64(0x2a), tok.Serial())
+	assert.Equal(t, uint64(0xdeadbeef), tok.Instance())
+	assert.Equal(t, "7-2a-00000000deadbeef", tok.String())
+	back, err := worklease.ParseToken(tok.String())
+	require.NoError(t, err)
+	assert.Equal(t, tok, back)
+
+	for _, parts := range [][3]uint64{{0, 1, 1}, {1, 0, 1}, {1, 1, 0}, {0, 0, 0}} {
+		got, err := worklease.NewToken(parts[0], parts[1], parts[2])
+		require.ErrorIs(t, err, worklease.ErrInvalidToken, "%v", parts)
+		assert.True(t, got.IsZero(), "%v", parts)
+	}
+
+	m, err := worklease.New()
+	require.NoError(t, err)
+	res, err := m.TryAcquire("A", 1)
+	require.NoError(t, err)
+	same, err := worklease.NewToken(res.Token.Fence(), res.Token.Serial(), res.Token.Instance())
+	require.NoError(t, err)
+	require.Equal(t, res.Token, same, "a token rebuilt from its parts is the token")
+	other, err := worklease.NewToken(res.Token.Fence(), res.Token.Serial()+1, res.Token.Instance())
+	require.NoError(t, err)
+	_, err = m.Succeed("A", other)
+	require.ErrorIs(t, err, worklease.ErrTokenMismatch, "another domain's serial")
+	_, err = m.Succeed("A", same)
+	require.NoError(t, err)
 }
