@@ -1,23 +1,12 @@
-// Package clock provides the time sources a worklease Manager reads: the real
-// wall clock and a fake one that tests set and advance by hand.
+// Package clock provides a fake clock that tests set and advance by hand
+// and pass to worklease.WithClock. (Without it a Manager reads the system
+// clock itself.)
 package clock
 
 import (
 	"sync"
 	"time"
 )
-
-// Clock reports the current time. It has the same method set as
-// worklease.Clock, so both Real and *Fake can be passed to worklease.WithClock.
-type Clock interface {
-	Now() time.Time
-}
-
-// Real is the system clock.
-type Real struct{}
-
-// Now returns time.Now().
-func (Real) Now() time.Time { return time.Now() }
 
 // Fake is a clock that moves only when told to. It is safe for concurrent use.
 // The zero Fake reads as the zero time.

@@ -43,10 +43,3 @@ func TestFakeConcurrent(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, time.Unix(0, 0).Add(800*time.Millisecond), f.Now())
 }
-
-func TestReal(t *testing.T) {
-	t.Parallel()
-	before := time.Now()
-	got := clock.Real{}.Now()
-	require.False(t, got.Before(before))
-}
