@@ -31,7 +31,7 @@ func Terminal(m *Manager, domain string) (processed, failed []int64) {
 		return nil, nil
 	}
 	defer r.mu.Unlock()
-	r.state.processed.all(func(x int64) bool { processed = append(processed, x); return true })
+	processed = members(&r.state.processed)
 	if r.state.failed().len() > 0 {
 		failed = r.state.failed().offsets()
 	}

@@ -6,8 +6,8 @@ import "slices"
 // non-adjacent closed intervals. It costs memory in proportion to the holes
 // between its members, not to how many there are: a million offsets added in
 // order are one interval. Adding the offset just past the last interval, the
-// common case for in-order work, is O(1); any other add or remove is a binary
-// search plus, at worst, one copy of the intervals after it.
+// common case for in-order work, is O(1); any other add is a binary search
+// plus, at worst, one copy of the intervals after it.
 //
 // The highest interval is held in the set itself, where in-order work finds
 // it without following a pointer to the others: a domain's cycle reads and
@@ -176,36 +176,6 @@ func (s *offsetSet) split(runs []offsetRun) {
 	s.setBelow(runs[:len(runs)-1])
 }
 
-// remove deletes x and reports whether it was present.
-func (s *offsetSet) remove(x int64) bool {
-	if s.end == 0 {
-		return false
-	}
-	runs := append(s.below(), s.last())
-	i := search(runs, x) - 1
-	if i < 0 || x > runs[i].hi {
-		return false
-	}
-	r := runs[i]
-	switch {
-	case r.lo == r.hi:
-		runs = slices.Delete(runs, i, i+1)
-	case x == r.lo:
-		runs[i].lo = x + 1
-	case x == r.hi:
-		runs[i].hi = x - 1
-	default: // split [lo, hi] into [lo, x-1] and [x+1, hi]
-		runs[i].hi = x - 1
-		runs = slices.Insert(runs, i+1, offsetRun{x + 1, r.hi})
-	}
-	if len(runs) == 0 {
-		*s = offsetSet{}
-		return true
-	}
-	s.split(runs)
-	return true
-}
-
 // raiseTo makes the set the single run [0, hw], where hw is the larger of x
 // (non-negative) and the set's largest member: the whole representation of
 // a processed set under WithMonotonicOffsets, which covers every offset up to
@@ -221,18 +191,4 @@ func (s *offsetSet) raiseTo(x int64) {
 		x = max(x, int64(s.end-1))
 	}
 	s.lo, s.end, s.earlier = 0, uint64(x)+1, nil
-}
-
-// all calls yield for each offset in ascending order until yield returns false.
-func (s *offsetSet) all(yield func(int64) bool) {
-	for _, r := range s.runs() {
-		for x := r.lo; ; x++ {
-			if !yield(x) {
-				return
-			}
-			if x == r.hi {
-				break
-			}
-		}
-	}
 }
