@@ -94,7 +94,7 @@ func (l *lease) fill(info *LeaseInfo, domain string, tok Token, loc *time.Locati
 // own expiry, zero if it never expires, also for a lease restored from a
 // journal written with other options (see WithLeaseTTL).
 func (m *Manager) Leases() ([]LeaseInfo, error) {
-	if err := m.usable(); err != nil {
+	if err := m.checkOpen(); err != nil {
 		return nil, err
 	}
 	var out []LeaseInfo
@@ -121,7 +121,7 @@ func (m *Manager) Leases() ([]LeaseInfo, error) {
 // looks at one domain at a time, so under load it is not a snapshot of one
 // instant. It changes nothing and never reads the clock.
 func (m *Manager) Domains() ([]string, error) {
-	if err := m.usable(); err != nil {
+	if err := m.checkOpen(); err != nil {
 		return nil, err
 	}
 	var out []string
@@ -148,7 +148,7 @@ func (m *Manager) Domains() ([]string, error) {
 // it returns those of every domain, ordered by domain then offset; any
 // other domain is checked as every call checks one.
 func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
-	if err := m.usable(); err != nil {
+	if err := m.checkOpen(); err != nil {
 		return nil, err
 	}
 	var out []DeadLetter

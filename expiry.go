@@ -156,7 +156,7 @@ type Expiry struct {
 // MaxDomainLen), which only a journal written before domains were bounded
 // can hold.
 func (m *Manager) Reap() ([]Expiry, error) {
-	if err := m.usable(); err != nil {
+	if err := m.checkOpen(); err != nil {
 		return nil, err
 	}
 	if !m.expiring {

@@ -25,17 +25,17 @@ const (
 	MaxCauseLen = 4096
 )
 
-// usable returns the error every call returns once the Manager is closed or
+// checkOpen returns the error every call returns once the Manager is closed or
 // its journal has failed, and for a zero or nil Manager; nil otherwise.
-func (m *Manager) usable() error {
+func (m *Manager) checkOpen() error {
 	if m == nil || !m.open.Load() {
-		return m.unusable()
+		return m.notOpenErr()
 	}
 	return nil
 }
 
-// unusable is usable's answer for a Manager that is not open.
-func (m *Manager) unusable() error {
+// notOpenErr is checkOpen's answer for a Manager that is not open.
+func (m *Manager) notOpenErr() error {
 	if m == nil || m.shards == nil {
 		return errNotNew
 	}
@@ -59,7 +59,7 @@ func (notNewError) Error() string {
 func (notNewError) Is(target error) bool { return target == ErrClosed }
 
 // accepts reports whether a call on domain, at offset, may go ahead: the
-// Manager is usable, domain is a valid domain key and offset is not
+// Manager is open, domain is a valid domain key and offset is not
 // negative. Calls that take no offset pass 0. Every call on one domain
 // starts with it, before it changes anything, and returns refuse's error
 // if it fails:
@@ -75,11 +75,11 @@ func (m *Manager) accepts(domain string, offset int64) bool {
 }
 
 // refuse returns the error of the call op, which accepts refused: the
-// first of these that applies, in this order: the Manager is not usable
+// first of these that applies, in this order: the Manager is not open
 // (ErrClosed, or the journal's failure), domain is invalid
 // (ErrInvalidDomain), offset is negative (ErrInvalidOffset).
 func (m *Manager) refuse(op, domain string, offset int64) error {
-	if err := m.usable(); err != nil {
+	if err := m.checkOpen(); err != nil {
 		return err
 	}
 	if !validDomain(domain) {

@@ -77,7 +77,7 @@ func (s *snapshotter) forgotten(domain string, seq uint64) {
 // before a planned restart. Calls go on while it runs. Without a journal it
 // does nothing.
 func (m *Manager) Snapshot() error {
-	if err := m.usable(); err != nil {
+	if err := m.checkOpen(); err != nil {
 		return err
 	}
 	if m.journal == nil {
