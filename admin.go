@@ -184,36 +184,47 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	return out, nil
 }
 
+// Head reports the offset a domain will grant next when a call leaves it
+// idle and running with a backlog. No Succeed or Fail will hint at that
+// offset, so the caller acquires it (TryAcquire) to keep the domain moving.
+// Redrive, Kill, ForceRelease and Resume return one, and Reap one for each
+// lease it revokes (see Expiry).
+type Head struct {
+	Next    int64 // the backlog's head, when HasNext; zero otherwise
+	HasNext bool  // the domain is idle and running with a backlog
+}
+
 // adminCall checks the call's domain and offset (0 for a call that takes
-// none), then runs op on domain's record, locked, and reports the offset the
-// domain will grant next if it is idle and running afterwards: the caller
-// should acquire it, since no Succeed or Fail will hint at it. For a domain
+// none), then runs op on domain's record, locked, and reports the head the
+// domain will grant next if it is idle and running afterwards. For a domain
 // the Manager has never seen, adminCall creates a record if create is set,
 // and otherwise returns unknown (which may be nil: nothing to do).
-func (m *Manager) adminCall(name, domain string, offset int64, create bool, unknown error, op func(s *domainState, e *emitter) error) (next int64, ok bool, err error) {
+func (m *Manager) adminCall(name, domain string, offset int64, create bool, unknown error, op func(s *domainState, e *emitter) error) (Head, error) {
 	if !m.accepts(domain, offset) {
-		return 0, false, m.refuse(name, domain, offset)
+		return Head{}, m.refuse(name, domain, offset)
 	}
 	now := m.now()
 	sh, r := m.lockRecord(domain, create)
 	if r == nil {
 		if unknown == nil {
-			return 0, false, nil
+			return Head{}, nil
 		}
-		return 0, false, domainError(name, domain, unknown)
+		return Head{}, domainError(name, domain, unknown)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	r.state.expireIfDue(&m.policy, &e)
-	if err = op(&r.state, &e); err == nil {
-		next, ok = r.state.next()
+	var h Head
+	err := op(&r.state, &e)
+	if err == nil {
+		h.Next, h.HasNext = r.state.next()
 	}
 	if ferr := m.finish(sh, r, &e); ferr != nil {
-		return 0, false, ferr
+		return Head{}, ferr
 	}
 	if err != nil {
-		return 0, false, domainError(name, domain, err)
+		return Head{}, domainError(name, domain, err)
 	}
-	return next, ok, nil
+	return h, nil
 }
 
 // Kill makes offset failed whatever its state, with reason as its cause: a
@@ -234,8 +245,8 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 // empty reason leaves it no cause (nil).
 //
 // If the domain is then idle and running with a backlog, Kill returns its
-// head as next with ok true: acquire it to keep the domain moving.
-func (m *Manager) Kill(domain string, offset int64, reason string) (next int64, ok bool, err error) {
+// head (Head.HasNext): acquire it to keep the domain moving.
+func (m *Manager) Kill(domain string, offset int64, reason string) (Head, error) {
 	cause := reasonCause(reason)
 	// Under WithMonotonicOffsets, a domain the Manager does not know has
 	// no offset Kill may fail.
@@ -279,9 +290,9 @@ func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) err
 // ErrNotDeadLettered if the offset is not failed, and ErrInvalidOffset, like
 // every call, for a negative one.
 //
-// If the domain is idle and running, Redrive returns the offset as next
-// with ok true: acquire it.
-func (m *Manager) Redrive(domain string, offset int64) (next int64, ok bool, err error) {
+// If the domain is idle and running, Redrive returns the offset as its head
+// (Head.HasNext): acquire it.
+func (m *Manager) Redrive(domain string, offset int64) (Head, error) {
 	return m.adminCall("Redrive", domain, offset, false, ErrNotDeadLettered, func(s *domainState, e *emitter) error {
 		if !s.removeFailed(offset) {
 			return ErrNotDeadLettered
@@ -298,9 +309,9 @@ func (m *Manager) Redrive(domain string, offset int64) (next int64, ok bool, err
 // time, to be granted again under a new token. It returns ErrNoLease if the
 // domain holds none.
 //
-// If the domain is running, ForceRelease returns the offset as next with ok
-// true: acquire it.
-func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
+// If the domain is running, ForceRelease returns the offset as its head
+// (Head.HasNext): acquire it.
+func (m *Manager) ForceRelease(domain string) (Head, error) {
 	return m.adminCall("ForceRelease", domain, 0, false, ErrNoLease, func(s *domainState, e *emitter) error {
 		if !s.leased {
 			return ErrNoLease
@@ -320,7 +331,7 @@ func (m *Manager) ForceRelease(domain string) (next int64, ok bool, err error) {
 // AlreadyFailed, and the offset in flight AlreadyAcquired. Pausing a paused
 // domain changes nothing; a paused domain cannot be forgotten (see Forget).
 func (m *Manager) Pause(domain string) error {
-	_, _, err := m.adminCall("Pause", domain, 0, true, nil, func(s *domainState, e *emitter) error {
+	_, err := m.adminCall("Pause", domain, 0, true, nil, func(s *domainState, e *emitter) error {
 		if !s.paused {
 			s.paused = true
 			e.emit(EventPaused, -1, 0, Token{}, nil)
@@ -331,17 +342,16 @@ func (m *Manager) Pause(domain string) error {
 }
 
 // Resume lets a paused or parked domain grant leases again. If it is idle
-// with a backlog, Resume returns the head as next with ok true: acquire it.
-// Resuming a running or unknown domain changes nothing.
-func (m *Manager) Resume(domain string) (next int64, ok bool, err error) {
-	next, ok, err = m.adminCall("Resume", domain, 0, false, nil, func(s *domainState, e *emitter) error {
+// with a backlog, Resume returns the backlog's head (Head.HasNext): acquire
+// it. Resuming a running or unknown domain changes nothing.
+func (m *Manager) Resume(domain string) (Head, error) {
+	return m.adminCall("Resume", domain, 0, false, nil, func(s *domainState, e *emitter) error {
 		if s.paused {
 			s.paused = false
 			e.emit(EventResumed, -1, 0, Token{}, nil)
 		}
 		return nil
 	})
-	return next, ok, err
 }
 
 // Forget drops domain and all its history, processed and failed offsets

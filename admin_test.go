@@ -15,14 +15,6 @@ import (
 // Tests of the admin calls (Kill, Redrive, Forget, Pause, Resume,
 // ForceRelease, Inspect, Leases, DeadLetters), parking, and Stats.
 
-// nextHint is what the admin calls return besides an error.
-type nextHint struct {
-	Next int64
-	OK   bool
-}
-
-func hint(next int64, ok bool, err error) (nextHint, error) { return nextHint{next, ok}, err }
-
 func TestKill(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -33,9 +25,9 @@ func TestKill(t *testing.T) {
 			holder := acquire(t, m, "A", 1, worklease.Acquired)
 			acquire(t, m, "A", 2, worklease.Enqueued)
 			acquire(t, m, "A", 3, worklease.Enqueued)
-			got, err := hint(m.Kill("A", 2, "spam"))
+			got, err := m.Kill("A", 2, "spam")
 			require.NoError(t, err)
-			require.Equal(t, nextHint{}, got, "the domain is busy: no hint")
+			require.Equal(t, worklease.Head{}, got, "the domain is busy: no hint")
 			require.Equal(t, []int64{3}, inspect(t, m, "A").Backlog)
 			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 2, Attempts: 0, At: clk.Now()}, "spam")
 			acquire(t, m, "A", 2, worklease.AlreadyFailed)
@@ -49,9 +41,9 @@ func TestKill(t *testing.T) {
 			acquire(t, m, "A", 3, worklease.Enqueued)
 			_, err := m.Succeed("A", holder.Token)
 			require.NoError(t, err)
-			got, err := hint(m.Kill("A", 2, "spam"))
+			got, err := m.Kill("A", 2, "spam")
 			require.NoError(t, err)
-			require.Equal(t, nextHint{3, true}, got, "acquire the new head to keep the domain moving")
+			require.Equal(t, worklease.Head{Next: 3, HasNext: true}, got, "acquire the new head to keep the domain moving")
 			acquire(t, m, "A", 3, worklease.Acquired)
 		}},
 		{"queued after its lease expired", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
@@ -59,9 +51,9 @@ func TestKill(t *testing.T) {
 			clk.Advance(time.Minute)
 			_, err := m.Reap()
 			require.NoError(t, err)
-			got, err := hint(m.Kill("A", 1, "poison"))
+			got, err := m.Kill("A", 1, "poison")
 			require.NoError(t, err)
-			require.Equal(t, nextHint{}, got)
+			require.Equal(t, worklease.Head{}, got)
 			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 1, Attempts: 1, At: clk.Now()}, "poison")
 		}},
 		{"in flight", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
@@ -69,9 +61,9 @@ func TestKill(t *testing.T) {
 			_, err := m.Fail("A", holder.Token, nil)
 			require.NoError(t, err)
 			acquire(t, m, "A", 2, worklease.Enqueued)
-			got, err := hint(m.Kill("A", 1, "stuck"))
+			got, err := m.Kill("A", 1, "stuck")
 			require.NoError(t, err)
-			require.Equal(t, nextHint{2, true}, got)
+			require.Equal(t, worklease.Head{Next: 2, HasNext: true}, got)
 			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 1, Attempts: 2, At: clk.Now()}, "stuck")
 			info := inspect(t, m, "A")
 			require.False(t, info.Leased)
@@ -87,24 +79,24 @@ func TestKill(t *testing.T) {
 		}},
 		{"in flight, no backlog", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
 			acquire(t, m, "A", 1, worklease.Acquired)
-			got, err := hint(m.Kill("A", 1, "stuck"))
+			got, err := m.Kill("A", 1, "stuck")
 			require.NoError(t, err)
-			require.Equal(t, nextHint{}, got)
+			require.Equal(t, worklease.Head{}, got)
 			require.Equal(t, worklease.DomainInfo{Failed: 1}, inspect(t, m, "A"))
 		}},
 		{"never seen, in a known domain", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
 			acquire(t, m, "A", 1, worklease.Acquired)
-			got, err := hint(m.Kill("A", 9, "cancelled"))
+			got, err := m.Kill("A", 9, "cancelled")
 			require.NoError(t, err)
-			require.Equal(t, nextHint{}, got)
+			require.Equal(t, worklease.Head{}, got)
 			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 9, Attempts: 0, At: clk.Now()}, "cancelled")
 			acquire(t, m, "A", 9, worklease.AlreadyFailed) // failed before it arrives
 			require.Empty(t, inspect(t, m, "A").Backlog)
 		}},
 		{"never seen, in an unknown domain", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
-			got, err := hint(m.Kill("A", 9, "cancelled"))
+			got, err := m.Kill("A", 9, "cancelled")
 			require.NoError(t, err)
-			require.Equal(t, nextHint{}, got)
+			require.Equal(t, worklease.Head{}, got)
 			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 9, Attempts: 0, At: clk.Now()}, "cancelled")
 			acquire(t, m, "A", 9, worklease.AlreadyFailed)
 		}},
@@ -113,20 +105,20 @@ func TestKill(t *testing.T) {
 			_, err := m.Succeed("A", res.Token)
 			require.NoError(t, err)
 			before := snapshot(t, m, "A")
-			got, err := hint(m.Kill("A", 1, "too late"))
+			got, err := m.Kill("A", 1, "too late")
 			require.ErrorIs(t, err, worklease.ErrAlreadyProcessed)
-			require.Equal(t, nextHint{}, got)
+			require.Equal(t, worklease.Head{}, got)
 			require.Equal(t, before, snapshot(t, m, "A"))
 			require.Zero(t, m.Stats().Killed)
 		}},
 		{"already failed: a no-op", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
-			_, _, err := m.Kill("A", 1, "first")
+			_, err := m.Kill("A", 1, "first")
 			require.NoError(t, err)
 			at := clk.Now()
 			clk.Advance(time.Minute)
-			got, err := hint(m.Kill("A", 1, "second"))
+			got, err := m.Kill("A", 1, "second")
 			require.NoError(t, err)
-			require.Equal(t, nextHint{}, got)
+			require.Equal(t, worklease.Head{}, got)
 			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 1, Attempts: 0, At: at}, "first")
 			require.Equal(t, uint64(1), m.Stats().Killed)
 		}},
@@ -154,7 +146,7 @@ func requireDeadLetter(t *testing.T, m *worklease.Manager, want worklease.DeadLe
 func TestKillRejectsNegativeOffset(t *testing.T) {
 	t.Parallel()
 	m, _ := newManager(t)
-	_, _, err := m.Kill("A", -1, "x")
+	_, err := m.Kill("A", -1, "x")
 	require.ErrorIs(t, err, worklease.ErrInvalidOffset)
 	require.Nil(t, worklease.RecordOf(m, "A"), "nothing created")
 }
@@ -175,9 +167,9 @@ func TestRedrive(t *testing.T) {
 	acquire(t, m, "B", 1, worklease.Acquired) // another domain is not involved
 
 	now := clk.Advance(time.Hour)
-	got, err := hint(m.Redrive("A", 1))
+	got, err := m.Redrive("A", 1)
 	require.NoError(t, err)
-	require.Equal(t, nextHint{1, true}, got, "the domain is idle: acquire it")
+	require.Equal(t, worklease.Head{Next: 1, HasNext: true}, got, "the domain is idle: acquire it")
 	require.Equal(t, []int64{1, 2, 3}, inspect(t, m, "A").Backlog, "at the front, before older queued offsets")
 	require.Empty(t, deadLetters(t, m, "A"))
 	require.Equal(t, []int64(nil), inspect(t, m, "B").Backlog)
@@ -197,14 +189,14 @@ func TestRedrive(t *testing.T) {
 func TestRedriveWhileBusy(t *testing.T) {
 	t.Parallel()
 	m, _ := newManager(t, worklease.WithOrdering(worklease.LIFO))
-	_, _, err := m.Kill("A", 1, "x")
+	_, err := m.Kill("A", 1, "x")
 	require.NoError(t, err)
 	holder := acquire(t, m, "A", 5, worklease.Acquired)
 	acquire(t, m, "A", 6, worklease.Enqueued)
 	acquire(t, m, "A", 7, worklease.Enqueued)
-	got, err := hint(m.Redrive("A", 1))
+	got, err := m.Redrive("A", 1)
 	require.NoError(t, err)
-	require.Equal(t, nextHint{}, got)
+	require.Equal(t, worklease.Head{}, got)
 	require.Equal(t, []int64{1, 7, 6}, inspect(t, m, "A").Backlog)
 	require.Equal(t, []int64{1, 7, 6}, drain(t, m, "A", holder.Token))
 }
@@ -233,9 +225,9 @@ func TestRedriveNotDeadLettered(t *testing.T) {
 			acquire(t, m, "A", 3, worklease.Enqueued)
 			before := snapshot(t, m, "A", "nobody")
 
-			got, err := hint(m.Redrive(tt.domain, tt.offset))
+			got, err := m.Redrive(tt.domain, tt.offset)
 			require.ErrorIs(t, err, worklease.ErrNotDeadLettered)
-			require.Equal(t, nextHint{}, got)
+			require.Equal(t, worklease.Head{}, got)
 			require.Equal(t, before, snapshot(t, m, "A", "nobody"))
 		})
 	}
@@ -260,11 +252,11 @@ func TestForget(t *testing.T) {
 		}, worklease.ErrDomainBusy},
 		{"paused then resumed", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) {
 			require.NoError(t, m.Pause("A"))
-			_, _, err := m.Resume("A")
+			_, err := m.Resume("A")
 			require.NoError(t, err)
 		}, nil},
 		{"with dead letters", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) {
-			_, _, err := m.Kill("A", 4, "x")
+			_, err := m.Kill("A", 4, "x")
 			require.NoError(t, err)
 		}, nil},
 		{"last attempt expired", func(t *testing.T, m *worklease.Manager, clk *clock.Fake) {
@@ -319,7 +311,7 @@ func TestForgetParked(t *testing.T) {
 	require.Equal(t, worklease.GiveUpParked, fres.Status)
 	require.ErrorIs(t, m.Forget("A"), worklease.ErrDomainBusy)
 	require.True(t, inspect(t, m, "A").Paused, "the pause is kept")
-	_, _, err = m.Resume("A")
+	_, err = m.Resume("A")
 	require.NoError(t, err)
 	require.NoError(t, m.Forget("A"))
 	acquire(t, m, "A", 2, worklease.Acquired)
@@ -372,18 +364,18 @@ func TestPauseResume(t *testing.T) {
 	require.NoError(t, m.Pause("A"), "pausing a paused domain changes nothing")
 	require.Equal(t, uint64(1), m.Stats().Paused)
 
-	got, err := hint(m.Resume("A"))
+	got, err := m.Resume("A")
 	require.NoError(t, err)
-	require.Equal(t, nextHint{1, true}, got, "acquire the head")
-	got, err = hint(m.Resume("A"))
+	require.Equal(t, worklease.Head{Next: 1, HasNext: true}, got, "acquire the head")
+	got, err = m.Resume("A")
 	require.NoError(t, err)
-	require.Equal(t, nextHint{1, true}, got, "resuming a running domain changes nothing")
+	require.Equal(t, worklease.Head{Next: 1, HasNext: true}, got, "resuming a running domain changes nothing")
 	require.Equal(t, uint64(1), m.Stats().Resumed)
 
 	first := acquire(t, m, "A", 1, worklease.Acquired)
-	got, err = hint(m.Resume("A"))
+	got, err = m.Resume("A")
 	require.NoError(t, err)
-	require.Equal(t, nextHint{}, got, "busy: no hint")
+	require.Equal(t, worklease.Head{}, got, "busy: no hint")
 	require.Equal(t, []int64{2}, drain(t, m, "A", first.Token))
 }
 
@@ -406,9 +398,9 @@ func TestPauseWhileLeased(t *testing.T) {
 	acquire(t, m, "A", 3, worklease.Enqueued)
 	require.Equal(t, worklease.DomainInfo{Paused: true, Backlog: []int64{2, 3}, Processed: 1}, inspect(t, m, "A"))
 
-	got, err := hint(m.Resume("A"))
+	got, err := m.Resume("A")
 	require.NoError(t, err)
-	require.Equal(t, nextHint{2, true}, got)
+	require.Equal(t, worklease.Head{Next: 2, HasNext: true}, got)
 	acquire(t, m, "A", 2, worklease.Acquired)
 }
 
@@ -455,9 +447,9 @@ func TestParkOnDeadLetter(t *testing.T) {
 			require.False(t, inspect(t, m, "B").Paused, "other domains are not parked")
 			acquire(t, m, "B", 2, worklease.Acquired)
 
-			got, err := hint(m.Resume("A"))
+			got, err := m.Resume("A")
 			require.NoError(t, err)
-			require.Equal(t, nextHint{2, true}, got)
+			require.Equal(t, worklease.Head{Next: 2, HasNext: true}, got)
 			two := acquire(t, m, "A", 2, worklease.Acquired)
 			require.Equal(t, []int64{3}, drain(t, m, "A", two.Token))
 		})
@@ -475,9 +467,9 @@ func TestParkWithoutBacklog(t *testing.T) {
 	fres, err = m.Fail("A", res.Token, nil)
 	require.NoError(t, err)
 	require.Equal(t, worklease.FailResult{Status: worklease.GiveUpParked, RetryCount: 1}, fres)
-	got, err := hint(m.Resume("A"))
+	got, err := m.Resume("A")
 	require.NoError(t, err)
-	require.Equal(t, nextHint{}, got)
+	require.Equal(t, worklease.Head{}, got)
 	require.False(t, inspect(t, m, "A").Paused)
 }
 
@@ -494,9 +486,9 @@ func TestForceRelease(t *testing.T) {
 	acquire(t, m, "A", 2, worklease.Enqueued)
 	now := clk.Advance(5 * time.Second)
 
-	got, err := hint(m.ForceRelease("A"))
+	got, err := m.ForceRelease("A")
 	require.NoError(t, err)
-	require.Equal(t, nextHint{1, true}, got)
+	require.Equal(t, worklease.Head{Next: 1, HasNext: true}, got)
 	require.Equal(t, worklease.DomainInfo{Backlog: []int64{1, 2}}, inspect(t, m, "A"))
 	for _, call := range staleCalls {
 		require.ErrorIs(t, call.call(m, "A", holder.Token), worklease.ErrLeaseRevoked, call.name)
@@ -512,9 +504,9 @@ func TestForceRelease(t *testing.T) {
 	require.ErrorIs(t, staleCalls[0].call(m, "A", holder.Token), worklease.ErrLeaseRevoked)
 	require.Equal(t, []int64{2}, drain(t, m, "A", again.Token))
 
-	_, _, err = m.ForceRelease("A")
+	_, err = m.ForceRelease("A")
 	require.ErrorIs(t, err, worklease.ErrNoLease, "idle")
-	_, _, err = m.ForceRelease("nobody")
+	_, err = m.ForceRelease("nobody")
 	require.ErrorIs(t, err, worklease.ErrNoLease, "unknown")
 }
 
@@ -523,13 +515,13 @@ func TestForceReleasePausedDomain(t *testing.T) {
 	m, _ := newManager(t)
 	acquire(t, m, "A", 1, worklease.Acquired)
 	require.NoError(t, m.Pause("A"))
-	got, err := hint(m.ForceRelease("A"))
+	got, err := m.ForceRelease("A")
 	require.NoError(t, err)
-	require.Equal(t, nextHint{}, got, "paused: nothing to acquire yet")
+	require.Equal(t, worklease.Head{}, got, "paused: nothing to acquire yet")
 	acquire(t, m, "A", 1, worklease.Enqueued)
-	got, err = hint(m.Resume("A"))
+	got, err = m.Resume("A")
 	require.NoError(t, err)
-	require.Equal(t, nextHint{1, true}, got)
+	require.Equal(t, worklease.Head{Next: 1, HasNext: true}, got)
 }
 
 // Leases lists every lease in flight, sorted by domain, including one that
@@ -577,7 +569,7 @@ func TestDeadLettersAcrossDomains(t *testing.T) {
 		domain string
 		offset int64
 	}{{"b", 9}, {"a", 5}, {"b", 1}, {"a", 20}} {
-		_, _, err := m.Kill(kill.domain, kill.offset, "killed")
+		_, err := m.Kill(kill.domain, kill.offset, "killed")
 		require.NoError(t, err)
 	}
 	t1 := clk.Advance(time.Second)
@@ -643,17 +635,17 @@ func TestAdminCallsOnClosedManager(t *testing.T) {
 	t.Parallel()
 	m, _ := newManager(t, worklease.WithLeaseTTL(time.Minute))
 	res := acquire(t, m, "A", 1, worklease.Acquired)
-	_, _, err := m.Kill("A", 7, "x")
+	_, err := m.Kill("A", 7, "x")
 	require.NoError(t, err)
 	statsBefore := m.Stats()
 	require.NoError(t, m.Close())
 
 	calls := map[string]func() error{
-		"Kill":         func() error { _, _, err := m.Kill("A", 2, "x"); return err },
-		"Redrive":      func() error { _, _, err := m.Redrive("A", 7); return err },
-		"ForceRelease": func() error { _, _, err := m.ForceRelease("A"); return err },
+		"Kill":         func() error { _, err := m.Kill("A", 2, "x"); return err },
+		"Redrive":      func() error { _, err := m.Redrive("A", 7); return err },
+		"ForceRelease": func() error { _, err := m.ForceRelease("A"); return err },
 		"Pause":        func() error { return m.Pause("A") },
-		"Resume":       func() error { _, _, err := m.Resume("A"); return err },
+		"Resume":       func() error { _, err := m.Resume("A"); return err },
 		"Forget":       func() error { return m.Forget("B") },
 		"Inspect":      func() error { _, err := m.Inspect("A"); return err },
 		"Leases":       func() error { _, err := m.Leases(); return err },
@@ -708,20 +700,20 @@ func TestStats(t *testing.T) {
 	tok2 := acquire(t, m, "A", 2, worklease.Acquired).Token // Acquired 2
 	_, err = m.Succeed("A", tok2)                           // Processed 1
 	must(err)
-	_, _, err = m.Kill("A", 3, "x") // Killed 1, DeadLettered 2
+	_, err = m.Kill("A", 3, "x") // Killed 1, DeadLettered 2
 	must(err)
-	_, _, err = m.Kill("A", 3, "x") // already failed: not counted
+	_, err = m.Kill("A", 3, "x") // already failed: not counted
 	must(err)
-	_, _, err = m.Redrive("A", 1) // Redriven 1
+	_, err = m.Redrive("A", 1) // Redriven 1
 	must(err)
 	acquire(t, m, "A", 1, worklease.Acquired) // Acquired 3
-	_, _, err = m.ForceRelease("A")           // Released 1
+	_, err = m.ForceRelease("A")              // Released 1
 	must(err)
-	must(m.Pause("A"))        // Paused 1
-	must(m.Pause("A"))        // not counted
-	_, _, err = m.Resume("A") // Resumed 1
+	must(m.Pause("A"))     // Paused 1
+	must(m.Pause("A"))     // not counted
+	_, err = m.Resume("A") // Resumed 1
 	must(err)
-	_, _, err = m.Resume("A") // not counted
+	_, err = m.Resume("A") // not counted
 	must(err)
 	tok3 := acquire(t, m, "A", 1, worklease.Acquired).Token // Acquired 4
 	_, err = m.Succeed("A", tok3)                           // Processed 2
@@ -802,9 +794,9 @@ func TestKillAfterForceReleaseCountsEveryAttempt(t *testing.T) {
 			res := acquire(t, m, "A", 1, worklease.Acquired)
 			_, err := m.Fail("A", res.Token, errors.New("first"))
 			require.NoError(t, err) // attempt 2 is in flight
-			got, err := hint(m.ForceRelease("A"))
+			got, err := m.ForceRelease("A")
 			require.NoError(t, err)
-			require.Equal(t, nextHint{1, true}, got)
+			require.Equal(t, worklease.Head{Next: 1, HasNext: true}, got)
 			switch name {
 			case "replayed", "snapshot":
 				if name == "snapshot" {
@@ -814,7 +806,7 @@ func TestKillAfterForceReleaseCountsEveryAttempt(t *testing.T) {
 				m = must(worklease.New(worklease.WithJournal(j.Reopen()), worklease.WithClock(clk)))(t)
 			}
 			defer func() { require.NoError(t, m.Close()) }()
-			_, _, err = m.Kill("A", 1, "poison")
+			_, err = m.Kill("A", 1, "poison")
 			require.NoError(t, err)
 			requireDeadLetter(t, m, worklease.DeadLetter{Domain: "A", Offset: 1, Attempts: 2, At: epoch}, "poison")
 		})
@@ -856,7 +848,7 @@ func TestAttemptsAfterForceReleaseAndRegrant(t *testing.T) {
 		res := acquire(t, m, "A", 1, worklease.Acquired) // attempt 1
 		_, err := m.Fail("A", res.Token, errors.New("first"))
 		require.NoError(t, err) // attempt 2
-		_, _, err = m.ForceRelease("A")
+		_, err = m.ForceRelease("A")
 		require.NoError(t, err)
 		if restart {
 			require.NoError(t, m.Snapshot())

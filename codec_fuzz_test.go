@@ -66,7 +66,7 @@ func FuzzSnapshotRestore(f *testing.F) {
 		require.NoError(f, err)
 		_, err = m.TryAcquire("b", 5)
 		require.NoError(f, err)
-		_, _, err = m.Kill("b", 5, "poison")
+		_, err = m.Kill("b", 5, "poison")
 		require.NoError(f, err)
 		require.NoError(f, m.Pause("c"))
 		var buf bytes.Buffer

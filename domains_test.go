@@ -40,8 +40,8 @@ func TestDomains(t *testing.T) {
 	require.NoError(t, err)
 	_, err = m.TryAcquire("tenant-b", 2) // queued
 	require.NoError(t, err)
-	require.NoError(t, m.Pause("tenant-c"))             // only paused
-	_, _, err = m.Kill("tenant-a", 9, "poison message") // only a dead letter
+	require.NoError(t, m.Pause("tenant-c"))          // only paused
+	_, err = m.Kill("tenant-a", 9, "poison message") // only a dead letter
 	require.NoError(t, err)
 	done, err := m.TryAcquire("tenant-d", 0)
 	require.NoError(t, err)
@@ -59,7 +59,7 @@ func TestDomains(t *testing.T) {
 	require.ErrorIs(t, err, worklease.ErrNoLease)
 	_, err = m.DeadLetters("ghost")
 	require.NoError(t, err)
-	_, _, err = m.Redrive("ghost", 1)
+	_, err = m.Redrive("ghost", 1)
 	require.ErrorIs(t, err, worklease.ErrNotDeadLettered)
 	require.NoError(t, m.Forget("ghost"))
 
@@ -89,7 +89,7 @@ func TestDomainsReplay(t *testing.T) {
 	}
 	require.NoError(t, m.Snapshot())
 	require.NoError(t, m.Pause("after-snapshot"))
-	_, _, err = m.Resume("after-snapshot")
+	_, err = m.Resume("after-snapshot")
 	require.NoError(t, err)
 	require.NoError(t, m.Forget("after-snapshot"))
 	require.NoError(t, m.Pause("kept"))

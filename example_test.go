@@ -271,9 +271,9 @@ func ExampleManager_Redrive() {
 	fmt.Println(letters[0].Offset, letters[0].Cause, letters[0].Attempts)
 
 	// Fix the cause, then put the offset back ahead of offset 2.
-	next, ok, _ := m.Redrive("A", 1)
+	head, _ := m.Redrive("A", 1)
 	info, _ := m.Inspect("A")
-	fmt.Println(next, ok, info.Backlog)
+	fmt.Println(head.Next, head.HasNext, info.Backlog)
 	// Output:
 	// 1 schema mismatch 1
 	// 1 true [1 2]

@@ -136,11 +136,10 @@ type Expiry struct {
 	// now failed. Otherwise it is back at the front of its domain's backlog,
 	// to be granted again under a new token.
 	DeadLettered bool
-	// Next and HasNext report the offset the domain will grant next when
-	// the domain is idle and running: acquire it to keep the domain moving.
-	// That is Offset itself unless it was dead-lettered.
-	Next    int64
-	HasNext bool
+	// Head reports the offset the domain will grant next when the domain
+	// is idle and running: acquire it to keep the domain moving. That is
+	// Offset itself unless it was dead-lettered.
+	Head
 }
 
 // Reap revokes every lease whose time has run out and returns them, ordered

@@ -162,7 +162,7 @@ func TestSucceedNextResults(t *testing.T) {
 				acquire(t, m, "A", 2, worklease.Enqueued)
 				_, err := m.Fail("A", tok, errors.New("boom"))
 				require.NoError(t, err)
-				_, _, err = m.ForceRelease("A")
+				_, err = m.ForceRelease("A")
 				require.NoError(t, err)
 				return acquire(t, m, "A", 2, worklease.Acquired).Token
 			},
@@ -384,7 +384,7 @@ func TestSucceedNextFailNextErrors(t *testing.T) {
 			return worklease.RawToken(cur.Fence()+1, 1, 1)
 		}, nil, worklease.ErrTokenMismatch},
 		{"revoked", "A", func(cur, _ worklease.Token) worklease.Token { return cur }, func(m *worklease.Manager) error {
-			_, _, err := m.ForceRelease("A")
+			_, err := m.ForceRelease("A")
 			return err
 		}, worklease.ErrLeaseRevoked},
 	}

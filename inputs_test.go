@@ -34,11 +34,11 @@ var domainCalls = []struct {
 		return err
 	}},
 	{"Inspect", func(m *worklease.Manager, d string, _ int64) error { _, err := m.Inspect(d); return err }},
-	{"Redrive", func(m *worklease.Manager, d string, off int64) error { _, _, err := m.Redrive(d, off); return err }},
-	{"Kill", func(m *worklease.Manager, d string, off int64) error { _, _, err := m.Kill(d, off, "why"); return err }},
-	{"ForceRelease", func(m *worklease.Manager, d string, _ int64) error { _, _, err := m.ForceRelease(d); return err }},
+	{"Redrive", func(m *worklease.Manager, d string, off int64) error { _, err := m.Redrive(d, off); return err }},
+	{"Kill", func(m *worklease.Manager, d string, off int64) error { _, err := m.Kill(d, off, "why"); return err }},
+	{"ForceRelease", func(m *worklease.Manager, d string, _ int64) error { _, err := m.ForceRelease(d); return err }},
 	{"Pause", func(m *worklease.Manager, d string, _ int64) error { return m.Pause(d) }},
-	{"Resume", func(m *worklease.Manager, d string, _ int64) error { _, _, err := m.Resume(d); return err }},
+	{"Resume", func(m *worklease.Manager, d string, _ int64) error { _, err := m.Resume(d); return err }},
 	{"Forget", func(m *worklease.Manager, d string, _ int64) error { return m.Forget(d) }},
 }
 
@@ -91,7 +91,7 @@ func TestLongestDomainAccepted(t *testing.T) {
 	_, err = m.Succeed(d, res.Token)
 	require.NoError(t, err)
 	require.NoError(t, m.Pause(d))
-	_, _, err = m.Resume(d)
+	_, err = m.Resume(d)
 	require.NoError(t, err)
 }
 
@@ -100,7 +100,7 @@ func TestDeadLettersDomain(t *testing.T) {
 	t.Parallel()
 	m, err := worklease.New(worklease.WithMaxRetries(0))
 	require.NoError(t, err)
-	_, _, err = m.Kill("a", 1, "x")
+	_, err = m.Kill("a", 1, "x")
 	require.NoError(t, err)
 	all, err := m.DeadLetters("")
 	require.NoError(t, err)
@@ -147,10 +147,10 @@ func TestRedriveNegativeOffset(t *testing.T) {
 	_, err = m.TryAcquire("a", 1)
 	require.NoError(t, err)
 	for _, d := range []string{"a", "unknown"} {
-		_, _, err = m.Redrive(d, -5)
+		_, err = m.Redrive(d, -5)
 		require.ErrorIs(t, err, worklease.ErrInvalidOffset, d)
 		require.NotErrorIs(t, err, worklease.ErrNotDeadLettered, d)
-		_, _, err = m.Kill(d, -5, "x")
+		_, err = m.Kill(d, -5, "x")
 		require.ErrorIs(t, err, worklease.ErrInvalidOffset, d)
 	}
 }
@@ -205,7 +205,7 @@ func TestLongCauseTruncated(t *testing.T) {
 		require.NoError(t, err)
 		_, err = m.Fail("a", res.Token, cause)
 		require.NoError(t, err)
-		_, _, err = m.Kill("b", 1, text)
+		_, err = m.Kill("b", 1, text)
 		require.NoError(t, err)
 		check := func(m *worklease.Manager, restarted bool) {
 			dls, err := m.DeadLetters("")
@@ -248,7 +248,7 @@ func TestEmptyCauseIsNoCause(t *testing.T) {
 		require.NoError(t, err)
 		_, err = m.Fail("a", res.Token, errors.New(""))
 		require.NoError(t, err)
-		_, _, err = m.Kill("a", 2, "")
+		_, err = m.Kill("a", 2, "")
 		require.NoError(t, err)
 		check := func(m *worklease.Manager) {
 			dls, err := m.DeadLetters("a")
@@ -279,7 +279,7 @@ func TestMonotonicKillAhead(t *testing.T) {
 	require.NoError(t, err)
 	defer m.Close()
 
-	_, _, err = m.Kill("k", 1000, "typo")
+	_, err = m.Kill("k", 1000, "typo")
 	require.ErrorIs(t, err, worklease.ErrOffsetAhead)
 	domains, err := m.Domains()
 	require.NoError(t, err)
@@ -293,7 +293,7 @@ func TestMonotonicKillAhead(t *testing.T) {
 	before, err := m.Inspect("k")
 	require.NoError(t, err)
 	for _, off := range []int64{3, 1000} {
-		_, _, err = m.Kill("k", off, "typo")
+		_, err = m.Kill("k", off, "typo")
 		require.ErrorIs(t, err, worklease.ErrOffsetAhead, "offset %d", off)
 	}
 	after, err := m.Inspect("k")
@@ -306,18 +306,18 @@ func TestMonotonicKillAhead(t *testing.T) {
 	// Queued and in-flight offsets above hw can be killed, as before.
 	_, err = m.TryAcquire("k", 1005)
 	require.NoError(t, err)
-	_, _, err = m.Kill("k", 1005, "poison")
+	_, err = m.Kill("k", 1005, "poison")
 	require.NoError(t, err)
-	_, _, err = m.Kill("k", 999, "poison")
+	_, err = m.Kill("k", 999, "poison")
 	require.NoError(t, err)
-	_, _, err = m.Kill("k", 1, "processed")
+	_, err = m.Kill("k", 1, "processed")
 	require.ErrorIs(t, err, worklease.ErrAlreadyProcessed)
 
 	// Without the option, killing an offset never seen fails it ahead.
 	plain, err := worklease.New()
 	require.NoError(t, err)
 	defer plain.Close()
-	_, _, err = plain.Kill("k", 1000, "skip")
+	_, err = plain.Kill("k", 1000, "skip")
 	require.NoError(t, err)
 	res, err = plain.TryAcquire("k", 999)
 	require.NoError(t, err)
@@ -332,7 +332,7 @@ func TestMonotonicKillAheadReplays(t *testing.T) {
 	j := &memjournal.Journal{}
 	m, err := worklease.New(worklease.WithJournal(j)) // without the option, Kill of an unseen offset is allowed
 	require.NoError(t, err)
-	_, _, err = m.Kill("k", 1000, "skip")
+	_, err = m.Kill("k", 1000, "skip")
 	require.NoError(t, err)
 	require.NoError(t, m.Close())
 

@@ -173,7 +173,7 @@ func TestReplayKeepsFencesAboveAForgottenPast(t *testing.T) {
 	old := must(m.TryAcquire("b", 0))(t)
 	must(m.Succeed("b", old.Token))(t)
 	require.NoError(t, m.Forget("b"))
-	_, _, err := m.Kill("b", 0, "poison") // the new b has no grant yet
+	_, err := m.Kill("b", 0, "poison") // the new b has no grant yet
 	require.NoError(t, err)
 	require.NoError(t, m.Close())
 
@@ -209,7 +209,7 @@ func TestReplaySettlesACallCutShort(t *testing.T) {
 			three := must(m.TryAcquire("A", 3))(t) // 5
 			require.Equal(t, worklease.Acquired, three.Status)
 			j.FailAppendAt(7) // ForceRelease writes Released (6), then fails on Requeued (7)
-			_, _, err := m.ForceRelease("A")
+			_, err := m.ForceRelease("A")
 			require.ErrorIs(t, err, worklease.ErrJournalFailed)
 			require.NoError(t, m.Close())
 

@@ -161,20 +161,20 @@ func TestJournalReplayProperty(t *testing.T) {
 				require.NoError(t, err)
 			},
 			"Kill": func(t *rapid.T) {
-				_, _, _ = m.Kill(domain.Draw(t, "d"), offset.Draw(t, "offset"), rapid.SampledFrom([]string{"operator", ""}).Draw(t, "reason"))
+				_, _ = m.Kill(domain.Draw(t, "d"), offset.Draw(t, "offset"), rapid.SampledFrom([]string{"operator", ""}).Draw(t, "reason"))
 			},
 			"Redrive": func(t *rapid.T) {
-				_, _, _ = m.Redrive(domain.Draw(t, "d"), offset.Draw(t, "offset"))
+				_, _ = m.Redrive(domain.Draw(t, "d"), offset.Draw(t, "offset"))
 			},
 			"ForceRelease": func(t *rapid.T) {
-				_, _, _ = m.ForceRelease(domain.Draw(t, "d"))
+				_, _ = m.ForceRelease(domain.Draw(t, "d"))
 			},
 			"PauseResume": func(t *rapid.T) {
 				d := domain.Draw(t, "d")
 				if rapid.Bool().Draw(t, "pause") {
 					require.NoError(t, m.Pause(d))
 				} else {
-					_, _, err := m.Resume(d)
+					_, err := m.Resume(d)
 					require.NoError(t, err)
 				}
 			},
@@ -412,7 +412,7 @@ func TestReplayRejectsCorruptSnapshots(t *testing.T) {
 		if off%3 == 0 {
 			_, err = m.Succeed("A", res.Token)
 		} else {
-			_, _, err = m.Kill("A", off, "bad")
+			_, err = m.Kill("A", off, "bad")
 		}
 		require.NoError(t, err)
 	}

@@ -990,7 +990,7 @@ func (l *leaseModel) reap(now time.Time) []worklease.Expiry {
 		next, ok := md.next()
 		out = append(out, worklease.Expiry{
 			Domain: d, Offset: lease.offset, Token: lease.token, Attempts: lease.attempts,
-			DeadLettered: modelHas(md.failed, lease.offset), Next: next, HasNext: ok,
+			DeadLettered: modelHas(md.failed, lease.offset), Head: worklease.Head{Next: next, HasNext: ok},
 		})
 	}
 	return out
@@ -1233,8 +1233,8 @@ func (s *modelTest) kill(t *rapid.T, d string, off int64, reason string) {
 	// A negative offset is refused before the domain is touched, and so is
 	// any offset of a domain without a record under WithMonotonicOffsets.
 	before := s.before(t, d, due, off >= 0, wantErr)
-	next, ok, err := s.m.Kill(d, off, reason)
-	s.requireAdmin(t, fmt.Sprintf("Kill(%d)", off), d, before, wantNext, wantOK, wantErr, next, ok, err)
+	h, err := s.m.Kill(d, off, reason)
+	s.requireAdmin(t, fmt.Sprintf("Kill(%d)", off), d, before, wantNext, wantOK, wantErr, h.Next, h.HasNext, err)
 }
 
 func (s *modelTest) redrive(t *rapid.T, d string, off int64) {
@@ -1242,8 +1242,8 @@ func (s *modelTest) redrive(t *rapid.T, d string, off int64) {
 	due := md.due(now)
 	wantNext, wantOK, wantErr := md.redrive(off, now)
 	before := s.before(t, d, due, off >= 0, wantErr) // a negative offset is refused before the domain is touched
-	next, ok, err := s.m.Redrive(d, off)
-	s.requireAdmin(t, fmt.Sprintf("Redrive(%d)", off), d, before, wantNext, wantOK, wantErr, next, ok, err)
+	h, err := s.m.Redrive(d, off)
+	s.requireAdmin(t, fmt.Sprintf("Redrive(%d)", off), d, before, wantNext, wantOK, wantErr, h.Next, h.HasNext, err)
 }
 
 func (s *modelTest) forceRelease(t *rapid.T, d string) {
@@ -1251,8 +1251,8 @@ func (s *modelTest) forceRelease(t *rapid.T, d string) {
 	due := md.due(now)
 	wantNext, wantOK, wantErr := md.forceRelease(now)
 	before := s.before(t, d, due, true, wantErr)
-	next, ok, err := s.m.ForceRelease(d)
-	s.requireAdmin(t, "ForceRelease", d, before, wantNext, wantOK, wantErr, next, ok, err)
+	h, err := s.m.ForceRelease(d)
+	s.requireAdmin(t, "ForceRelease", d, before, wantNext, wantOK, wantErr, h.Next, h.HasNext, err)
 }
 
 func (s *modelTest) pause(t *rapid.T, d string) {
@@ -1262,8 +1262,8 @@ func (s *modelTest) pause(t *rapid.T, d string) {
 
 func (s *modelTest) resume(t *rapid.T, d string) {
 	wantNext, wantOK := s.model.domains[d].resume(s.clk.Now())
-	next, ok, err := s.m.Resume(d)
-	s.requireAdmin(t, "Resume", d, nil, wantNext, wantOK, nil, next, ok, err)
+	h, err := s.m.Resume(d)
+	s.requireAdmin(t, "Resume", d, nil, wantNext, wantOK, nil, h.Next, h.HasNext, err)
 }
 
 func (s *modelTest) forget(t *rapid.T, d string) {

@@ -70,7 +70,7 @@ func TestExactOffsetsByDefault(t *testing.T) {
 	runs, _ := worklease.TerminalRuns(m, "user-1")
 	assert.Equal(t, [][2]int64{{3, 3}, {17, 17}, {42, 42}}, runs)
 	process(t, m, "user-1", 4) // never seen: new work
-	_, _, err := m.Kill("user-1", 5, "poison")
+	_, err := m.Kill("user-1", 5, "poison")
 	require.NoError(t, err, "never seen: killed before it arrives")
 }
 
@@ -168,9 +168,9 @@ func TestMonotonicQueuedBelowHighWater(t *testing.T) {
 		three := acquire(t, m, "A", 3, worklease.Acquired)
 		_, err = m.Succeed("A", three.Token)
 		require.NoError(t, err)
-		next, ok, err := m.Kill("A", 2, "poison")
+		h, err := m.Kill("A", 2, "poison")
 		require.NoError(t, err, "queued, so not processed")
-		assert.Equal(t, nextHint{}, nextHint{next, ok})
+		assert.Equal(t, worklease.Head{}, h)
 		acquire(t, m, "A", 2, worklease.AlreadyFailed)
 	})
 }
@@ -193,14 +193,14 @@ func TestMonotonicFailedBelowHighWater(t *testing.T) {
 	assert.EqualValues(t, 3, info.Processed, "[0, 3] but the failed 1")
 	assert.EqualValues(t, 1, info.Failed)
 
-	_, _, err = m.Kill("A", 1, "again")
+	_, err = m.Kill("A", 1, "again")
 	require.NoError(t, err, "killing a failed offset changes nothing")
-	_, _, err = m.Kill("A", 2, "poison")
+	_, err = m.Kill("A", 2, "poison")
 	require.ErrorIs(t, err, worklease.ErrAlreadyProcessed, "2 counts as processed")
 
-	next, ok, err := m.Redrive("A", 1)
+	h, err := m.Redrive("A", 1)
 	require.NoError(t, err)
-	require.Equal(t, nextHint{1, true}, nextHint{next, ok})
+	require.Equal(t, worklease.Head{Next: 1, HasNext: true}, h)
 	assert.False(t, worklease.CountsProcessed(m, "A", 1), "redriven: queued, not processed")
 	info = inspect(t, m, "A")
 	assert.EqualValues(t, 3, info.Processed)
@@ -211,10 +211,10 @@ func TestMonotonicFailedBelowHighWater(t *testing.T) {
 
 	// Killing an offset above hw that the domain has not seen is refused;
 	// killing one in flight raises hw to it.
-	_, _, err = m.Kill("A", 10, "poison")
+	_, err = m.Kill("A", 10, "poison")
 	require.ErrorIs(t, err, worklease.ErrOffsetAhead)
 	acquire(t, m, "A", 10, worklease.Acquired)
-	_, _, err = m.Kill("A", 10, "poison")
+	_, err = m.Kill("A", 10, "poison")
 	require.NoError(t, err)
 	acquire(t, m, "A", 10, worklease.AlreadyFailed)
 	acquire(t, m, "A", 7, worklease.AlreadyProcessed)
@@ -240,7 +240,7 @@ func TestMonotonicMaxOffset(t *testing.T) {
 	acquire(t, m, "A", math.MaxInt64, worklease.AlreadyProcessed)
 	acquire(t, m, "A", 0, worklease.AlreadyProcessed)
 	assert.EqualValues(t, int64(math.MaxInt64), inspect(t, m, "A").Processed)
-	_, _, err := m.Kill("A", 0, "x")
+	_, err := m.Kill("A", 0, "x")
 	require.ErrorIs(t, err, worklease.ErrAlreadyProcessed)
 }
 
@@ -336,10 +336,10 @@ func TestMonotonicJournalRestart(t *testing.T) {
 			acquire(t, m, "A", 5, worklease.AlreadyFailed)
 			// 4 is force-released; then killed in flight.
 			acquire(t, m, "A", 4, worklease.Acquired)
-			_, _, err = m.ForceRelease("A")
+			_, err = m.ForceRelease("A")
 			require.NoError(t, err)
 			acquire(t, m, "A", 4, worklease.Acquired)
-			_, _, err = m.Kill("A", 4, "poison")
+			_, err = m.Kill("A", 4, "poison")
 			require.NoError(t, err)
 			// 3 is in flight, 2 queued.
 			acquire(t, m, "A", 3, worklease.Acquired)
@@ -402,7 +402,7 @@ func TestMonotonicJournalSwitchedOff(t *testing.T) {
 		require.NoError(t, err)
 		process(t, m, "A", 3)
 		acquire(t, m, "A", 5, worklease.Acquired)
-		_, _, err = m.Kill("A", 5, "poison")
+		_, err = m.Kill("A", 5, "poison")
 		require.NoError(t, err)
 		process(t, m, "A", 8)
 		if extra != nil {
@@ -504,7 +504,7 @@ func TestMonotonicJournalSwitchedOn(t *testing.T) {
 			seven := acquire(t, m, "A", 7, worklease.Acquired)
 			_, err = m.Fail("A", seven.Token, errors.New("boom"))
 			require.NoError(t, err)
-			_, _, err = m.Kill("A", 12, "poison")
+			_, err = m.Kill("A", 12, "poison")
 			require.NoError(t, err)
 			if snapshot {
 				require.NoError(t, m.Snapshot())

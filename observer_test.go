@@ -107,15 +107,15 @@ func TestObserverEventSequence(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, m.Pause("A"))
 	require.NoError(t, m.Pause("A")) // already paused: no event
-	_, _, err = m.Resume("A")
+	_, err = m.Resume("A")
 	require.NoError(t, err)
-	_, _, err = m.Redrive("A", 1)
+	_, err = m.Redrive("A", 1)
 	require.NoError(t, err)
 	tok3 := acquire(t, m, "A", 1, worklease.Acquired).Token
-	_, _, err = m.ForceRelease("A")
+	_, err = m.ForceRelease("A")
 	require.NoError(t, err)
 	tok4 := acquire(t, m, "A", 1, worklease.Acquired).Token
-	_, _, err = m.Kill("A", 1, "operator")
+	_, err = m.Kill("A", 1, "operator")
 	require.NoError(t, err)
 	require.NoError(t, m.Forget("A"))
 

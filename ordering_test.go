@@ -393,7 +393,7 @@ func TestLockTokenUniqueness(t *testing.T) {
 	clk1.Advance(ttl)
 	expired := tok
 	tok = issue(m1, "m1", "C", 1)
-	_, _, err := m1.ForceRelease("C")
+	_, err := m1.ForceRelease("C")
 	require.NoError(t, err)
 	released := tok
 	current := issue(m1, "m1", "C", 1)

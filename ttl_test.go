@@ -263,7 +263,7 @@ func TestRenewLockBeforeTimeout(t *testing.T) {
 	exp, err = m.Reap()
 	require.NoError(t, err)
 	require.Equal(t, []worklease.Expiry{{
-		Domain: "queue", Offset: 1, Token: res.Token, Attempts: 1, Next: 1, HasNext: true,
+		Domain: "queue", Offset: 1, Token: res.Token, Attempts: 1, Head: worklease.Head{Next: 1, HasNext: true},
 	}}, exp, "due at the new expiration")
 	require.Equal(t, []int64{1, 2}, inspect(t, m, "queue").Backlog, "back at the front, ahead of 2")
 }
@@ -307,7 +307,7 @@ func TestExpiryIsAFailedAttempt(t *testing.T) {
 					exp, err := m.Reap()
 					require.NoError(t, err)
 					require.Equal(t, []worklease.Expiry{{
-						Domain: "A", Offset: 1, Token: res.Token, Attempts: n, Next: 1, HasNext: true,
+						Domain: "A", Offset: 1, Token: res.Token, Attempts: n, Head: worklease.Head{Next: 1, HasNext: true},
 					}}, exp)
 				}
 				res = acquire(t, m, "A", 1, worklease.Acquired)
@@ -322,7 +322,7 @@ func TestExpiryIsAFailedAttempt(t *testing.T) {
 				exp, err := m.Reap()
 				require.NoError(t, err)
 				require.Equal(t, []worklease.Expiry{{
-					Domain: "A", Offset: 1, Token: res.Token, Attempts: 3, DeadLettered: true, Next: 2, HasNext: true,
+					Domain: "A", Offset: 1, Token: res.Token, Attempts: 3, DeadLettered: true, Head: worklease.Head{Next: 2, HasNext: true},
 				}}, exp, "the hint moves on to the next offset")
 			}
 			acquire(t, m, "A", 1, worklease.AlreadyFailed)
@@ -494,7 +494,7 @@ func TestExtendByHugeDuration(t *testing.T) {
 	clk.Advance(time.Hour)
 	exp, err := m.Reap()
 	require.NoError(t, err)
-	require.Equal(t, []worklease.Expiry{{Domain: "B", Offset: 1, Token: early.Token, Attempts: 1, Next: 1, HasNext: true}}, exp)
+	require.Equal(t, []worklease.Expiry{{Domain: "B", Offset: 1, Token: early.Token, Attempts: 1, Head: worklease.Head{Next: 1, HasNext: true}}}, exp)
 	require.True(t, inspect(t, m, "A").Leased)
 	exp, err = m.Reap()
 	require.NoError(t, err)
@@ -516,7 +516,7 @@ func TestReap(t *testing.T) {
 	clk.Advance(ttl)
 	exp, err := m.Reap()
 	require.NoError(t, err)
-	require.Equal(t, []worklease.Expiry{{Domain: "poison", Offset: 5, Token: poison.Token, Attempts: 1, Next: 5, HasNext: true}}, exp)
+	require.Equal(t, []worklease.Expiry{{Domain: "poison", Offset: 5, Token: poison.Token, Attempts: 1, Head: worklease.Head{Next: 5, HasNext: true}}}, exp)
 	start := clk.Now()
 	poison = acquire(t, m, "poison", 5, worklease.Acquired)
 
@@ -541,9 +541,9 @@ func TestReap(t *testing.T) {
 	exp, err = m.Reap()
 	require.NoError(t, err)
 	require.Equal(t, []worklease.Expiry{
-		{Domain: "a", Offset: 3, Token: a.Token, Attempts: 1, Next: 3, HasNext: true},
-		{Domain: "c", Offset: 1, Token: c.Token, Attempts: 1, Next: 1, HasNext: true},
-		{Domain: "poison", Offset: 5, Token: poison.Token, Attempts: 2, DeadLettered: true, Next: 6, HasNext: true},
+		{Domain: "a", Offset: 3, Token: a.Token, Attempts: 1, Head: worklease.Head{Next: 3, HasNext: true}},
+		{Domain: "c", Offset: 1, Token: c.Token, Attempts: 1, Head: worklease.Head{Next: 1, HasNext: true}},
+		{Domain: "poison", Offset: 5, Token: poison.Token, Attempts: 2, DeadLettered: true, Head: worklease.Head{Next: 6, HasNext: true}},
 	}, exp)
 	for _, d := range []string{"a", "c", "poison", "touched"} {
 		require.False(t, inspect(t, m, d).Leased, d)
@@ -559,7 +559,7 @@ func TestReap(t *testing.T) {
 	clk.Set(start.Add(40 * time.Second))
 	exp, err = m.Reap()
 	require.NoError(t, err)
-	require.Equal(t, []worklease.Expiry{{Domain: "late", Offset: 1, Token: late.Token, Attempts: 1, Next: 1, HasNext: true}}, exp)
+	require.Equal(t, []worklease.Expiry{{Domain: "late", Offset: 1, Token: late.Token, Attempts: 1, Head: worklease.Head{Next: 1, HasNext: true}}}, exp)
 }
 
 // Reap on a Manager with 10,000 leases whose grants are staggered so that
@@ -580,7 +580,7 @@ func TestReapAtScale(t *testing.T) {
 		d := fmt.Sprintf("d%05d", i)
 		res := acquire(t, m, d, int64(i), worklease.Acquired)
 		if i < due {
-			want = append(want, worklease.Expiry{Domain: d, Offset: int64(i), Token: res.Token, Attempts: 1, Next: int64(i), HasNext: true})
+			want = append(want, worklease.Expiry{Domain: d, Offset: int64(i), Token: res.Token, Attempts: 1, Head: worklease.Head{Next: int64(i), HasNext: true}})
 		}
 	}
 	clk.Set(epoch.Add(ttl))
@@ -722,7 +722,7 @@ func TestExpiryIndexAfterRemoval(t *testing.T) {
 			require.Len(t, exp, 1)
 			require.Equal(t, "a", exp[0].Domain)
 			// Offset 1 is back at the front; give it up so that "a" is idle.
-			_, _, err = m.Kill("a", 1, "gone")
+			_, err = m.Kill("a", 1, "gone")
 			require.NoError(t, err)
 		}},
 	}
@@ -746,11 +746,11 @@ func TestExpiryIndexAfterRemoval(t *testing.T) {
 			clk.Set(epoch.Add(10*time.Second + ttl))
 			exp, err := m.Reap()
 			require.NoError(t, err)
-			require.Equal(t, []worklease.Expiry{{Domain: "b", Offset: 1, Token: b.Token, Attempts: 1, Next: 1, HasNext: true}}, exp)
+			require.Equal(t, []worklease.Expiry{{Domain: "b", Offset: 1, Token: b.Token, Attempts: 1, Head: worklease.Head{Next: 1, HasNext: true}}}, exp)
 			clk.Set(epoch.Add(20*time.Second + ttl))
 			exp, err = m.Reap()
 			require.NoError(t, err)
-			require.Equal(t, []worklease.Expiry{{Domain: "c", Offset: 1, Token: c.Token, Attempts: 1, Next: 1, HasNext: true}}, exp)
+			require.Equal(t, []worklease.Expiry{{Domain: "c", Offset: 1, Token: c.Token, Attempts: 1, Head: worklease.Head{Next: 1, HasNext: true}}}, exp)
 		})
 	}
 }
@@ -790,14 +790,14 @@ func TestTokenCheckOrder(t *testing.T) {
 		}, worklease.ErrLeaseExpired},
 		{"force-released, idle", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) worklease.Token {
 			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
-			_, _, err := m.ForceRelease("A")
+			_, err := m.ForceRelease("A")
 			require.NoError(t, err)
 			return tok
 		}, worklease.ErrLeaseRevoked},
 		{"killed, leased again", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) worklease.Token {
 			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
 			acquire(t, m, "A", 2, worklease.Enqueued)
-			_, _, err := m.Kill("A", 1, "stuck")
+			_, err := m.Kill("A", 1, "stuck")
 			require.NoError(t, err)
 			acquire(t, m, "A", 2, worklease.Acquired)
 			return tok
@@ -806,7 +806,7 @@ func TestTokenCheckOrder(t *testing.T) {
 			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
 			clk.Advance(ttl)
 			acquire(t, m, "A", 1, worklease.Acquired)
-			_, _, err := m.ForceRelease("A")
+			_, err := m.ForceRelease("A")
 			require.NoError(t, err)
 			return tok
 		}, worklease.ErrNoLease},
@@ -814,14 +814,14 @@ func TestTokenCheckOrder(t *testing.T) {
 			tok := acquire(t, m, "A", 1, worklease.Acquired).Token
 			clk.Advance(ttl)
 			acquire(t, m, "A", 1, worklease.Acquired)
-			_, _, err := m.ForceRelease("A")
+			_, err := m.ForceRelease("A")
 			require.NoError(t, err)
 			acquire(t, m, "A", 1, worklease.Acquired)
 			return tok
 		}, worklease.ErrTokenMismatch},
 		{"zero token, idle after a revoke", func(t *testing.T, m *worklease.Manager, _ *clock.Fake) worklease.Token {
 			acquire(t, m, "A", 1, worklease.Acquired)
-			_, _, err := m.ForceRelease("A")
+			_, err := m.ForceRelease("A")
 			require.NoError(t, err)
 			return worklease.Token{}
 		}, worklease.ErrNoLease},

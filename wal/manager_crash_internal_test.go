@@ -336,7 +336,7 @@ func runManagerWorkload(t *testing.T, cfg managerCrashConfig) *managerCrashRun {
 		case k < 72: // Kill
 			off := offset(d)
 			call(fmt.Sprintf("Kill(%s, %d)", d, off), func() error {
-				_, _, err := m.Kill(d, off, fmt.Sprint("killed ", off))
+				_, err := m.Kill(d, off, fmt.Sprint("killed ", off))
 				return err
 			})
 		case k < 76: // Redrive, mostly of a dead letter
@@ -345,19 +345,19 @@ func runManagerWorkload(t *testing.T, cfg managerCrashConfig) *managerCrashRun {
 				off = dead[rng.IntN(len(dead))].Offset
 			}
 			call(fmt.Sprintf("Redrive(%s, %d)", d, off), func() error {
-				_, _, err := m.Redrive(d, off)
+				_, err := m.Redrive(d, off)
 				return err
 			})
 		case k < 79:
 			call(fmt.Sprintf("ForceRelease(%s)", d), func() error {
-				_, _, err := m.ForceRelease(d)
+				_, err := m.ForceRelease(d)
 				return err
 			})
 		case k < 82:
 			call(fmt.Sprintf("Pause(%s)", d), func() error { return m.Pause(d) })
 		case k < 86:
 			call(fmt.Sprintf("Resume(%s)", d), func() error {
-				_, _, err := m.Resume(d)
+				_, err := m.Resume(d)
 				return err
 			})
 		case k < 89:

@@ -198,7 +198,7 @@ func crashStep(m *worklease.Manager, say func(string, ...any) error, rng *rand.R
 		if err := say("do kill %s %d", d, off); err != nil {
 			return err
 		}
-		if _, _, err := m.Kill(d, off, "killed"); err != nil {
+		if _, err := m.Kill(d, off, "killed"); err != nil {
 			return err
 		}
 		return say("ack failed %s %d", d, off)

@@ -97,7 +97,7 @@ func buildJournal(t *testing.T) fixture {
 	succeed("billing", acquire("billing", 10))
 	require.NoError(t, m.Pause("billing"))
 	enqueue("billing", 11)
-	_, _, err = m.Kill(tabDomain, 7, "poison: bad json")
+	_, err = m.Kill(tabDomain, 7, "poison: bad json")
 	require.NoError(t, err)
 
 	require.NoError(t, m.Snapshot())
@@ -610,7 +610,7 @@ func TestMonotonic(t *testing.T) {
 		res, err := m.TryAcquire("keyed", off)
 		require.NoError(t, err)
 		if off == 5 {
-			_, _, err = m.Kill("keyed", off, "poison")
+			_, err = m.Kill("keyed", off, "poison")
 		} else {
 			_, err = m.Succeed("keyed", res.Token)
 		}
@@ -707,9 +707,9 @@ func TestJSONRoundTripsAnyBytes(t *testing.T) {
 	m, err := worklease.New(worklease.WithJournal(mustOpen(t, dir)), worklease.WithClock(clock.NewFake(t0)),
 		worklease.WithMaxRetries(0))
 	require.NoError(t, err)
-	_, _, err = m.Kill(badDomain, 1, badCause)
+	_, err = m.Kill(badDomain, 1, badCause)
 	require.NoError(t, err)
-	_, _, err = m.Kill("plain", 1, goodCause)
+	_, err = m.Kill("plain", 1, goodCause)
 	require.NoError(t, err)
 	_, err = m.TryAcquire(badDomain, 2)
 	require.NoError(t, err)
