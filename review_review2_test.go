@@ -264,3 +264,23 @@ func TestReview2CutShortReleaseThenMonotonicSwitch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, worklease.Acquired, res.Status, "offset 1 never finished, but the switch made it processed")
 }
+
+// An operator's Kill reason, or a worker's Fail cause, whose text happens to
+// be ErrLeaseExpired's reads as that sentinel after a restart but not
+// before: errors.Is(dl.Cause, ErrLeaseExpired) changes with the restart.
+func TestReview2CauseTextSpoofsSentinelAfterRestart(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	j := &memjournal.Journal{}
+	m, err := worklease.New(worklease.WithJournal(j), worklease.WithClock(clk))
+	require.NoError(t, err)
+	_, _, err = m.Kill("a", 1, worklease.ErrLeaseExpired.Error())
+	require.NoError(t, err)
+	dls, err := m.DeadLetters("a")
+	require.NoError(t, err)
+	before := errors.Is(dls[0].Cause, worklease.ErrLeaseExpired)
+	m, _ = r2Restart(t, m, j, false, worklease.WithClock(clk))
+	dls, err = m.DeadLetters("a")
+	require.NoError(t, err)
+	after := errors.Is(dls[0].Cause, worklease.ErrLeaseExpired)
+	require.Equal(t, before, after, "errors.Is(cause, ErrLeaseExpired) before the restart: %v, after: %v", before, after)
+}
