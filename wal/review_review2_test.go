@@ -1,6 +1,8 @@
 package wal_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,4 +27,47 @@ func TestReview2NewWithInvalidConfigClosesJournal(t *testing.T) {
 	}
 	require.NoError(t, err, "New failed but left the journal open and its directory locked")
 	require.NoError(t, l2.Close())
+}
+
+// The largest records a Manager writes fit a log opened with the smallest
+// record limit, in every sync mode, and replay the same: a domain of
+// MaxDomainLen bytes with a Fail cause and a Kill reason longer than
+// MaxCauseLen, made of multi-byte runes.
+func TestReview2LargestRecordsFitMinMaxRecordSize(t *testing.T) {
+	for _, mode := range []wal.SyncMode{wal.SyncAlways, wal.SyncNone} {
+		dir := t.TempDir()
+		open := func() *worklease.Manager {
+			l, err := wal.Open(dir, wal.WithMaxRecordSize(wal.MinMaxRecordSize), wal.WithSyncMode(mode))
+			require.NoError(t, err)
+			m, err := worklease.New(worklease.WithJournal(l), worklease.WithMaxRetries(1))
+			require.NoError(t, err)
+			return m
+		}
+		m := open()
+		domain := strings.Repeat("d", worklease.MaxDomainLen)
+		cause := strings.Repeat("é", worklease.MaxCauseLen) // 2 bytes each
+		r, err := m.TryAcquire(domain, 1)
+		require.NoError(t, err)
+		_, err = m.TryAcquire(domain, 2)
+		require.NoError(t, err)
+		_, err = m.Fail(domain, r.Token, errors.New(cause))
+		require.NoError(t, err)
+		_, err = m.FailNext(domain, r.Token, errors.New(cause))
+		require.NoError(t, err)
+		_, _, err = m.Kill(domain, 2, cause)
+		require.NoError(t, err)
+		before, err := m.DeadLetters(domain)
+		require.NoError(t, err)
+		require.Len(t, before, 2)
+		require.NoError(t, m.Close())
+		m = open()
+		after, err := m.DeadLetters(domain)
+		require.NoError(t, err)
+		require.Len(t, after, 2)
+		for i := range before {
+			require.Equal(t, before[i].Cause.Error(), after[i].Cause.Error())
+			require.Equal(t, before[i].Attempts, after[i].Attempts)
+		}
+		require.NoError(t, m.Close())
+	}
 }
