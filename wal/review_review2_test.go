@@ -71,3 +71,41 @@ func TestReview2LargestRecordsFitMinMaxRecordSize(t *testing.T) {
 		require.NoError(t, m.Close())
 	}
 }
+
+// WithMonotonicOffsets says the switch of the option reaches the journal
+// with the Manager's first record or snapshot. A Snapshot taken right after
+// New on a journal whose last snapshot covers every record is a no-op, so
+// the switch never reaches the journal: an offset the monotonic Manager
+// answered AlreadyProcessed for is granted as new work after the next
+// restart, although "every offset that counted as processed stays
+// processed" when the option is switched off.
+func TestReview2SnapshotRecordsSwitch(t *testing.T) {
+	dir := t.TempDir()
+	open := func(opts ...worklease.Option) *worklease.Manager {
+		l, err := wal.Open(dir)
+		require.NoError(t, err)
+		m, err := worklease.New(append(opts, worklease.WithJournal(l))...)
+		require.NoError(t, err)
+		return m
+	}
+	m := open()
+	r, err := m.TryAcquire("a", 5)
+	require.NoError(t, err)
+	_, err = m.Succeed("a", r.Token)
+	require.NoError(t, err)
+	require.NoError(t, m.Snapshot())
+	require.NoError(t, m.Close())
+
+	m = open(worklease.WithMonotonicOffsets())
+	res, err := m.TryAcquire("a", 3)
+	require.NoError(t, err)
+	require.Equal(t, worklease.AlreadyProcessed, res.Status)
+	require.NoError(t, m.Snapshot()) // the switch should reach the journal here
+	require.NoError(t, m.Close())
+
+	m = open()
+	defer m.Close()
+	res, err = m.TryAcquire("a", 3)
+	require.NoError(t, err)
+	require.Equal(t, worklease.AlreadyProcessed, res.Status, "offset 3 counted as processed before the restart")
+}
