@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -108,4 +109,49 @@ func TestReview2SnapshotRecordsSwitch(t *testing.T) {
 	res, err = m.TryAcquire("a", 3)
 	require.NoError(t, err)
 	require.Equal(t, worklease.AlreadyProcessed, res.Status, "offset 3 counted as processed before the restart")
+}
+
+// A journal written before domains were bounded holds a lease, granted
+// without a TTL, on a domain longer than MaxDomainLen whose Acquired record
+// fits the log's limit. The Journal doc says the Manager writes no record
+// of such a domain again, and Reap leaves its lease alone; but New with
+// WithLeaseTTL gives the restored lease an expiry and journals it as an
+// Extended record, which is larger than the Acquired one and over the
+// limit: New fails with ErrJournalFailed, and does so after every restart,
+// so the journal can never be opened with a TTL again.
+func TestReview2TimeRestoredLeaseOfUnboundedDomain(t *testing.T) {
+	dir := t.TempDir()
+	tok, err := worklease.NewToken(1, 1, 7)
+	require.NoError(t, err)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := worklease.Record{Kind: worklease.EventAcquired, Offset: 1, Attempt: 1, Token: tok, At: at, AcquiredAt: at}
+	// The longest domain whose Acquired record fits the default limit.
+	rec.Domain = strings.Repeat("x", wal.DefaultMaxRecordSize-64)
+	for {
+		b, _ := rec.MarshalBinary()
+		if len(b) == wal.DefaultMaxRecordSize {
+			break
+		}
+		rec.Domain = strings.Repeat("x", len(rec.Domain)+wal.DefaultMaxRecordSize-len(b))
+	}
+	l, err := wal.Open(dir)
+	require.NoError(t, err)
+	seq, err := l.AppendRecord(rec)
+	require.NoError(t, err)
+	require.NoError(t, l.Wait(seq))
+	require.NoError(t, l.Close())
+
+	// Without a TTL it opens (the lease is kept, as documented).
+	l, err = wal.Open(dir)
+	require.NoError(t, err)
+	m, err := worklease.New(worklease.WithJournal(l))
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+
+	// With one, New must not write a record of that domain.
+	l, err = wal.Open(dir)
+	require.NoError(t, err)
+	m, err = worklease.New(worklease.WithJournal(l), worklease.WithLeaseTTL(time.Minute))
+	require.NoError(t, err, "a lease on a domain no call accepts made New fail")
+	require.NoError(t, m.Close())
 }
