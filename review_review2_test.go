@@ -284,3 +284,60 @@ func TestReview2CauseTextSpoofsSentinelAfterRestart(t *testing.T) {
 	after := errors.Is(dls[0].Cause, worklease.ErrLeaseExpired)
 	require.Equal(t, before, after, "errors.Is(cause, ErrLeaseExpired) before the restart: %v, after: %v", before, after)
 }
+
+// SucceedNext and FailNext (with parking, TTL, LIFO) across restarts, with
+// and without snapshots: every state reads the same.
+func TestReview2HandoffAcrossRestart(t *testing.T) {
+	for _, snap := range []bool{false, true} {
+		for _, lifo := range []bool{false, true} {
+			t.Run(fmt.Sprint("snapshot=", snap, ",lifo=", lifo), func(t *testing.T) {
+				clk := clock.NewFake(epoch)
+				opts := []worklease.Option{worklease.WithClock(clk), worklease.WithMaxRetries(1), worklease.WithLeaseTTL(time.Minute), worklease.WithParkOnDeadLetter()}
+				if lifo {
+					opts = append(opts, worklease.WithOrdering(worklease.LIFO))
+				}
+				j := &memjournal.Journal{}
+				m, err := worklease.New(append([]worklease.Option{worklease.WithJournal(j)}, opts...)...)
+				require.NoError(t, err)
+				r := acquire(t, m, "a", 1, worklease.Acquired)
+				for o := int64(2); o < 6; o++ {
+					acquire(t, m, "a", o, worklease.Enqueued)
+				}
+				tok := r.Token
+				step := func(i int) {
+					info, err := m.Inspect("a")
+					require.NoError(t, err)
+					if !info.Leased {
+						_, _, err := m.Resume("a")
+						require.NoError(t, err)
+						info, err = m.Inspect("a")
+						require.NoError(t, err)
+						if !info.Leased && len(info.Backlog) > 0 {
+							res, err := m.TryAcquire("a", info.Backlog[0])
+							require.NoError(t, err)
+							tok = res.Token
+						}
+						return
+					}
+					tok = info.Lease.Token
+					clk.Advance(time.Second)
+					if i%3 == 0 {
+						res, err := m.SucceedNext("a", tok)
+						require.NoError(t, err)
+						tok = res.Lease.Token
+					} else {
+						res, err := m.FailNext("a", tok, r2Err)
+						require.NoError(t, err)
+						tok = res.Lease.Token
+					}
+				}
+				for i := 0; i < 12; i++ {
+					step(i)
+					before := r2Dump(t, m)
+					m, j = r2Restart(t, m, j, snap && i%2 == 0, opts...)
+					require.Equal(t, before, r2Dump(t, m), "step %d", i)
+				}
+			})
+		}
+	}
+}
