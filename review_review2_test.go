@@ -341,3 +341,32 @@ func TestReview2HandoffAcrossRestart(t *testing.T) {
 		}
 	}
 }
+
+// A domain whose restored lease ends, then is forgotten and used again,
+// keeps its fences above the old ones across restarts and snapshots.
+func TestReview2ForgetRestoredDomainFences(t *testing.T) {
+	for _, snap := range []bool{false, true} {
+		t.Run(fmt.Sprint("snapshot=", snap), func(t *testing.T) {
+			clk := clock.NewFake(epoch)
+			j := &memjournal.Journal{}
+			m, err := worklease.New(worklease.WithJournal(j), worklease.WithClock(clk))
+			require.NoError(t, err)
+			r1 := acquire(t, m, "a", 1, worklease.Acquired)
+			m, j = r2Restart(t, m, j, snap, worklease.WithClock(clk))
+			_, err = m.Succeed("a", r1.Token)
+			require.NoError(t, err)
+			require.NoError(t, m.Forget("a"))
+			m, j = r2Restart(t, m, j, snap, worklease.WithClock(clk))
+			r2 := acquire(t, m, "a", 2, worklease.Acquired)
+			require.Greater(t, r2.Token.Fence(), r1.Token.Fence())
+			before := r2Dump(t, m)
+			m, _ = r2Restart(t, m, j, !snap, worklease.WithClock(clk))
+			require.Equal(t, before, r2Dump(t, m))
+			r3, err := m.SucceedNext("a", r2.Token)
+			require.NoError(t, err)
+			require.Equal(t, worklease.NoBacklog, r3.Status)
+			r4 := acquire(t, m, "a", 1, worklease.Acquired) // forgotten: 1 is new again
+			require.Greater(t, r4.Token.Fence(), r2.Token.Fence())
+		})
+	}
+}
