@@ -84,25 +84,25 @@ func TestReview2ForceReleaseAttemptsAcrossRestart(t *testing.T) {
 				_, err = m.Fail("a", r.Token, r2Err)
 				require.NoError(t, err)
 				clk.Advance(time.Second)
-				_, _, err = m.ForceRelease("a")
+				_, err = m.ForceRelease("a")
 				require.NoError(t, err)
 				// b: attempt 1 force-released, attempt 2 in flight.
 				acquire(t, m, "b", 1, worklease.Acquired)
-				_, _, err = m.ForceRelease("b")
+				_, err = m.ForceRelease("b")
 				require.NoError(t, err)
 				acquire(t, m, "b", 1, worklease.Acquired)
 				// c: attempt 1 force-released, attempt 2 force-released, attempt 3 in flight, then a Kill in flight
 				acquire(t, m, "c", 1, worklease.Acquired)
-				_, _, err = m.ForceRelease("c")
+				_, err = m.ForceRelease("c")
 				require.NoError(t, err)
 				acquire(t, m, "c", 1, worklease.Acquired)
-				_, _, err = m.ForceRelease("c")
+				_, err = m.ForceRelease("c")
 				require.NoError(t, err)
 				acquire(t, m, "c", 1, worklease.Acquired)
 				return m, j
 			}
 			finish := func(m *worklease.Manager) r2State {
-				_, _, err := m.Kill("a", 1, "gone")
+				_, err := m.Kill("a", 1, "gone")
 				require.NoError(t, err)
 				lb, err := m.Inspect("b")
 				require.NoError(t, err)
@@ -110,7 +110,7 @@ func TestReview2ForceReleaseAttemptsAcrossRestart(t *testing.T) {
 				require.NoError(t, err)
 				_, err = m.Fail("b", lb.Lease.Token, r2Err) // give up
 				require.NoError(t, err)
-				_, _, err = m.Kill("c", 1, "stop")
+				_, err = m.Kill("c", 1, "stop")
 				require.NoError(t, err)
 				return r2Dump(t, m)
 			}
@@ -210,10 +210,10 @@ func TestReview2MonotonicSwitchChain(t *testing.T) {
 				}
 				require.NoError(t, err)
 			}
-			_, _, err = m.Redrive("a", 2)
+			_, err = m.Redrive("a", 2)
 			require.NoError(t, err)
 			acquire(t, m, "a", 2, worklease.Acquired)
-			_, _, err = m.ForceRelease("a")
+			_, err = m.ForceRelease("a")
 			require.NoError(t, err)
 			before := r2Dump(t, m)
 			require.Equal(t, []int64{0, 1, 3, 4}, r2Processed(m, "a", 8))
@@ -253,7 +253,7 @@ func TestReview2CutShortReleaseThenMonotonicSwitch(t *testing.T) {
 	acquire(t, m, "a", 1, worklease.Acquired) // in flight below the highest terminal offset
 	seqs, _ := j.Records()
 	j.FailAppendAt(seqs[len(seqs)-1] + 2) // the Requeued record after Released
-	_, _, err = m.ForceRelease("a")
+	_, err = m.ForceRelease("a")
 	require.ErrorIs(t, err, worklease.ErrJournalFailed)
 	_ = m.Close()
 
@@ -273,7 +273,7 @@ func TestReview2CauseTextSpoofsSentinelAfterRestart(t *testing.T) {
 	j := &memjournal.Journal{}
 	m, err := worklease.New(worklease.WithJournal(j), worklease.WithClock(clk))
 	require.NoError(t, err)
-	_, _, err = m.Kill("a", 1, worklease.ErrLeaseExpired.Error())
+	_, err = m.Kill("a", 1, worklease.ErrLeaseExpired.Error())
 	require.NoError(t, err)
 	dls, err := m.DeadLetters("a")
 	require.NoError(t, err)
@@ -308,7 +308,7 @@ func TestReview2HandoffAcrossRestart(t *testing.T) {
 					info, err := m.Inspect("a")
 					require.NoError(t, err)
 					if !info.Leased {
-						_, _, err := m.Resume("a")
+						_, err := m.Resume("a")
 						require.NoError(t, err)
 						info, err = m.Inspect("a")
 						require.NoError(t, err)

@@ -55,7 +55,7 @@ func TestReview2LargestRecordsFitMinMaxRecordSize(t *testing.T) {
 		require.NoError(t, err)
 		_, err = m.FailNext(domain, r.Token, errors.New(cause))
 		require.NoError(t, err)
-		_, _, err = m.Kill(domain, 2, cause)
+		_, err = m.Kill(domain, 2, cause)
 		require.NoError(t, err)
 		before, err := m.DeadLetters(domain)
 		require.NoError(t, err)
