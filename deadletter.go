@@ -79,7 +79,8 @@ type DeadLetter struct {
 	// none, or if its text was empty: a journal keeps a cause as its text,
 	// so an empty one reads the same before and after a restart. After a
 	// restart it is an error with the same text (ErrLeaseExpired and
-	// ErrLeaseRevoked are restored as themselves).
+	// ErrLeaseRevoked are restored as themselves, and a cause whose text is
+	// one of theirs matches it under errors.Is before a restart too).
 	Cause    error
 	Attempts int       // attempts made, the last one included; 0 if killed before any
 	At       time.Time // when it failed

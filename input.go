@@ -121,14 +121,15 @@ func truncateText(s string, n int) string {
 // err, whose text it takes here, outside the domain's lock, as that calls
 // the caller's code. A cause whose text must be kept, because a journal
 // records it, or changed, because it is empty (a dead letter keeps no
-// cause then) or longer than MaxCauseLen, becomes a *causeText with that
-// text; any other is passed on as it is.
+// cause then) or longer than MaxCauseLen, or read as a sentinel of the
+// package (see causeText.Is), becomes a *causeText with that text; any
+// other is passed on as it is.
 func keepCause(err error, journaled bool) error {
 	if err == nil {
 		return nil
 	}
 	text := err.Error()
-	if journaled || text == "" || len(text) > MaxCauseLen {
+	if journaled || text == "" || len(text) > MaxCauseLen || isSentinelText(text) {
 		return &causeText{err: err, text: truncateText(text, MaxCauseLen)}
 	}
 	return err

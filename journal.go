@@ -53,9 +53,11 @@ type Journal interface {
 }
 
 // WithJournal makes the Manager journal every transition to j. New first
-// rebuilds the Manager's state by replaying j, and Close closes j; if New
-// fails, it closes j itself, unless j is in use by another Manager
-// (ErrJournalInUse), which keeps it. With a
+// rebuilds the Manager's state by replaying j, and Close closes j. If New
+// fails replaying j, it closes j itself, unless j is in use by another
+// Manager (ErrJournalInUse), which keeps it; if New refuses an option
+// (ErrInvalidConfig), it leaves j untouched, open, for the caller to close
+// or to pass to New again. With a
 // journal, a call returns only once the records it wrote, and those of the
 // domain before them, are durable, as j's Wait defines it; many concurrent
 // calls share the journal's flushes. Times read back from a journal (lease
@@ -127,8 +129,9 @@ type Record struct {
 	// is configured, which replay applies without a time.
 	At time.Time
 
-	// AcquiredAt and Retries: for EventAcquired and EventRequeued, the
-	// offset's first grant and its failed attempts so far. Attempt counts
+	// AcquiredAt and Retries: for EventAcquired, EventRequeued,
+	// EventRetrying and EventExtended, the offset's first grant and its
+	// failed attempts so far (after a retry, this one included). Attempt counts
 	// force-released attempts too, which Retries does not: an Acquired
 	// record's Attempt is the attempt it starts, a Requeued record's the
 	// attempts made so far. (Journals written before Attempt counted them
@@ -160,6 +163,21 @@ type causeText struct {
 
 func (c *causeText) Error() string { return c.text }
 func (c *causeText) Unwrap() error { return c.err }
+
+// Is reports whether target is the package's own sentinel whose text c
+// holds. A journal keeps only a cause's text, and replay turns those texts
+// back into the sentinels (see causeFromText): a cause that reads as one
+// matches it before a restart too, so that the same dead letter reads the
+// same after one.
+func (c *causeText) Is(target error) bool {
+	return (target == ErrLeaseExpired || target == ErrLeaseRevoked) && c.text == target.Error()
+}
+
+// isSentinelText reports whether text is that of a sentinel that
+// causeFromText restores.
+func isSentinelText(text string) bool {
+	return text == ErrLeaseExpired.Error() || text == ErrLeaseRevoked.Error()
+}
 
 // textOf returns the text a record keeps for cause. Causes that reach it
 // are the package's own errors or a *causeText, never a caller's error.

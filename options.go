@@ -116,7 +116,8 @@ func WithShards(n int) Option {
 // returns its expiry, Reap revokes it once due, Leases and Inspect report
 // it, and a retry keeps it (there is no TTL to add); once it ends, the
 // offset's next grant never expires. A lease restored without an expiry
-// into a Manager with WithLeaseTTL gets one d after New, which New
+// into a Manager with WithLeaseTTL gets one d after New (except on a
+// domain no call accepts, see MaxDomainLen, which keeps none), which New
 // journals as an extension (told to no observer, counted in no Stats), so
 // that a holder that died with the old process is reaped and every later
 // replay restores the same expiry. If the journal refuses that record (a

@@ -45,15 +45,13 @@ func (m *Manager) replay() error {
 		}
 		return err
 	}
-	m.settleAllEnded()
 	// The state is under the rule the journal's latest part was written
 	// with; the Manager goes on under its own, and says so in the journal
 	// with its first record unless the journal says so already.
 	rs := m.replaying
-	if rs.policy.monotonic != m.policy.monotonic {
-		m.switchRule(m.policy.monotonic)
-	}
-	m.settingsDue.Store(!rs.recorded || rs.policy.monotonic != m.policy.monotonic)
+	due := !rs.recorded || rs.policy.monotonic != m.policy.monotonic
+	m.settleAndSwitch(m.policy.monotonic)
+	m.settingsDue.Store(due)
 	return m.checkInvariants()
 }
 
@@ -64,12 +62,28 @@ func (m *Manager) applySettings(rec Record) error {
 	if rec != (Record{Kind: RecordSettings, Offset: -1, Monotonic: rec.Monotonic}) {
 		return errors.New("settings record with the fields of a transition")
 	}
-	m.settleAllEnded()
-	if rec.Monotonic != m.replaying.policy.monotonic {
-		m.switchRule(rec.Monotonic)
-	}
-	m.replaying.policy.monotonic, m.replaying.recorded = rec.Monotonic, true
+	m.settleAndSwitch(rec.Monotonic)
+	m.replaying.recorded = true
 	return nil
+}
+
+// settleAndSwitch settles every lease whose follow-up record is missing
+// (see settleEnded) and goes on under the watermark rule of
+// WithMonotonicOffsets if toMonotonic is set, the exact rule otherwise.
+// Where either rule is the watermark, the offsets are settled under it, so
+// that an offset which never finished is queued again rather than counted
+// processed: before a switch off it, after a switch to it.
+func (m *Manager) settleAndSwitch(toMonotonic bool) {
+	p := &m.replaying.policy
+	if toMonotonic && !p.monotonic {
+		m.switchRule(true)
+		p.monotonic = true
+	}
+	m.settleAllEnded()
+	if p.monotonic != toMonotonic {
+		m.switchRule(toMonotonic)
+		p.monotonic = toMonotonic
+	}
 }
 
 // settleAllEnded settles every lease whose follow-up record is missing
@@ -367,8 +381,9 @@ func (m *Manager) anyLeaseExpires() bool {
 // expiry, as a Manager without WithLeaseTTL granted it, an expiry one TTL
 // from now when this Manager has a TTL, so that a holder that died with the
 // old process is reaped. Each is journaled as an extension, so that every
-// later replay restores the same expiry, with or without the option. Like
-// replay, it counts nothing in Stats and tells no observer.
+// later replay restores the same expiry, with or without the option; a
+// lease on a domain no call accepts keeps none. Like replay, it counts
+// nothing in Stats and tells no observer.
 func (m *Manager) timeRestoredLeases() error {
 	if m.policy.ttl == 0 {
 		return nil
@@ -380,7 +395,10 @@ func (m *Manager) timeRestoredLeases() error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		l := &r.state.lease
-		if !r.state.leased || l.expiresAt != 0 || appendErr != nil {
+		// A domain no call accepts (held by a journal written before
+		// domains were bounded) gets no record, as Reap leaves it alone:
+		// its record could be more than the journal takes.
+		if !r.state.leased || l.expiresAt != 0 || appendErr != nil || !validDomain(domain) {
 			return
 		}
 		l.expiresAt = now.add(m.policy.ttl)

@@ -65,7 +65,7 @@ func r2Restart(t *testing.T, m *worklease.Manager, j *memjournal.Journal, snap b
 	return m2, j
 }
 
-var r2Err = errors.New("boom")
+var errR2 = errors.New("boom")
 
 // Attempts made after ForceRelease, a retry and a lease granted again read
 // the same after a restart, with and without a snapshot, and a dead letter
@@ -81,7 +81,7 @@ func TestReview2ForceReleaseAttemptsAcrossRestart(t *testing.T) {
 				require.NoError(t, err)
 				// a: attempt 1 fails (retry), attempt 2 force-released, queued.
 				r := acquire(t, m, "a", 1, worklease.Acquired)
-				_, err = m.Fail("a", r.Token, r2Err)
+				_, err = m.Fail("a", r.Token, errR2)
 				require.NoError(t, err)
 				clk.Advance(time.Second)
 				_, err = m.ForceRelease("a")
@@ -106,9 +106,9 @@ func TestReview2ForceReleaseAttemptsAcrossRestart(t *testing.T) {
 				require.NoError(t, err)
 				lb, err := m.Inspect("b")
 				require.NoError(t, err)
-				_, err = m.Fail("b", lb.Lease.Token, r2Err) // retry
+				_, err = m.Fail("b", lb.Lease.Token, errR2) // retry
 				require.NoError(t, err)
-				_, err = m.Fail("b", lb.Lease.Token, r2Err) // give up
+				_, err = m.Fail("b", lb.Lease.Token, errR2) // give up
 				require.NoError(t, err)
 				_, err = m.Kill("c", 1, "stop")
 				require.NoError(t, err)
@@ -204,7 +204,7 @@ func TestReview2MonotonicSwitchChain(t *testing.T) {
 			for o := range int64(5) {
 				r := acquire(t, m, "a", o, worklease.Acquired)
 				if o == 2 {
-					_, err = m.Fail("a", r.Token, r2Err)
+					_, err = m.Fail("a", r.Token, errR2)
 				} else {
 					_, err = m.Succeed("a", r.Token)
 				}
@@ -227,7 +227,7 @@ func TestReview2MonotonicSwitchChain(t *testing.T) {
 			m, _ = r2Restart(t, m, j, snap, exact...)
 			require.Equal(t, before, r2Dump(t, m))
 			r := acquire(t, m, "a", 2, worklease.Acquired)
-			_, err = m.Fail("a", r.Token, r2Err)
+			_, err = m.Fail("a", r.Token, errR2)
 			require.NoError(t, err)
 			dls, err := m.DeadLetters("a")
 			require.NoError(t, err)
@@ -326,7 +326,7 @@ func TestReview2HandoffAcrossRestart(t *testing.T) {
 						require.NoError(t, err)
 						tok = res.Lease.Token
 					} else {
-						res, err := m.FailNext("a", tok, r2Err)
+						res, err := m.FailNext("a", tok, errR2)
 						require.NoError(t, err)
 						tok = res.Lease.Token
 					}

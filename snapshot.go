@@ -83,6 +83,14 @@ func (m *Manager) Snapshot() error {
 	if m.journal == nil {
 		return nil
 	}
+	if m.settingsDue.Load() {
+		// The journal does not state the Manager's rule yet (see
+		// RecordSettings), and a journal with no record since its last
+		// snapshot may write none: the settings record is a new one.
+		if err := m.appendSettings(); err != nil {
+			return m.durable(0, err)
+		}
+	}
 	return m.writeSnapshot()
 }
 

@@ -132,9 +132,16 @@ func (l *Log) appendRecordFrames(dst []byte, recs []worklease.Record, seq uint64
 // record of kind RecordKind. A record of another kind, or one that does not
 // decode, is an error. It runs once per Log: a second call returns ErrInUse
 // and calls nothing, so that a second worklease.New on a Log that already
-// serves a Manager fails (and leaves the Log open). Replay itself may run
-// any number of times.
+// serves a Manager fails (and leaves the Log open). On a closed Log, such
+// as one a failed worklease.New closed, it returns ErrClosed. Replay itself
+// may run any number of times.
 func (l *Log) ReplayRecords(restore func(snapshot []byte) error, apply func(seq uint64, rec worklease.Record) error) error {
+	l.flush.Lock()
+	closing := l.flush.closing
+	l.flush.Unlock()
+	if closing {
+		return ErrClosed
+	}
 	if l.replayedRecords.Swap(true) {
 		return ErrInUse
 	}

@@ -12,22 +12,17 @@ import (
 	"github.com/worklease/worklease/wal"
 )
 
-// WithJournal says that if New fails it closes the journal itself (unless
-// it is in use by another Manager). A New refused for its configuration
-// does not: the log stays open and keeps its directory locked, so the
-// caller who trusted the doc leaks it and cannot open the directory again.
-func TestReview2NewWithInvalidConfigClosesJournal(t *testing.T) {
+// New refused for an invalid option leaves its journal as WithJournal says:
+// untouched and open, free for a New with valid options.
+func TestReview2NewWithInvalidConfigLeavesJournal(t *testing.T) {
 	dir := t.TempDir()
 	l, err := wal.Open(dir)
 	require.NoError(t, err)
 	_, err = worklease.New(worklease.WithJournal(l), worklease.WithMaxRetries(-1))
 	require.ErrorIs(t, err, worklease.ErrInvalidConfig)
-	l2, err := wal.Open(dir)
-	if err != nil {
-		_ = l.Close()
-	}
-	require.NoError(t, err, "New failed but left the journal open and its directory locked")
-	require.NoError(t, l2.Close())
+	m, err := worklease.New(worklease.WithJournal(l))
+	require.NoError(t, err, "the journal is still open, and serves no Manager yet")
+	require.NoError(t, m.Close())
 }
 
 // The largest records a Manager writes fit a log opened with the smallest
@@ -154,4 +149,16 @@ func TestReview2TimeRestoredLeaseOfUnboundedDomain(t *testing.T) {
 	m, err = worklease.New(worklease.WithJournal(l), worklease.WithLeaseTTL(time.Minute))
 	require.NoError(t, err, "a lease on a domain no call accepts made New fail")
 	require.NoError(t, m.Close())
+}
+
+// A second New on a Log that a failed New closed is told the Log is closed,
+// not that another Manager uses it.
+func TestReview2NewOnClosedLog(t *testing.T) {
+	dir := t.TempDir()
+	l, err := wal.Open(dir)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	_, err = worklease.New(worklease.WithJournal(l))
+	require.ErrorIs(t, err, wal.ErrClosed)
+	require.NotErrorIs(t, err, worklease.ErrJournalInUse)
 }
