@@ -118,3 +118,71 @@ func TestReview1ObserverOrderAcrossForget(t *testing.T) {
 		t.Fatalf("observer saw %v, want %v", seen, want)
 	}
 }
+
+// rv1GateJournal holds back the durability of a Forgotten record until
+// open is closed.
+type rv1GateJournal struct {
+	*memjournal.Journal
+	mu        sync.Mutex
+	forgotten uint64
+	appended  chan struct{}
+	open      chan struct{}
+}
+
+func (j *rv1GateJournal) AppendRecord(rec worklease.Record) (uint64, error) {
+	seq, err := j.Journal.AppendRecord(rec)
+	if err == nil && rec.Kind == worklease.EventForgotten {
+		j.mu.Lock()
+		j.forgotten = seq
+		j.mu.Unlock()
+		close(j.appended)
+	}
+	return seq, err
+}
+
+func (j *rv1GateJournal) Wait(seq uint64) error {
+	j.mu.Lock()
+	gated := j.forgotten != 0 && seq >= j.forgotten
+	j.mu.Unlock()
+	if gated {
+		<-j.open
+	}
+	return j.Journal.Wait(seq)
+}
+
+// The design: "a domain remembers the sequence number of its last record,
+// and any call on that domain waits until the journal is durable up to it
+// before returning". A call that meets a domain Forget has dropped, but
+// whose Forgotten record is not durable yet, answers at once as if the
+// domain were unknown: here DeadLetters reports no dead letters while a
+// crash could still bring them back.
+func TestReview1CallAfterForgetWaitsForItsRecord(t *testing.T) {
+	j := &rv1GateJournal{Journal: &memjournal.Journal{}, appended: make(chan struct{}), open: make(chan struct{})}
+	m, err := worklease.New(worklease.WithJournal(j), worklease.WithMaxRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a, _ := m.TryAcquire("d", 0)
+	if _, err := m.Fail("d", a.Token, errors.New("x")); err != nil {
+		t.Fatal(err)
+	}
+	forgot := make(chan error, 1)
+	go func() { forgot <- m.Forget("d") }()
+	<-j.appended // Forget has written its record and waits for it
+
+	got := make(chan []worklease.DeadLetter, 1)
+	go func() {
+		dl, _ := m.DeadLetters("d")
+		got <- dl
+	}()
+	select {
+	case dl := <-got:
+		t.Errorf("DeadLetters returned %v before the Forgotten record was durable", dl)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(j.open)
+	if err := <-forgot; err != nil {
+		t.Fatal(err)
+	}
+}
