@@ -186,3 +186,36 @@ func TestReview1CallAfterForgetWaitsForItsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Domains skips a record Forget has marked dropped without waiting for the
+// Forgotten record to be durable: it reports the domain gone while a crash
+// could still bring it back.
+func TestReview1DomainsAfterForgetWaitsForItsRecord(t *testing.T) {
+	j := &rv1GateJournal{Journal: &memjournal.Journal{}, appended: make(chan struct{}), open: make(chan struct{})}
+	m, err := worklease.New(worklease.WithJournal(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a, _ := m.TryAcquire("d", 0)
+	if _, err := m.Succeed("d", a.Token); err != nil {
+		t.Fatal(err)
+	}
+	forgot := make(chan error, 1)
+	go func() { forgot <- m.Forget("d") }()
+	<-j.appended
+	got := make(chan []string, 1)
+	go func() {
+		d, _ := m.Domains()
+		got <- d
+	}()
+	select {
+	case d := <-got:
+		t.Errorf("Domains returned %q before the Forgotten record was durable", d)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(j.open)
+	if err := <-forgot; err != nil {
+		t.Fatal(err)
+	}
+}
