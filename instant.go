@@ -57,7 +57,8 @@ func (i instant) in(loc *time.Location) time.Time {
 	return t
 }
 
-// add returns i+d, saturating instead of wrapping around.
+// add returns i+d, saturating instead of wrapping around, and never the
+// zero instant, which means none.
 func (i instant) add(d time.Duration) instant {
 	sum := i + instant(d)
 	switch {
@@ -65,6 +66,8 @@ func (i instant) add(d time.Duration) instant {
 		return math.MaxInt64
 	case d < 0 && sum > i:
 		return math.MinInt64
+	case sum == 0:
+		return 1 // the Unix epoch itself, which would read as none (see instantOf)
 	}
 	return sum
 }
