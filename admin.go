@@ -48,7 +48,7 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return DomainInfo{}, nil
+		return DomainInfo{}, m.absent(nil)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	s := &r.state
@@ -103,8 +103,8 @@ func (m *Manager) Leases() ([]LeaseInfo, error) {
 		r.mu.Lock()
 		if r.state.leased && !r.dropped {
 			out = append(out, r.state.lease.info(domain, r.state.leaseToken(&m.policy), m.loc))
-			seq = max(seq, r.lastSeq)
 		}
+		seq = max(seq, r.lastSeq) // a dropped record's: its Forget
 		r.mu.Unlock()
 	})
 	if err := m.waitDurable(seq); err != nil {
@@ -130,8 +130,8 @@ func (m *Manager) Domains() ([]string, error) {
 		r.mu.Lock()
 		if !r.dropped {
 			out = append(out, domain)
-			seq = max(seq, r.lastSeq)
 		}
+		seq = max(seq, r.lastSeq) // a dropped record's: its Forget
 		r.mu.Unlock()
 	})
 	if err := m.waitDurable(seq); err != nil {
@@ -157,11 +157,13 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 		if !m.accepts(domain, 0) {
 			return nil, m.refuse("DeadLetters", domain, 0)
 		}
-		if _, r := m.lockRecord(domain, false); r != nil {
-			out = r.state.failed().appendTo(out, domain, m.loc)
-			seq = r.lastSeq
-			r.mu.Unlock()
+		_, r := m.lockRecord(domain, false)
+		if r == nil {
+			return nil, m.absent(nil)
 		}
+		out = r.state.failed().appendTo(out, domain, m.loc)
+		seq = r.lastSeq
+		r.mu.Unlock()
 		if err := m.waitDurable(seq); err != nil {
 			return nil, err
 		}
@@ -171,8 +173,8 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 		r.mu.Lock()
 		if !r.dropped && r.state.failed().len() > 0 {
 			out = r.state.failed().appendTo(out, domain, m.loc)
-			seq = max(seq, r.lastSeq)
 		}
+		seq = max(seq, r.lastSeq) // a dropped record's: its Forget
 		r.mu.Unlock()
 	})
 	if err := m.waitDurable(seq); err != nil {
@@ -207,9 +209,9 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 	sh, r := m.lockRecord(domain, create)
 	if r == nil {
 		if unknown == nil {
-			return Head{}, nil
+			return Head{}, m.absent(nil)
 		}
-		return Head{}, domainError(name, domain, unknown)
+		return Head{}, m.absent(domainError(name, domain, unknown))
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	r.state.expireIfDue(&m.policy, &e)
@@ -369,7 +371,7 @@ func (m *Manager) Forget(domain string) error {
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return nil
+		return m.absent(nil)
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	s := &r.state

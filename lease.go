@@ -453,7 +453,7 @@ func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedR
 	}
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return SucceedResult{}, domainError(op, domain, ErrNoLease)
+		return SucceedResult{}, m.absent(domainError(op, domain, ErrNoLease))
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	// res is filled in place, as in TryAcquire.
@@ -520,7 +520,7 @@ func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (re
 	cause = keepCause(cause, m.journal != nil)
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return FailResult{}, domainError(op, domain, ErrNoLease)
+		return FailResult{}, m.absent(domainError(op, domain, ErrNoLease))
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	if next {
@@ -561,7 +561,7 @@ func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, 
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return time.Time{}, domainError("Extend", domain, ErrNoLease)
+		return time.Time{}, m.absent(domainError("Extend", domain, ErrNoLease))
 	}
 	e := emitter{m: m, sh: sh, r: r, now: now}
 	at, err := r.state.extend(&m.policy, &e, tok, d)

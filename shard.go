@@ -119,11 +119,29 @@ func (m *Manager) lockRecord(domain string, create bool) (*shard, *record) {
 		if !r.dropped {
 			return sh, r
 		}
-		// Forget dropped r after we found it; make sure it is gone from the
-		// map, then look again.
+		// Forget dropped r after we found it. Its Forgotten record may not
+		// be durable yet: wait for it, so that no answer depends on a Forget
+		// a crash could undo (a failed wait closes the Manager, which
+		// absent reports). Then make sure r is gone from the map, and look
+		// again.
+		seq := r.lastSeq
 		r.mu.Unlock()
+		if m.replaying == nil {
+			_ = m.waitDurable(seq)
+		}
 		m.unlink(r)
 	}
+}
+
+// absent returns what a call answers for a domain it found no record of:
+// err, which may be nil, unless the journal failed, for instance waiting for
+// the Forget that dropped the domain's record (see lockRecord); the call
+// returns why then, as the Manager is closed.
+func (m *Manager) absent(err error) error {
+	if f := m.failure.Load(); f != nil {
+		return *f
+	}
+	return err
 }
 
 // unlink removes r, which Forget dropped, from its shard's map if it is
