@@ -390,7 +390,7 @@ func (m *Manager) Forget(domain string) error {
 	if err := m.finish(sh, r, &e); err != nil {
 		return err
 	}
-	m.unlink(r)
+	m.unlinkDrained(r)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package worklease
 
 import (
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -168,10 +169,12 @@ func (e *emitter) record(rec Record, cause error) {
 func (e *emitter) report(rec Record, cause error) {
 	r := e.r
 	if e.m.observer != nil {
-		q := &r.extra.events
+		q := r.extra.events
+		q.mu.Lock()
 		q.pending = append(q.pending, Event{
 			Kind: rec.Kind, Domain: r.domain, Offset: rec.Offset, Attempt: rec.Attempt, Token: rec.Token, Cause: cause, At: e.now.in(e.m.loc),
 		})
+		q.mu.Unlock()
 	}
 	j := e.m.journal
 	if j == nil || e.err != nil || rec.Kind == EventRejected || rec.Kind == EventOutOfOrder {
@@ -215,54 +218,73 @@ func (m *Manager) appendSettings() error {
 	return nil
 }
 
-// eventQueue holds a record's events until they are delivered. Its fields
-// are guarded by the record's mu.
+// eventQueue holds a domain's events until they are delivered.
 type eventQueue struct {
-	pending    []Event // emitted, not yet handed to a deliverer
-	spare      []Event // a delivered batch's buffer, kept for reuse
-	delivering bool    // a goroutine is calling the observer for this record
+	mu         sync.Mutex // guards everything below; taken after the record's mu, never before
+	pending    []Event    // emitted, not yet handed to a deliverer
+	spare      []Event    // a delivered batch's buffer, kept for reuse
+	delivering bool       // a goroutine is calling the observer with this queue's events
 }
 
 // deliver hands r's queued events to the observer in order. r.mu must not
-// be held. At most one goroutine delivers a record's events at a time, which
+// be held. At most one goroutine delivers a domain's events at a time, which
 // keeps them in order; a goroutine that finds another delivering leaves its
 // events to it. That includes an observer that calls back into the same
 // domain: its events are delivered after it returns, never deadlocking.
+// The queue is the domain's, not the record's: a record that replaces one
+// Forget dropped takes its queue over (see Manager.replace), so that its
+// events follow the dropped record's.
 func (m *Manager) deliver(r *record) {
 	if m.observer == nil {
 		return
 	}
-	q := &r.extra.events
-	r.mu.Lock()
+	q := r.extra.events
+	q.mu.Lock()
 	for !q.delivering && len(q.pending) > 0 {
 		batch := q.pending
 		q.pending, q.spare = q.spare[:0], nil
 		q.delivering = true
-		r.mu.Unlock()
-		m.observeAll(r, batch)
-		r.mu.Lock()
+		q.mu.Unlock()
+		m.observeAll(q, batch)
+		q.mu.Lock()
 		q.delivering = false
 		clear(batch) // drop references to causes
 		if q.spare == nil {
 			q.spare = batch[:0]
 		}
 	}
+	q.mu.Unlock()
+	r.mu.Lock()
+	dropped := r.dropped
 	r.mu.Unlock()
+	if dropped { // Forget left r in the map until its last events went out
+		m.unlinkDrained(r)
+	}
 }
 
-// observeAll calls the observer with each event. If it panics, the record is
+// drained reports whether q has no event left to deliver and none being
+// delivered. A nil queue (no observer) is drained.
+func (q *eventQueue) drained() bool {
+	if q == nil {
+		return true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return !q.delivering && len(q.pending) == 0
+}
+
+// observeAll calls the observer with each event. If it panics, the queue is
 // marked as no longer delivering so that later events still go out.
-func (m *Manager) observeAll(r *record, batch []Event) {
+func (m *Manager) observeAll(q *eventQueue, batch []Event) {
 	sent := 0
 	defer func() {
 		if p := recover(); p != nil {
 			// The events after the one that panicked go out with the next
 			// delivery, ahead of any emitted since.
-			r.mu.Lock()
-			q := &r.extra.events
+			q.mu.Lock()
 			q.pending = append(append([]Event(nil), batch[sent+1:]...), q.pending...)
 			q.delivering = false
-			r.mu.Unlock()
+			q.mu.Unlock()
 			panic(p)
 		}
 	}()

@@ -82,7 +82,7 @@ const inlineKeyLen = 28
 // otherwise by a count's first wrap, after four billion events of a kind.
 // Its fields are guarded by the record's mu.
 type recordExtra struct {
-	events eventQueue   // used only with an observer
+	events *eventQueue  // the domain's, with an observer; see deliver
 	wraps  recordCounts // how many times each of counts wrapped around
 }
 
@@ -107,13 +107,14 @@ func (m *Manager) shardOf(h uint64) *shard { return &m.shards[h&m.shardMask] }
 func (m *Manager) lockRecord(domain string, create bool) (*shard, *record) {
 	h := m.hash(domain)
 	sh := m.shardOf(h)
+	var dropped *record // the last record met that Forget had dropped
 	for {
 		r := sh.records.get(h, domain)
-		if r == nil {
+		if r == nil || r == dropped {
 			if !create {
 				return sh, nil
 			}
-			r = m.createRecord(sh, h, domain)
+			r = m.createRecord(sh, h, domain, dropped)
 		}
 		r.mu.Lock()
 		if !r.dropped {
@@ -122,14 +123,16 @@ func (m *Manager) lockRecord(domain string, create bool) (*shard, *record) {
 		// Forget dropped r after we found it. Its Forgotten record may not
 		// be durable yet: wait for it, so that no answer depends on a Forget
 		// a crash could undo (a failed wait closes the Manager, which
-		// absent reports). Then make sure r is gone from the map, and look
-		// again.
+		// absent reports). Then look again: a record made now takes r's
+		// place, and its queue of events, which may still hold r's last
+		// ones (see deliver).
 		seq := r.lastSeq
 		r.mu.Unlock()
 		if m.replaying == nil {
 			_ = m.waitDurable(seq)
 		}
-		m.unlink(r)
+		dropped = r
+		m.unlinkDrained(r)
 	}
 }
 
@@ -156,13 +159,33 @@ func (m *Manager) unlink(r *record) {
 	sh.mu.Unlock()
 }
 
+// unlinkDrained unlinks r, which Forget dropped, once an observer has been
+// told all of r's events. Until then r stays in the map, so that a record
+// made for its domain takes its queue over and its events follow r's (see
+// createRecord); whoever delivers the last of them unlinks r (see deliver).
+func (m *Manager) unlinkDrained(r *record) {
+	if r.extra == nil || r.extra.events.drained() {
+		m.unlink(r)
+	}
+}
+
 // createRecord returns the record of domain, whose hash is h, creating it if
-// absent.
-func (m *Manager) createRecord(sh *shard, h uint64, domain string) *record {
+// absent. If the map still holds dropped, a record Forget dropped, the new
+// record takes its place and its queue of events.
+func (m *Manager) createRecord(sh *shard, h uint64, domain string, dropped *record) *record {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if r := sh.records.get(h, domain); r != nil { // another goroutine created it first
+	var queue *eventQueue
+	switch r := sh.records.get(h, domain); {
+	case r == nil:
+	case r != dropped: // another goroutine created it first
 		return r
+	default:
+		sh.records.remove(h, r)
+		sh.retire(r)
+		if r.extra != nil {
+			queue = r.extra.events
+		}
 	}
 	// The record keeps a copy of the key: the caller's may share memory
 	// with a much larger buffer, such as the message it came in.
@@ -181,7 +204,10 @@ func (m *Manager) createRecord(sh *shard, h uint64, domain string) *record {
 	}
 	r.state.issued = issued{fence: floor, serial: m.domainSerial.Add(1)}
 	if m.observer != nil {
-		r.extra = &recordExtra{}
+		if queue == nil {
+			queue = new(eventQueue)
+		}
+		r.extra = &recordExtra{events: queue}
 	}
 	sh.records.put(h, r)
 	return r
