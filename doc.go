@@ -126,11 +126,14 @@
 //
 // # Concurrency
 //
-// A Manager is safe for concurrent use and starts no goroutines. Domains are
-// spread over shards, each with its own lock, and every domain has its own
-// mutex: calls on different domains rarely contend, and calls on one domain
-// are serialized. No lock is held while the Manager calls code outside the
-// package, such as a [Clock] passed to [WithClock] or an [Observer].
+// A Manager is safe for concurrent use. Without a journal it starts no
+// goroutines; with one, it writes snapshots in a goroutine of its own, which
+// [Manager.Close] waits for. Domains are spread over shards, each with its
+// own lock, and every domain has its own mutex: calls on different domains
+// rarely contend, and calls on one domain are serialized. No lock is held
+// while the Manager calls code outside the package, such as a [Clock]
+// passed to [WithClock] or an [Observer], except a [Journal]'s
+// AppendRecord, which runs under the domain's lock by design.
 //
 // # Memory
 //

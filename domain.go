@@ -51,8 +51,11 @@ type issued struct {
 
 // domainCold is the part of a domain's state that most domains never have.
 // It is allocated when one of its fields is first set, and dropped once
-// all are zero again. Like the rest of domainState, and the backlog, it is
-// guarded by the record's mu.
+// all are zero again: a domain that never lost a lease without its holder
+// (an expiry, a kill in flight, a forced release) drops it once its dead
+// letters are redriven; one that did keeps it for the revoked token, which
+// only the next such loss replaces. Like the rest of domainState, and the
+// backlog, it is guarded by the record's mu.
 type domainCold struct {
 	// failed holds the offsets that were given up on or killed, terminal
 	// like the processed ones, and why each failed.

@@ -17,10 +17,13 @@ import (
 // sharded map of per-domain records; each record has its own mutex, its
 // current lease, its backlog and its terminal offsets.
 //
-// A Manager is safe for concurrent use by any number of goroutines. It starts
-// no goroutines, never sleeps, and holds no lock while it calls code outside
-// the package. Calls on different domains rarely contend; calls on one domain
-// are serialized.
+// A Manager is safe for concurrent use by any number of goroutines. Without
+// a journal it starts no goroutines; with one, it writes snapshots in a
+// goroutine of its own, which Close waits for. It never sleeps, and holds no
+// lock while it calls code outside the package (a Clock, an Observer, a
+// cause's Error method), except the Journal's AppendRecord, which runs under
+// the domain's lock by design and must not block. Calls on different
+// domains rarely contend; calls on one domain are serialized.
 //
 // Use New: the zero Manager is not usable. A zero Manager, and a nil
 // *Manager, never panic: every call returns an error matching ErrClosed,
@@ -405,8 +408,9 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 // this order, and the first check that applies decides:
 //
 //  1. the Manager is closed (ErrClosed) or its journal failed
-//     (ErrJournalFailed); for Extend, the duration is not positive
-//     (ErrInvalidDuration);
+//     (ErrJournalFailed); then the domain is empty or longer than
+//     MaxDomainLen (ErrInvalidDomain); then, for Extend, the duration is
+//     not positive (ErrInvalidDuration);
 //  2. the domain is unknown (ErrNoLease);
 //  3. the domain's lease has expired: it is revoked now, and tok is
 //     checked against what remains;

@@ -40,9 +40,10 @@ const shardAlign = 128
 // cycle reads or writes sits in its first two lines (CPUs fetch lines in
 // pairs): the key's header, the lock, the counts, the flags, the lease, the
 // fence, the backlog and cold pointers and the highest processed run. The
-// third line holds what only some cycles touch: the processed set's lower
-// runs, the journal's sequence number, the observer's queue and the expiry
-// index's fields. TestRecordLayout keeps it so.
+// third line holds what only some cycles touch: the pointer to the processed
+// set's lower runs, the journal's sequence number, the pointer to the extra
+// part (the observer's queue, the counts' overflows), the expiry index's
+// fields, and the key itself when it is short. TestRecordLayout keeps it so.
 type record struct {
 	domain string // immutable
 
