@@ -28,7 +28,7 @@ func rv1Check(t *testing.T, m *worklease.Manager) {
 	}
 }
 
-func TestReview1RestoredTokens(t *testing.T) {
+func TestEdgeRestoredTokens(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	j := &memjournal.Journal{}
 	m1 := rv1Open(t, j, clk, worklease.WithMaxRetries(1))
@@ -79,7 +79,7 @@ func TestReview1RestoredTokens(t *testing.T) {
 // domain". A domain forgotten while another goroutine is still delivering
 // its earlier events, then created again, has the new incarnation's events
 // delivered before the old one's Forgotten.
-func TestReview1ObserverOrderAcrossForget(t *testing.T) {
+func TestEdgeObserverOrderAcrossForget(t *testing.T) {
 	blocked, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var seen []worklease.EventKind
@@ -156,7 +156,7 @@ func (j *rv1GateJournal) Wait(seq uint64) error {
 // whose Forgotten record is not durable yet, answers at once as if the
 // domain were unknown: here DeadLetters reports no dead letters while a
 // crash could still bring them back.
-func TestReview1CallAfterForgetWaitsForItsRecord(t *testing.T) {
+func TestEdgeCallAfterForgetWaitsForItsRecord(t *testing.T) {
 	j := &rv1GateJournal{Journal: &memjournal.Journal{}, appended: make(chan struct{}), open: make(chan struct{})}
 	m, err := worklease.New(worklease.WithJournal(j), worklease.WithMaxRetries(0))
 	if err != nil {
@@ -190,7 +190,7 @@ func TestReview1CallAfterForgetWaitsForItsRecord(t *testing.T) {
 // Domains skips a record Forget has marked dropped without waiting for the
 // Forgotten record to be durable: it reports the domain gone while a crash
 // could still bring it back.
-func TestReview1DomainsAfterForgetWaitsForItsRecord(t *testing.T) {
+func TestEdgeDomainsAfterForgetWaitsForItsRecord(t *testing.T) {
 	j := &rv1GateJournal{Journal: &memjournal.Journal{}, appended: make(chan struct{}), open: make(chan struct{})}
 	m, err := worklease.New(worklease.WithJournal(j))
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 
 var rv1Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func TestReview1ZeroAndNilManager(t *testing.T) {
+func TestEdgeZeroAndNilManager(t *testing.T) {
 	for name, m := range map[string]*Manager{"zero": {}, "nil": nil} {
 		tok := Token{}
 		check := func(op string, err error) {
@@ -62,7 +62,7 @@ func TestReview1ZeroAndNilManager(t *testing.T) {
 	}
 }
 
-func TestReview1StatsWrap(t *testing.T) {
+func TestEdgeStatsWrap(t *testing.T) {
 	m, err := New()
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestReview1StatsWrap(t *testing.T) {
 	}
 }
 
-func TestReview1Keys(t *testing.T) {
+func TestEdgeKeys(t *testing.T) {
 	m, _ := New()
 	keys := []string{"\xff\xfe", string(make([]byte, 28)), string(make([]byte, 29)), "abcdefghijklmnopqrstuvwxyz01", "abcdefghijklmnopqrstuvwxyz012", string(make([]byte, MaxDomainLen))}
 	for _, k := range keys {
@@ -124,7 +124,7 @@ func rv1Cold(m *Manager, d string) *domainCold {
 	return r.state.cold
 }
 
-func TestReview1ColdTrim(t *testing.T) {
+func TestEdgeColdTrim(t *testing.T) {
 	fc := clock.NewFake(rv1Epoch)
 	m, _ := New(WithClock(fc), WithLeaseTTL(time.Second), WithMaxRetries(1))
 	// kill a queued offset then redrive it and finish it
@@ -147,7 +147,7 @@ func TestReview1ColdTrim(t *testing.T) {
 	}
 }
 
-func TestReview1StatsExactUnderForget(t *testing.T) {
+func TestEdgeStatsExactUnderForget(t *testing.T) {
 	m, _ := New(WithShards(1))
 	var acquired, processed, enq, forgotten [8]uint64
 	done := make(chan struct{})
@@ -230,7 +230,7 @@ func TestReview1StatsExactUnderForget(t *testing.T) {
 	}
 }
 
-func TestReview1InputOrder(t *testing.T) {
+func TestEdgeInputOrder(t *testing.T) {
 	long := string(make([]byte, MaxDomainLen+1))
 	for _, mono := range []bool{false, true} {
 		var opts []Option
@@ -276,7 +276,7 @@ func TestReview1InputOrder(t *testing.T) {
 	}
 }
 
-func TestReview1SucceedNextTTLReap(t *testing.T) {
+func TestEdgeSucceedNextTTLReap(t *testing.T) {
 	fc := clock.NewFake(rv1Epoch)
 	m, _ := New(WithClock(fc), WithLeaseTTL(time.Second), WithMaxRetries(5))
 	a, _ := m.TryAcquire("d", 0)
@@ -321,7 +321,7 @@ func TestReview1SucceedNextTTLReap(t *testing.T) {
 	}
 }
 
-func TestReview1FailNextCarried(t *testing.T) {
+func TestEdgeFailNextCarried(t *testing.T) {
 	fc := clock.NewFake(rv1Epoch)
 	m, _ := New(WithClock(fc), WithMaxRetries(0))
 	a, _ := m.TryAcquire("d", 0)
@@ -379,7 +379,7 @@ func (o *rv1CountObs) Observe(e Event) {
 	o.mu.Unlock()
 }
 
-func TestReview1ConcurrentMixedStats(t *testing.T) {
+func TestEdgeConcurrentMixedStats(t *testing.T) {
 	fc := clock.NewFake(rv1Epoch)
 	obs := &rv1CountObs{n: map[EventKind]uint64{}}
 	m, _ := New(WithClock(fc), WithLeaseTTL(time.Second), WithMaxRetries(1), WithObserver(obs), WithShards(2), WithParkOnDeadLetter())
@@ -468,7 +468,7 @@ func TestReview1ConcurrentMixedStats(t *testing.T) {
 
 // A lease granted ten seconds before the Unix epoch with a ten-second TTL
 // must expire; its expiry instant is 0, which the Manager reads as "never".
-func TestReview1LeaseExpiringAtUnixEpochNeverExpires(t *testing.T) {
+func TestEdgeLeaseExpiringAtUnixEpochNeverExpires(t *testing.T) {
 	fc := clock.NewFake(time.Unix(-10, 0).UTC())
 	m, err := New(WithClock(fc), WithLeaseTTL(10*time.Second), WithMaxRetries(3))
 	if err != nil {

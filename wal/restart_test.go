@@ -14,7 +14,7 @@ import (
 
 // New refused for an invalid option leaves its journal as WithJournal says:
 // untouched and open, free for a New with valid options.
-func TestReview2NewWithInvalidConfigLeavesJournal(t *testing.T) {
+func TestRestartNewWithInvalidConfigLeavesJournal(t *testing.T) {
 	dir := t.TempDir()
 	l, err := wal.Open(dir)
 	require.NoError(t, err)
@@ -29,7 +29,7 @@ func TestReview2NewWithInvalidConfigLeavesJournal(t *testing.T) {
 // record limit, in every sync mode, and replay the same: a domain of
 // MaxDomainLen bytes with a Fail cause and a Kill reason longer than
 // MaxCauseLen, made of multi-byte runes.
-func TestReview2LargestRecordsFitMinMaxRecordSize(t *testing.T) {
+func TestRestartLargestRecordsFitMinMaxRecordSize(t *testing.T) {
 	for _, mode := range []wal.SyncMode{wal.SyncAlways, wal.SyncNone} {
 		dir := t.TempDir()
 		open := func() *worklease.Manager {
@@ -75,7 +75,7 @@ func TestReview2LargestRecordsFitMinMaxRecordSize(t *testing.T) {
 // answered AlreadyProcessed for is granted as new work after the next
 // restart, although "every offset that counted as processed stays
 // processed" when the option is switched off.
-func TestReview2SnapshotRecordsSwitch(t *testing.T) {
+func TestRestartSnapshotRecordsSwitch(t *testing.T) {
 	dir := t.TempDir()
 	open := func(opts ...worklease.Option) *worklease.Manager {
 		l, err := wal.Open(dir)
@@ -114,7 +114,7 @@ func TestReview2SnapshotRecordsSwitch(t *testing.T) {
 // Extended record, which is larger than the Acquired one and over the
 // limit: New fails with ErrJournalFailed, and does so after every restart,
 // so the journal can never be opened with a TTL again.
-func TestReview2TimeRestoredLeaseOfUnboundedDomain(t *testing.T) {
+func TestRestartTimeRestoredLeaseOfUnboundedDomain(t *testing.T) {
 	dir := t.TempDir()
 	tok, err := worklease.NewToken(1, 1, 7)
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestReview2TimeRestoredLeaseOfUnboundedDomain(t *testing.T) {
 
 // A second New on a Log that a failed New closed is told the Log is closed,
 // not that another Manager uses it.
-func TestReview2NewOnClosedLog(t *testing.T) {
+func TestRestartNewOnClosedLog(t *testing.T) {
 	dir := t.TempDir()
 	l, err := wal.Open(dir)
 	require.NoError(t, err)

@@ -70,7 +70,7 @@ var errR2 = errors.New("boom")
 // Attempts made after ForceRelease, a retry and a lease granted again read
 // the same after a restart, with and without a snapshot, and a dead letter
 // written after the restart counts them as one written before it would.
-func TestReview2ForceReleaseAttemptsAcrossRestart(t *testing.T) {
+func TestRestartForceReleaseAttemptsAcrossRestart(t *testing.T) {
 	for _, snap := range []bool{false, true} {
 		t.Run(fmt.Sprint("snapshot=", snap), func(t *testing.T) {
 			clk := clock.NewFake(epoch)
@@ -135,7 +135,7 @@ func TestReview2ForceReleaseAttemptsAcrossRestart(t *testing.T) {
 // A lease restored from another Manager, given a TTL at New, and carried
 // through snapshots and restarts with and without WithLeaseTTL, reads the
 // same everywhere and its original token keeps working.
-func TestReview2RestoredLeaseChain(t *testing.T) {
+func TestRestartRestoredLeaseChain(t *testing.T) {
 	for _, snap := range []bool{false, true} {
 		t.Run(fmt.Sprint("snapshot=", snap), func(t *testing.T) {
 			clk := clock.NewFake(epoch)
@@ -192,7 +192,7 @@ func r2Processed(m *worklease.Manager, domain string, n int64) []int64 {
 // Switching WithMonotonicOffsets at restarts, with and without snapshots,
 // keeps what counted as processed, the queued offset below the watermark and
 // its attempts.
-func TestReview2MonotonicSwitchChain(t *testing.T) {
+func TestRestartMonotonicSwitchChain(t *testing.T) {
 	for _, snap := range []bool{false, true} {
 		t.Run(fmt.Sprint("snapshot=", snap), func(t *testing.T) {
 			clk := clock.NewFake(epoch)
@@ -242,7 +242,7 @@ func TestReview2MonotonicSwitchChain(t *testing.T) {
 // offset in flight never finished, yet it counts as processed. Reopened
 // under the rule it was written with, or had the call not been cut short,
 // it would be granted again.
-func TestReview2CutShortReleaseThenMonotonicSwitch(t *testing.T) {
+func TestRestartCutShortReleaseThenMonotonicSwitch(t *testing.T) {
 	clk := clock.NewFake(epoch)
 	j := &memjournal.Journal{}
 	m, err := worklease.New(worklease.WithJournal(j), worklease.WithClock(clk))
@@ -268,7 +268,7 @@ func TestReview2CutShortReleaseThenMonotonicSwitch(t *testing.T) {
 // An operator's Kill reason, or a worker's Fail cause, whose text happens to
 // be ErrLeaseExpired's reads as that sentinel after a restart but not
 // before: errors.Is(dl.Cause, ErrLeaseExpired) changes with the restart.
-func TestReview2CauseTextSpoofsSentinelAfterRestart(t *testing.T) {
+func TestRestartCauseTextSpoofsSentinelAfterRestart(t *testing.T) {
 	clk := clock.NewFake(epoch)
 	j := &memjournal.Journal{}
 	m, err := worklease.New(worklease.WithJournal(j), worklease.WithClock(clk))
@@ -287,7 +287,7 @@ func TestReview2CauseTextSpoofsSentinelAfterRestart(t *testing.T) {
 
 // SucceedNext and FailNext (with parking, TTL, LIFO) across restarts, with
 // and without snapshots: every state reads the same.
-func TestReview2HandoffAcrossRestart(t *testing.T) {
+func TestRestartHandoffAcrossRestart(t *testing.T) {
 	for _, snap := range []bool{false, true} {
 		for _, lifo := range []bool{false, true} {
 			t.Run(fmt.Sprint("snapshot=", snap, ",lifo=", lifo), func(t *testing.T) {
@@ -344,7 +344,7 @@ func TestReview2HandoffAcrossRestart(t *testing.T) {
 
 // A domain whose restored lease ends, then is forgotten and used again,
 // keeps its fences above the old ones across restarts and snapshots.
-func TestReview2ForgetRestoredDomainFences(t *testing.T) {
+func TestRestartForgetRestoredDomainFences(t *testing.T) {
 	for _, snap := range []bool{false, true} {
 		t.Run(fmt.Sprint("snapshot=", snap), func(t *testing.T) {
 			clk := clock.NewFake(epoch)
