@@ -187,18 +187,25 @@ func (e *emitter) report(rec Record, cause error) {
 		l := &r.state.lease
 		rec.AcquiredAt, rec.Retries, rec.ExpiresAt = l.acquiredAt.in(time.UTC), l.retries, l.expiresAt.in(time.UTC)
 	}
-	if e.m.settingsDue.Load() { // the first record since New: say how it reads
-		if err := e.m.appendSettings(); err != nil {
-			e.err = err
-			return
+	e.err = e.m.journalRecord(r, rec)
+}
+
+// journalRecord appends rec, a record of r, which is locked, to the
+// journal, and makes it r's latest. The first record a Manager journals
+// after New is preceded by one that says how the journal reads (see
+// appendSettings).
+func (m *Manager) journalRecord(r *record, rec Record) error {
+	if m.settingsDue.Load() {
+		if err := m.appendSettings(); err != nil {
+			return err
 		}
 	}
-	seq, err := j.AppendRecord(rec)
+	seq, err := m.journal.AppendRecord(rec)
 	if err != nil {
-		e.err = err
-		return
+		return err
 	}
 	r.lastSeq = seq
+	return nil
 }
 
 // appendSettings journals a RecordSettings record stating the Manager's

@@ -402,20 +402,11 @@ func (m *Manager) timeRestoredLeases() error {
 			return
 		}
 		l.expiresAt = now.add(m.policy.ttl)
-		if m.settingsDue.Load() { // the records New journals follow the setting too
-			if appendErr = m.appendSettings(); appendErr != nil {
-				return
-			}
-		}
-		s, err := m.journal.AppendRecord(Record{
+		appendErr = m.journalRecord(r, Record{
 			Kind: EventExtended, Domain: domain, Offset: l.offset, Attempt: r.state.attempts(), Token: r.state.leaseToken(&m.policy),
 			At: now.in(time.UTC), AcquiredAt: l.acquiredAt.in(time.UTC), Retries: l.retries, ExpiresAt: l.expiresAt.in(time.UTC),
 		})
-		if err != nil {
-			appendErr = err
-			return
-		}
-		r.lastSeq, seq = s, max(seq, s)
+		seq = max(seq, r.lastSeq)
 		sh.expiry.sync(r)
 	})
 	if appendErr == nil && seq > 0 {
