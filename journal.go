@@ -64,7 +64,7 @@ type Journal interface {
 // and dead-letter times) are the same instants, in UTC; a Manager that replays
 // them reports them in its own clock's time zone. See the wal package.
 func WithJournal(j Journal) Option {
-	return optionFunc(func(c *config) { c.journal = j })
+	return optionFunc(func(c *Config) { c.Journal = j })
 }
 
 // ErrJournalFailed is returned, wrapping the journal's error, by the call

@@ -77,37 +77,32 @@ type Manager struct {
 // DefaultMaxRetries retries. New returns an error wrapping ErrInvalidConfig if an option has an
 // invalid value; it never panics.
 func New(opts ...Option) (*Manager, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := NewConfig(opts...)
+	if err != nil {
 		return nil, err
 	}
-	n := 1 << bits.Len(uint(cfg.shards-1)) // round up to a power of two
+	n := 1 << bits.Len(uint(cfg.Shards-1)) // round up to a power of two
 	m := &Manager{
 		shards:    make([]shard, n),
 		shardMask: uint64(n - 1),
 		seed:      maphash.MakeSeed(),
 		policy: policy{
-			maxRetries: cfg.maxRetries,
-			ttl:        cfg.ttl,
-			lifo:       cfg.ordering == LIFO,
-			bestEffort: cfg.bestEffort,
-			park:       cfg.park,
-			monotonic:  cfg.monotonic,
+			maxRetries: cfg.MaxRetries,
+			ttl:        cfg.LeaseTTL,
+			lifo:       cfg.Ordering == LIFO,
+			bestEffort: cfg.BestEffortOrdering,
+			park:       cfg.ParkOnDeadLetter,
+			monotonic:  cfg.MonotonicOffsets,
 			instance:   newInstanceID(),
 		},
-		clock:     cfg.clock,
+		clock:     cfg.Clock,
 		timeline:  newTimeline(),
 		loc:       time.Local,
-		observer:  cfg.observer,
-		journal:   cfg.journal,
-		timed:     cfg.ttl > 0 || cfg.observer != nil,
-		expiring:  cfg.ttl > 0,
-		reporting: cfg.observer != nil || cfg.journal != nil,
+		observer:  cfg.Observer,
+		journal:   cfg.Journal,
+		timed:     cfg.LeaseTTL > 0 || cfg.Observer != nil,
+		expiring:  cfg.LeaseTTL > 0,
+		reporting: cfg.Observer != nil || cfg.Journal != nil,
 	}
 	if m.clock != nil {
 		m.loc = m.clock.Now().Location()

@@ -11,15 +11,16 @@ type Clock interface {
 	Now() time.Time
 }
 
-// An Option configures a Manager. Options are applied in order by New, which
-// validates the result.
+// An Option configures a Manager, or another backend that reads it with
+// NewConfig. Options are applied in order by New, which validates the
+// result.
 type Option interface {
-	apply(*config)
+	apply(*Config)
 }
 
-type optionFunc func(*config)
+type optionFunc func(*Config)
 
-func (f optionFunc) apply(c *config) { f(c) }
+func (f optionFunc) apply(c *Config) { f(c) }
 
 // DefaultMaxRetries is the number of retries a Manager allows per offset
 // unless WithMaxRetries says otherwise.
@@ -32,35 +33,54 @@ const DefaultShards = 64
 // maxShards bounds WithShards; more shards than this only waste memory.
 const maxShards = 1 << 16
 
-type config struct {
-	maxRetries int
-	shards     int
-	clock      Clock // nil means time.Now, called directly
-	ttl        time.Duration
-	ordering   Ordering
-	bestEffort bool
-	park       bool
-	monotonic  bool
-	observer   Observer
-	journal    Journal
+// Config is the settings a list of Options makes, in a form any backend can
+// read: a backend other than the Manager takes the same Options and reads
+// them with NewConfig, so that one option means one thing everywhere. A
+// backend that does not offer a setting says so in its documentation and
+// refuses it in its constructor.
+type Config struct {
+	MaxRetries         int           // WithMaxRetries; DefaultMaxRetries unless set
+	LeaseTTL           time.Duration // WithLeaseTTL; zero: leases never expire
+	Ordering           Ordering      // WithOrdering; FIFO unless set
+	BestEffortOrdering bool          // WithBestEffortOrdering
+	ParkOnDeadLetter   bool          // WithParkOnDeadLetter
+	MonotonicOffsets   bool          // WithMonotonicOffsets
+	Clock              Clock         // WithClock; nil: the system clock
+	Observer           Observer      // WithObserver; nil: none
+
+	// The in-memory Manager's own settings.
+	Shards  int     // WithShards; DefaultShards unless set
+	Journal Journal // WithJournal; nil: state lives in memory only
 }
 
-func defaultConfig() config {
-	return config{maxRetries: DefaultMaxRetries, shards: DefaultShards, ordering: FIFO}
+// NewConfig applies opts in order to the defaults and returns the result,
+// or an error wrapping ErrInvalidConfig if a setting is out of range (New
+// returns the same error for the same options). Nil options are skipped.
+func NewConfig(opts ...Option) (Config, error) {
+	c := Config{MaxRetries: DefaultMaxRetries, Shards: DefaultShards, Ordering: FIFO}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	if err := c.validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
 }
 
-func (c *config) validate() error {
-	if c.maxRetries < 0 {
-		return fmt.Errorf("%w: WithMaxRetries(%d): must be zero or more", ErrInvalidConfig, c.maxRetries)
+func (c *Config) validate() error {
+	if c.MaxRetries < 0 {
+		return fmt.Errorf("%w: WithMaxRetries(%d): must be zero or more", ErrInvalidConfig, c.MaxRetries)
 	}
-	if c.shards < 1 || c.shards > maxShards {
-		return fmt.Errorf("%w: WithShards(%d): must be between 1 and %d", ErrInvalidConfig, c.shards, maxShards)
+	if c.Shards < 1 || c.Shards > maxShards {
+		return fmt.Errorf("%w: WithShards(%d): must be between 1 and %d", ErrInvalidConfig, c.Shards, maxShards)
 	}
-	if c.ttl < 0 {
-		return fmt.Errorf("%w: WithLeaseTTL(%v): must be zero (never expire) or positive", ErrInvalidConfig, c.ttl)
+	if c.LeaseTTL < 0 {
+		return fmt.Errorf("%w: WithLeaseTTL(%v): must be zero (never expire) or positive", ErrInvalidConfig, c.LeaseTTL)
 	}
-	if c.ordering != FIFO && c.ordering != LIFO {
-		return fmt.Errorf("%w: WithOrdering(%v): must be FIFO or LIFO", ErrInvalidConfig, c.ordering)
+	if c.Ordering != FIFO && c.Ordering != LIFO {
+		return fmt.Errorf("%w: WithOrdering(%v): must be FIFO or LIFO", ErrInvalidConfig, c.Ordering)
 	}
 	return nil
 }
@@ -71,7 +91,7 @@ func (c *config) validate() error {
 // first Fail final. The default is DefaultMaxRetries; a negative n makes New
 // return an error.
 func WithMaxRetries(n int) Option {
-	return optionFunc(func(c *config) { c.maxRetries = n })
+	return optionFunc(func(c *Config) { c.MaxRetries = n })
 }
 
 // WithClock makes the Manager read time from c instead of the system clock.
@@ -86,7 +106,7 @@ func WithMaxRetries(n int) Option {
 // or NTP) never makes leases expire early or late; it is also cheaper to
 // read than time.Now.
 func WithClock(c Clock) Option {
-	return optionFunc(func(cfg *config) { cfg.clock = c })
+	return optionFunc(func(cfg *Config) { cfg.Clock = c })
 }
 
 // WithShards sets how many shards the Manager splits its map of domains into;
@@ -94,7 +114,7 @@ func WithClock(c Clock) Option {
 // goroutines look up many domains. n is rounded up to a power of two. It must
 // be between 1 and 65536; the default is DefaultShards.
 func WithShards(n int) Option {
-	return optionFunc(func(c *config) { c.shards = n })
+	return optionFunc(func(c *Config) { c.Shards = n })
 }
 
 // WithLeaseTTL makes leases time-limited: a lease expires d after it is
@@ -123,7 +143,7 @@ func WithShards(n int) Option {
 // replay restores the same expiry. If the journal refuses that record (a
 // read-only one does), New returns an error wrapping ErrJournalFailed.
 func WithLeaseTTL(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.ttl = d })
+	return optionFunc(func(c *Config) { c.LeaseTTL = d })
 }
 
 // Ordering says which queued offset a domain grants next.
@@ -155,7 +175,7 @@ func (o Ordering) String() string {
 // were force-released or that were redriven go to the front, next in line.
 // Any other value makes New return an error.
 func WithOrdering(o Ordering) Option {
-	return optionFunc(func(c *config) { c.ordering = o })
+	return optionFunc(func(c *Config) { c.Ordering = o })
 }
 
 // WithBestEffortOrdering relaxes ordering: an idle domain grants any offset
@@ -164,7 +184,7 @@ func WithOrdering(o Ordering) Option {
 // such grant is reported as an EventOutOfOrder and counted in
 // Stats.OutOfOrder. The default is strict ordering.
 func WithBestEffortOrdering() Option {
-	return optionFunc(func(c *config) { c.bestEffort = true })
+	return optionFunc(func(c *Config) { c.BestEffortOrdering = true })
 }
 
 // WithParkOnDeadLetter parks a domain when one of its offsets is
@@ -175,7 +195,7 @@ func WithBestEffortOrdering() Option {
 // offsets do not run past a failure someone must look at. Fail then returns
 // GiveUpParked. By default a domain gives up on the offset and moves on.
 func WithParkOnDeadLetter() Option {
-	return optionFunc(func(c *config) { c.park = true })
+	return optionFunc(func(c *Config) { c.ParkOnDeadLetter = true })
 }
 
 // WithMonotonicOffsets tells the Manager that each domain's offsets only
@@ -243,7 +263,7 @@ func WithParkOnDeadLetter() Option {
 // option, a snapshot whose run [0, hw] holds a failed, queued or leased
 // offset; with it, records whose offsets did not grow.
 func WithMonotonicOffsets() Option {
-	return optionFunc(func(c *config) { c.monotonic = true })
+	return optionFunc(func(c *Config) { c.MonotonicOffsets = true })
 }
 
 // WithObserver makes the Manager tell o about every transition of every
@@ -262,5 +282,5 @@ func WithMonotonicOffsets() Option {
 // caller, the Manager's state stays consistent, and later events are
 // delivered.
 func WithObserver(o Observer) Option {
-	return optionFunc(func(c *config) { c.observer = o })
+	return optionFunc(func(c *Config) { c.Observer = o })
 }

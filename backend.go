@@ -1,0 +1,176 @@
+package worklease
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is the lease contract as every implementation offers it: the
+// in-memory Manager (through Manager.Backend) and backends that keep their
+// state elsewhere, such as a database shared by many processes. Each call
+// takes a context first; a backend that does I/O gives up when it is done
+// and returns its error, having changed nothing. A call otherwise behaves as
+// the Manager's method of the same name documents, with the same results
+// and errors, so code written against Backend runs on any of them, and the
+// conformance suite in the leasetest package checks that it does.
+//
+// Tokens a Backend grants are its own: NewToken builds them from a fence,
+// the domain's serial and an instance that is unique across the backend's
+// processes and restarts.
+type Backend interface {
+	TryAcquire(ctx context.Context, domain string, offset int64) (AcquireResult, error)
+	Succeed(ctx context.Context, domain string, tok Token) (SucceedResult, error)
+	SucceedNext(ctx context.Context, domain string, tok Token) (SucceedResult, error)
+	Fail(ctx context.Context, domain string, tok Token, cause error) (FailResult, error)
+	FailNext(ctx context.Context, domain string, tok Token, cause error) (FailResult, error)
+	Extend(ctx context.Context, domain string, tok Token, d time.Duration) (time.Time, error)
+
+	Inspect(ctx context.Context, domain string) (DomainInfo, error)
+	Leases(ctx context.Context) ([]LeaseInfo, error)
+	Domains(ctx context.Context) ([]string, error)
+	DeadLetters(ctx context.Context, domain string) ([]DeadLetter, error)
+
+	Kill(ctx context.Context, domain string, offset int64, reason string) (Head, error)
+	Redrive(ctx context.Context, domain string, offset int64) (Head, error)
+	ForceRelease(ctx context.Context, domain string) (Head, error)
+	Pause(ctx context.Context, domain string) error
+	Resume(ctx context.Context, domain string) (Head, error)
+	Reap(ctx context.Context) ([]Expiry, error)
+	Forget(ctx context.Context, domain string) error
+
+	// Close releases what the backend holds; every later call returns an
+	// error matching ErrClosed.
+	Close() error
+}
+
+// Backend returns m as a Backend. Each call first returns ctx.Err() if ctx
+// is already done, changing nothing; otherwise it is m's method of the same
+// name, which never blocks on I/O under a lock and so does not watch ctx
+// while it runs. Closing the Backend closes m.
+func (m *Manager) Backend() Backend { return managerBackend{m} }
+
+// managerBackend adapts a Manager to Backend.
+type managerBackend struct{ m *Manager }
+
+var _ Backend = managerBackend{}
+
+func (b managerBackend) TryAcquire(ctx context.Context, domain string, offset int64) (AcquireResult, error) {
+	if err := ctx.Err(); err != nil {
+		return AcquireResult{}, err
+	}
+	return b.m.TryAcquire(domain, offset)
+}
+
+func (b managerBackend) Succeed(ctx context.Context, domain string, tok Token) (SucceedResult, error) {
+	if err := ctx.Err(); err != nil {
+		return SucceedResult{}, err
+	}
+	return b.m.Succeed(domain, tok)
+}
+
+func (b managerBackend) SucceedNext(ctx context.Context, domain string, tok Token) (SucceedResult, error) {
+	if err := ctx.Err(); err != nil {
+		return SucceedResult{}, err
+	}
+	return b.m.SucceedNext(domain, tok)
+}
+
+func (b managerBackend) Fail(ctx context.Context, domain string, tok Token, cause error) (FailResult, error) {
+	if err := ctx.Err(); err != nil {
+		return FailResult{}, err
+	}
+	return b.m.Fail(domain, tok, cause)
+}
+
+func (b managerBackend) FailNext(ctx context.Context, domain string, tok Token, cause error) (FailResult, error) {
+	if err := ctx.Err(); err != nil {
+		return FailResult{}, err
+	}
+	return b.m.FailNext(domain, tok, cause)
+}
+
+func (b managerBackend) Extend(ctx context.Context, domain string, tok Token, d time.Duration) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	return b.m.Extend(domain, tok, d)
+}
+
+func (b managerBackend) Inspect(ctx context.Context, domain string) (DomainInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return DomainInfo{}, err
+	}
+	return b.m.Inspect(domain)
+}
+
+func (b managerBackend) Leases(ctx context.Context) ([]LeaseInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.m.Leases()
+}
+
+func (b managerBackend) Domains(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.m.Domains()
+}
+
+func (b managerBackend) DeadLetters(ctx context.Context, domain string) ([]DeadLetter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.m.DeadLetters(domain)
+}
+
+func (b managerBackend) Kill(ctx context.Context, domain string, offset int64, reason string) (Head, error) {
+	if err := ctx.Err(); err != nil {
+		return Head{}, err
+	}
+	return b.m.Kill(domain, offset, reason)
+}
+
+func (b managerBackend) Redrive(ctx context.Context, domain string, offset int64) (Head, error) {
+	if err := ctx.Err(); err != nil {
+		return Head{}, err
+	}
+	return b.m.Redrive(domain, offset)
+}
+
+func (b managerBackend) ForceRelease(ctx context.Context, domain string) (Head, error) {
+	if err := ctx.Err(); err != nil {
+		return Head{}, err
+	}
+	return b.m.ForceRelease(domain)
+}
+
+func (b managerBackend) Pause(ctx context.Context, domain string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.m.Pause(domain)
+}
+
+func (b managerBackend) Resume(ctx context.Context, domain string) (Head, error) {
+	if err := ctx.Err(); err != nil {
+		return Head{}, err
+	}
+	return b.m.Resume(domain)
+}
+
+func (b managerBackend) Reap(ctx context.Context) ([]Expiry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.m.Reap()
+}
+
+func (b managerBackend) Forget(ctx context.Context, domain string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.m.Forget(domain)
+}
+
+func (b managerBackend) Close() error { return b.m.Close() }
