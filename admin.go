@@ -50,9 +50,9 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	if r == nil {
 		return DomainInfo{}, m.absent(nil)
 	}
-	e := emitter{m: m, sh: sh, r: r, now: now}
+	st := step{now: now, keep: m.reporting}
 	s := &r.state
-	s.expireIfDue(&m.policy, &e)
+	s.expireIfDue(&m.policy, &st)
 	info := DomainInfo{
 		Leased:    s.leased,
 		Paused:    s.paused,
@@ -65,7 +65,7 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	if n := s.backlog.len(); n > 0 {
 		info.Backlog = s.backlog.appendTo(make([]int64, 0, n))
 	}
-	if err := m.finish(sh, r, &e); err != nil {
+	if err := m.finish(sh, r, &st); err != nil {
 		return DomainInfo{}, err
 	}
 	return info, nil
@@ -201,7 +201,7 @@ type Head struct {
 // domain will grant next if it is idle and running afterwards. For a domain
 // the Manager has never seen, adminCall creates a record if create is set,
 // and otherwise returns unknown (which may be nil: nothing to do).
-func (m *Manager) adminCall(name, domain string, offset int64, create bool, unknown error, op func(s *domainState, e *emitter) error) (Head, error) {
+func (m *Manager) adminCall(name, domain string, offset int64, create bool, unknown error, op func(s *domainState, st *step) error) (Head, error) {
 	if !m.accepts(domain, offset) {
 		return Head{}, m.refuse(name, domain, offset)
 	}
@@ -213,14 +213,14 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 		}
 		return Head{}, m.absent(domainError(name, domain, unknown))
 	}
-	e := emitter{m: m, sh: sh, r: r, now: now}
-	r.state.expireIfDue(&m.policy, &e)
+	st := step{now: now, keep: m.reporting}
+	r.state.expireIfDue(&m.policy, &st)
 	var h Head
-	err := op(&r.state, &e)
+	err := op(&r.state, &st)
 	if err == nil {
 		h.Next, h.HasNext = r.state.next()
 	}
-	if ferr := m.finish(sh, r, &e); ferr != nil {
+	if ferr := m.finish(sh, r, &st); ferr != nil {
 		return Head{}, ferr
 	}
 	if err != nil {
@@ -256,34 +256,9 @@ func (m *Manager) Kill(domain string, offset int64, reason string) (Head, error)
 	if m != nil && m.policy.monotonic {
 		create, unknown = false, ErrOffsetAhead
 	}
-	return m.adminCall("Kill", domain, offset, create, unknown, func(s *domainState, e *emitter) error {
-		return s.kill(&m.policy, e, offset, cause)
+	return m.adminCall("Kill", domain, offset, create, unknown, func(s *domainState, st *step) error {
+		return s.kill(&m.policy, st, offset, cause)
 	})
-}
-
-func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) error {
-	inFlight := s.leased && s.lease.offset == offset
-	switch {
-	case s.isProcessed(p, offset):
-		return ErrAlreadyProcessed
-	case s.isFailed(offset):
-		return nil
-	case p.monotonic && !inFlight && !s.backlog.contains(offset):
-		return ErrOffsetAhead // not processed, so above the highest finished offset
-	}
-	attempts, tok := 0, Token{}
-	switch {
-	case inFlight:
-		attempts, tok = s.attempts(), s.leaseToken(p)
-		s.revoke(tok, ErrLeaseRevoked)
-	case s.backlog.remove(offset):
-		a, _ := s.carriedOf(offset)
-		attempts = a.attempts
-		s.dropCarried(offset)
-	}
-	e.emit(EventKilled, offset, attempts, tok, cause)
-	s.deadLetter(p, e, offset, attempts, tok, cause, false) // a deliberate kill does not park
-	return nil
 }
 
 // Redrive takes offset out of the failed set and puts it at the front of
@@ -295,13 +270,8 @@ func (s *domainState) kill(p *policy, e *emitter, offset int64, cause error) err
 // If the domain is idle and running, Redrive returns the offset as its head
 // (Head.HasNext): acquire it.
 func (m *Manager) Redrive(domain string, offset int64) (Head, error) {
-	return m.adminCall("Redrive", domain, offset, false, ErrNotDeadLettered, func(s *domainState, e *emitter) error {
-		if !s.removeFailed(offset) {
-			return ErrNotDeadLettered
-		}
-		s.queue().pushFront(offset)
-		e.emit(EventRedriven, offset, 0, Token{}, nil)
-		return nil
+	return m.adminCall("Redrive", domain, offset, false, ErrNotDeadLettered, func(s *domainState, st *step) error {
+		return s.redrive(&m.policy, st, offset)
 	})
 }
 
@@ -314,15 +284,8 @@ func (m *Manager) Redrive(domain string, offset int64) (Head, error) {
 // If the domain is running, ForceRelease returns the offset as its head
 // (Head.HasNext): acquire it.
 func (m *Manager) ForceRelease(domain string) (Head, error) {
-	return m.adminCall("ForceRelease", domain, 0, false, ErrNoLease, func(s *domainState, e *emitter) error {
-		if !s.leased {
-			return ErrNoLease
-		}
-		l, tok, attempts := s.lease, s.leaseToken(&m.policy), s.attempts()
-		e.emit(EventReleased, l.offset, attempts, tok, nil)
-		s.revoke(tok, ErrLeaseRevoked)
-		s.requeue(e, l.offset, attempt{attempts: attempts, retries: l.retries, acquiredAt: l.acquiredAt})
-		return nil
+	return m.adminCall("ForceRelease", domain, 0, false, ErrNoLease, func(s *domainState, st *step) error {
+		return s.forceRelease(&m.policy, st)
 	})
 }
 
@@ -333,11 +296,8 @@ func (m *Manager) ForceRelease(domain string) (Head, error) {
 // AlreadyFailed, and the offset in flight AlreadyAcquired. Pausing a paused
 // domain changes nothing; a paused domain cannot be forgotten (see Forget).
 func (m *Manager) Pause(domain string) error {
-	_, err := m.adminCall("Pause", domain, 0, true, nil, func(s *domainState, e *emitter) error {
-		if !s.paused {
-			s.paused = true
-			e.emit(EventPaused, -1, 0, Token{}, nil)
-		}
+	_, err := m.adminCall("Pause", domain, 0, true, nil, func(s *domainState, st *step) error {
+		s.setPaused(&m.policy, st, true)
 		return nil
 	})
 	return err
@@ -347,11 +307,8 @@ func (m *Manager) Pause(domain string) error {
 // with a backlog, Resume returns the backlog's head (Head.HasNext): acquire
 // it. Resuming a running or unknown domain changes nothing.
 func (m *Manager) Resume(domain string) (Head, error) {
-	return m.adminCall("Resume", domain, 0, false, nil, func(s *domainState, e *emitter) error {
-		if s.paused {
-			s.paused = false
-			e.emit(EventResumed, -1, 0, Token{}, nil)
-		}
+	return m.adminCall("Resume", domain, 0, false, nil, func(s *domainState, st *step) error {
+		s.setPaused(&m.policy, st, false)
 		return nil
 	})
 }
@@ -373,21 +330,16 @@ func (m *Manager) Forget(domain string) error {
 	if r == nil {
 		return m.absent(nil)
 	}
-	e := emitter{m: m, sh: sh, r: r, now: now}
-	s := &r.state
-	s.expireIfDue(&m.policy, &e)
-	if s.leased || s.paused || s.backlog.len() > 0 {
-		if err := m.finish(sh, r, &e); err != nil {
-			return err
+	st := step{now: now, keep: m.reporting}
+	if err := r.state.forget(&m.policy, &st); err != nil {
+		if ferr := m.finish(sh, r, &st); ferr != nil {
+			return ferr
 		}
-		return domainError("Forget", domain, ErrDomainBusy)
+		return domainError("Forget", domain, err)
 	}
-	m.raiseFenceFloor(s.issued.fence)
+	m.raiseFenceFloor(r.state.issued.fence)
 	r.dropped = true
-	// The record carries the domain's fence so that replay raises the floor too.
-	e.record(Record{Kind: EventForgotten, Offset: -1, Fence: s.issued.fence}, nil)
-	m.snapshots.forgotten(domain, r.lastSeq)
-	if err := m.finish(sh, r, &e); err != nil {
+	if err := m.finish(sh, r, &st); err != nil {
 		return err
 	}
 	m.unlinkDrained(r)

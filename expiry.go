@@ -217,8 +217,12 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 	if s.leased {
 		tok = s.leaseToken(&m.policy)
 	}
-	e := emitter{m: m, sh: sh, r: r, now: now}
-	expired := s.expireIfDue(&m.policy, &e)
+	st := step{now: now, keep: m.reporting}
+	expired := s.expireIfDue(&m.policy, &st)
+	sh.countAll(r, &st)
+	if m.reporting {
+		err = m.report(sh, r, &st)
+	}
 	sh.expiry.sync(r)
 	if !expired {
 		return Expiry{}, false, 0, nil
@@ -231,5 +235,5 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 		DeadLettered: s.isFailed(l.offset),
 	}
 	exp.Next, exp.HasNext = s.next()
-	return exp, true, r.lastSeq, e.err
+	return exp, true, r.lastSeq, err
 }

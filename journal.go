@@ -201,3 +201,8 @@ func causeFromText(text string) error {
 	}
 	return errors.New(text)
 }
+
+// settings returns the RecordSettings record that states p.
+func (p *policy) settings() Record {
+	return Record{Kind: RecordSettings, Offset: -1, Monotonic: p.monotonic}
+}

@@ -374,15 +374,18 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 	}
 	now := m.now() // read outside the lock: a caller's clock may take locks of its own
 	sh, r := m.lockRecord(domain, true)
-	e := emitter{m: m, sh: sh, r: r, now: now}
+	st := step{now: now, keep: m.reporting}
 	// res is filled in place: building it elsewhere and copying it costs
 	// a tenth of a cycle.
-	res.Status, err = r.state.acquire(&m.policy, &e, offset)
+	res.Status, err = r.state.acquire(&m.policy, &st, offset)
 	if res.Status == Acquired || res.Status == AlreadyAcquired {
 		r.state.lease.describe(&res, r.state.leaseToken(&m.policy), m.loc)
 	}
-	if ferr := m.finish(sh, r, &e); ferr != nil {
+	if ferr := m.finish(sh, r, &st); ferr != nil {
 		return AcquireResult{}, ferr
+	}
+	if err != nil { // out of turn: the state machine does not know the domain
+		err.(*BacklogOrderError).Domain = domain
 	}
 	return res, err
 }
@@ -454,17 +457,17 @@ func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedR
 	if r == nil {
 		return SucceedResult{}, m.absent(domainError(op, domain, ErrNoLease))
 	}
-	e := emitter{m: m, sh: sh, r: r, now: now}
+	st := step{now: now, keep: m.reporting}
 	// res is filled in place, as in TryAcquire.
 	if next {
-		err = r.state.succeedNext(&m.policy, &e, tok, &res)
+		err = r.state.succeedNext(&m.policy, &st, tok, &res)
 		if res.Status == NextAcquired {
 			r.state.lease.fill(&res.Lease, domain, r.state.leaseToken(&m.policy), m.loc)
 		}
 	} else {
-		err = r.state.succeed(&m.policy, &e, tok, &res)
+		err = r.state.succeed(&m.policy, &st, tok, &res)
 	}
-	if ferr := m.finish(sh, r, &e); ferr != nil {
+	if ferr := m.finish(sh, r, &st); ferr != nil {
 		return SucceedResult{}, ferr
 	}
 	if err != nil {
@@ -521,16 +524,16 @@ func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (re
 	if r == nil {
 		return FailResult{}, m.absent(domainError(op, domain, ErrNoLease))
 	}
-	e := emitter{m: m, sh: sh, r: r, now: now}
+	st := step{now: now, keep: m.reporting}
 	if next {
-		err = r.state.failNext(&m.policy, &e, tok, cause, &res)
+		err = r.state.failNext(&m.policy, &st, tok, cause, &res)
 		if res.Status == GiveUpNextAcquired {
 			r.state.lease.fill(&res.Lease, domain, r.state.leaseToken(&m.policy), m.loc)
 		}
 	} else {
-		err = r.state.fail(&m.policy, &e, tok, cause, &res)
+		err = r.state.fail(&m.policy, &st, tok, cause, &res)
 	}
-	if ferr := m.finish(sh, r, &e); ferr != nil {
+	if ferr := m.finish(sh, r, &st); ferr != nil {
 		return FailResult{}, ferr
 	}
 	if err != nil {
@@ -562,9 +565,9 @@ func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, 
 	if r == nil {
 		return time.Time{}, m.absent(domainError("Extend", domain, ErrNoLease))
 	}
-	e := emitter{m: m, sh: sh, r: r, now: now}
-	at, err := r.state.extend(&m.policy, &e, tok, d)
-	if ferr := m.finish(sh, r, &e); ferr != nil {
+	st := step{now: now, keep: m.reporting}
+	at, err := r.state.extend(&m.policy, &st, tok, d)
+	if ferr := m.finish(sh, r, &st); ferr != nil {
 		return time.Time{}, ferr
 	}
 	if err != nil {
@@ -576,4 +579,13 @@ func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, 
 // invalidStatus names a status value that is not one of its type's constants.
 func invalidStatus(typ string, v uint8) string {
 	return typ + "(" + strconv.Itoa(int(v)) + ")"
+}
+
+// describe fills in res's lease fields from l, whose token is tok, with
+// times in loc.
+func (l *lease) describe(res *AcquireResult, tok Token, loc *time.Location) {
+	res.Token = tok
+	res.AcquiredAt = l.acquiredAt.in(loc)
+	res.ExpiresAt = l.expiresAt.in(loc)
+	res.RetryCount = l.retries
 }

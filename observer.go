@@ -138,56 +138,37 @@ type ObserverFunc func(Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// emitter is how the state machine reports transitions while its lock is
-// held: it counts each one, journals it, and, with an observer, queues it on
-// the record to be delivered after the lock is released. It is built on
-// every call, so it is kept small: what it needs is reachable from r and m.
-type emitter struct {
-	m   *Manager
-	sh  *shard
-	r   *record // locked
-	now instant
-	err error // the first journal error; nothing is journaled after it
-}
-
-func (e *emitter) emit(kind EventKind, offset int64, attempt int, tok Token, cause error) {
-	e.sh.count(e.r, kind)
-	if e.m.reporting { // else nothing more to build: the common case
-		e.report(Record{Kind: kind, Offset: offset, Attempt: attempt, Token: tok}, cause)
+// report journals the changes st kept of r, which is locked, and queues
+// them for the observer, to be delivered once the lock is released. It
+// returns the journal's first error; nothing is journaled after it.
+func (m *Manager) report(sh *shard, r *record, st *step) error {
+	var err error
+	for i := range st.made {
+		c := &st.made[i]
+		if m.observer != nil {
+			q := r.extra.events
+			q.mu.Lock()
+			q.pending = append(q.pending, Event{
+				Kind: c.kind, Domain: r.domain, Offset: c.offset, Attempt: c.attempt, Token: c.token, Cause: c.cause, At: st.now.in(m.loc),
+			})
+			q.mu.Unlock()
+		}
+		if m.journal == nil || err != nil || !c.journaled() {
+			continue
+		}
+		rec := c.record(r.domain, st.now)
+		if c.kind != EventForgotten {
+			err = m.journalRecord(r, rec)
+			continue
+		}
+		// The domain's fence: a new record of the domain starts above it,
+		// after a replay too. A snapshot under way learns of the record.
+		rec.Fence = r.state.issued.fence
+		if err = m.journalRecord(r, rec); err == nil {
+			m.snapshots.forgotten(r.domain, r.lastSeq)
+		}
 	}
-}
-
-// record reports the transition rec, with cause as its Event's cause.
-func (e *emitter) record(rec Record, cause error) {
-	e.sh.count(e.r, rec.Kind)
-	if e.m.reporting {
-		e.report(rec, cause)
-	}
-}
-
-// report queues rec for the observer and journals it.
-func (e *emitter) report(rec Record, cause error) {
-	r := e.r
-	if e.m.observer != nil {
-		q := r.extra.events
-		q.mu.Lock()
-		q.pending = append(q.pending, Event{
-			Kind: rec.Kind, Domain: r.domain, Offset: rec.Offset, Attempt: rec.Attempt, Token: rec.Token, Cause: cause, At: e.now.in(e.m.loc),
-		})
-		q.mu.Unlock()
-	}
-	j := e.m.journal
-	if j == nil || e.err != nil || rec.Kind == EventRejected || rec.Kind == EventOutOfOrder {
-		return // rejections and diagnostics change no state
-	}
-	// A journal keeps times as Unix time; their zone does not matter.
-	rec.Domain, rec.At, rec.Cause = r.domain, e.now.in(time.UTC), textOf(cause)
-	switch rec.Kind {
-	case EventAcquired, EventRetrying, EventExtended:
-		l := &r.state.lease
-		rec.AcquiredAt, rec.Retries, rec.ExpiresAt = l.acquiredAt.in(time.UTC), l.retries, l.expiresAt.in(time.UTC)
-	}
-	e.err = e.m.journalRecord(r, rec)
+	return err
 }
 
 // journalRecord appends rec, a record of r, which is locked, to the

@@ -3,7 +3,6 @@ package worklease
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // replay rebuilds the Manager from its journal: the latest snapshot, then
@@ -181,8 +180,7 @@ func (m *Manager) settleEnded(domain string, l endedLease) {
 	if !s.isProcessed(&m.replaying.policy, l.offset) {
 		return
 	}
-	s.queue().pushFront(l.offset)
-	s.carry(l.offset, l.a)
+	s.applyRequeued(&change{kind: EventRequeued, offset: l.offset, attempt: l.a.attempts, retries: l.a.retries, acquiredAt: l.a.acquiredAt})
 }
 
 // apply applies one journaled record.
@@ -207,12 +205,13 @@ func (m *Manager) apply(seq uint64, rec Record) error {
 	if seq <= r.lastSeq {
 		return nil // the snapshot already holds it
 	}
-	s := &r.state
+	s, p, c, at := &r.state, &m.replaying.policy, changeOf(&rec), instantOf(rec.At)
 	// The lease rec may end, and what its offset carries if it goes back.
 	l := endedLease{s.lease.offset, attempt{attempts: s.attempts(), retries: s.lease.retries, acquiredAt: s.lease.acquiredAt}}
-	if err := s.apply(&m.replaying.policy, rec, endedOffset); err != nil {
+	if err := s.fits(p, at, &c, endedOffset); err != nil {
 		return err
 	}
+	s.apply(p, at, &c)
 	if endsLease(rec) {
 		m.replaying.ended[rec.Domain] = l
 	}
@@ -236,7 +235,7 @@ func (m *Manager) applyForgotten(seq uint64, rec Record) error {
 	}
 	// A paused domain is accepted: Forget took those before it refused
 	// them, and such journals still replay.
-	if s.leased || s.backlog.len() > 0 {
+	if !s.empty() {
 		r.mu.Unlock()
 		return errors.New("forgets a domain that is not idle and empty")
 	}
@@ -250,117 +249,6 @@ func (m *Manager) applyForgotten(seq uint64, rec Record) error {
 	r.dropped = true
 	r.mu.Unlock()
 	m.unlink(r)
-	return nil
-}
-
-// apply changes the state as rec says under p, after checking that rec fits
-// it. ended is the offset of the lease the domain's previous record ended
-// (see replayState.ended), or -1: it is not terminal, whatever isProcessed
-// says of it before rec puts it back in the backlog or fails it.
-func (s *domainState) apply(p *policy, rec Record, ended int64) error {
-	off := rec.Offset
-	if off < 0 && rec.Kind != EventPaused && rec.Kind != EventResumed {
-		return fmt.Errorf("negative offset")
-	}
-	terminal := s.isFailed(off) || off != ended && s.isProcessed(p, off)
-	holds := s.leased && s.leaseToken(p) == rec.Token && s.lease.offset == off
-	switch rec.Kind {
-	case EventEnqueued:
-		if terminal || (s.leased && s.lease.offset == off) || s.backlog.contains(off) {
-			return errors.New("enqueues an offset that is terminal, leased or queued")
-		}
-		if rec.Front {
-			s.queue().pushFront(off)
-		} else {
-			s.queue().pushBack(off)
-		}
-	case EventAcquired:
-		if s.leased || terminal {
-			return errors.New("grants a lease while one is held, or on a terminal offset")
-		}
-		if rec.Token.fence <= s.issued.fence || rec.Token.IsZero() {
-			return fmt.Errorf("grants fence %d after fence %d", rec.Token.fence, s.issued.fence)
-		}
-		if rec.Attempt <= rec.Retries {
-			return fmt.Errorf("grants attempt %d after %d failed", rec.Attempt, rec.Retries)
-		}
-		s.backlog.remove(off)
-		s.dropCarried(off)
-		s.restoreLease(p, lease{offset: off, acquiredAt: instantOf(rec.AcquiredAt), expiresAt: instantOf(rec.ExpiresAt), retries: rec.Retries}, rec.Token)
-		s.released = uint32(rec.Attempt - rec.Retries - 1) // checked above: Attempt > Retries
-	case EventProcessed:
-		if !holds {
-			return errors.New("completes a lease that is not held")
-		}
-		s.markTerminal(p, off, true)
-		s.release()
-	case EventRetrying:
-		if !holds || rec.Retries != s.lease.retries+1 {
-			return errors.New("retries a lease that is not held, or skips a retry")
-		}
-		s.lease.retries, s.lease.expiresAt = rec.Retries, instantOf(rec.ExpiresAt)
-	case EventExtended:
-		if !holds || instantOf(rec.ExpiresAt) <= s.lease.expiresAt {
-			return errors.New("extends a lease that is not held, or not later")
-		}
-		s.lease.expiresAt = instantOf(rec.ExpiresAt)
-	case EventExpired:
-		if !holds || s.lease.expiresAt == 0 || instantOf(rec.At) < s.lease.expiresAt {
-			return errors.New("expires a lease that is not held, or not yet due")
-		}
-		s.revoke(rec.Token, ErrLeaseExpired)
-	case EventReleased:
-		if !holds {
-			return errors.New("releases a lease that is not held")
-		}
-		s.revoke(rec.Token, ErrLeaseRevoked)
-	case EventKilled:
-		if terminal {
-			return errors.New("kills a terminal offset")
-		}
-		if !rec.Token.IsZero() {
-			if !holds {
-				return errors.New("kills a lease that is not held")
-			}
-			s.revoke(rec.Token, ErrLeaseRevoked)
-		}
-	case EventRequeued:
-		if terminal || (s.leased && s.lease.offset == off) || s.backlog.contains(off) {
-			return errors.New("requeues an offset that is terminal, leased or queued")
-		}
-		if rec.Attempt < rec.Retries {
-			return errors.New("requeues an offset with more failed attempts than attempts")
-		}
-		s.queue().pushFront(off)
-		// Journals written before a forced release's Attempt counted its
-		// last attempt hold Attempt == Retries: that undercount stays.
-		s.carry(off, attempt{attempts: rec.Attempt, retries: rec.Retries, acquiredAt: instantOf(rec.AcquiredAt)})
-	case EventDeadLettered:
-		if terminal {
-			return errors.New("dead-letters a terminal offset")
-		}
-		if s.leased && s.lease.offset == off {
-			if s.leaseToken(p) != rec.Token {
-				return errors.New("dead-letters a lease under another token")
-			}
-			s.release()
-		}
-		s.backlog.remove(off)
-		s.dropCarried(off)
-		s.coldPart().failed.add(off, deadLetter{cause: causeFromText(rec.Cause), attempts: rec.Attempt, at: instantOf(rec.At)})
-		s.markTerminal(p, off, false)
-	case EventRedriven:
-		if !s.removeFailed(off) {
-			return errors.New("redrives an offset that is not failed")
-		}
-		s.queue().pushFront(off)
-	case EventPaused:
-		s.paused = true
-	case EventResumed:
-		s.paused = false
-	default:
-		return fmt.Errorf("a %v record changes no state and is never journaled", rec.Kind)
-	}
 	return nil
 }
 
@@ -394,18 +282,15 @@ func (m *Manager) timeRestoredLeases() error {
 	m.forEachRecord(func(sh *shard, domain string, r *record) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		l := &r.state.lease
 		// A domain no call accepts (held by a journal written before
 		// domains were bounded) gets no record, as Reap leaves it alone:
 		// its record could be more than the journal takes.
-		if !r.state.leased || l.expiresAt != 0 || appendErr != nil || !validDomain(domain) {
+		if !r.state.leased || r.state.lease.expiresAt != 0 || appendErr != nil || !validDomain(domain) {
 			return
 		}
-		l.expiresAt = now.add(m.policy.ttl)
-		appendErr = m.journalRecord(r, Record{
-			Kind: EventExtended, Domain: domain, Offset: l.offset, Attempt: r.state.attempts(), Token: r.state.leaseToken(&m.policy),
-			At: now.in(time.UTC), AcquiredAt: l.acquiredAt.in(time.UTC), Retries: l.retries, ExpiresAt: l.expiresAt.in(time.UTC),
-		})
+		st := step{now: now, keep: true}
+		r.state.extendTo(&m.policy, &st, now.add(m.policy.ttl))
+		appendErr = m.journalRecord(r, st.made[0].record(domain, now))
 		seq = max(seq, r.lastSeq)
 		sh.expiry.sync(r)
 	})

@@ -214,12 +214,18 @@ func (m *Manager) createRecord(sh *shard, h uint64, domain string, dropped *reco
 	return r
 }
 
-// finish ends a call on r: it brings the shard's expiry index up to date
+// finish ends a call on r that made the changes in st: it reports them
+// (see report), brings the shard's expiry index up to date
 // with r's lease, releases r's lock, waits until the journal holds every
 // record of the domain so far (the call's own, and those its answer depends
 // on), and delivers r's events. An error means the journal failed and the
 // Manager is now closed; the call must return it instead of its answer.
-func (m *Manager) finish(sh *shard, r *record, e *emitter) error {
+func (m *Manager) finish(sh *shard, r *record, st *step) error {
+	sh.countAll(r, st)
+	var appendErr error
+	if m.reporting {
+		appendErr = m.report(sh, r, st)
+	}
 	if m.expiring {
 		sh.expiry.sync(r)
 	}
@@ -229,7 +235,7 @@ func (m *Manager) finish(sh *shard, r *record, e *emitter) error {
 	}
 	r.mu.Unlock()
 	if m.journal != nil {
-		if err := m.durable(seq, e.err); err != nil {
+		if err := m.durable(seq, appendErr); err != nil {
 			return err
 		}
 	}

@@ -354,16 +354,18 @@ func (m *Manager) restoreDomain(d *decoder, version byte, seen map[string]bool) 
 	s.issued.fence = d.uvarint()
 	s.paused = d.bool()
 	if d.bool() {
-		fence, off, tok := s.issued.fence, d.varint(), d.token()
-		s.restoreLease(&m.policy, lease{offset: off, acquiredAt: d.instant(), expiresAt: d.instant(), retries: d.int()}, tok)
-		s.issued.fence = fence          // checkInvariants, below, checks that it is tok's
-		if version > snapshotVersion1 { // else version 1 kept the failed attempts alone
-			if attempts := d.int(); attempts > s.lease.retries {
-				s.released = uint32(attempts - s.lease.retries - 1)
-			} else {
-				d.fail(fmt.Errorf("lease on attempt %d after %d failed", attempts, s.lease.retries))
-			}
+		fence := s.issued.fence
+		c := change{kind: EventAcquired, offset: d.varint(), token: d.token(), acquiredAt: d.instant(), expiresAt: d.instant(), retries: d.int()}
+		c.attempt = c.retries + 1       // version 1 kept the failed attempts alone
+		if version > snapshotVersion1 { // later ones, the attempts made too
+			c.attempt = d.int()
 		}
+		if c.attempt > c.retries {
+			s.apply(&m.policy, 0, &c)
+		} else {
+			d.fail(fmt.Errorf("lease on attempt %d after %d failed", c.attempt, c.retries))
+		}
+		s.issued.fence = fence // checkInvariants, below, checks that it is the lease's
 	}
 	revoked := d.token()
 	var why error

@@ -54,32 +54,54 @@ var hotKinds = [...]EventKind{EventAcquired, EventEnqueued, EventProcessed}
 
 const numHotKinds = 3
 
-// hotIndex returns k's index in recordCounts, and false if a record does
-// not count k itself.
-func hotIndex(k EventKind) (int, bool) {
-	switch k {
-	case EventAcquired:
-		return 0, true
-	case EventEnqueued:
-		return 1, true
-	case EventProcessed:
-		return 2, true
+// hotIndex holds each kind's index in recordCounts, or -1 for a kind a
+// record does not count itself. It has a slot for every value of an
+// EventKind, so that reading it needs no bounds check.
+var hotIndex = func() (idx [256]int8) {
+	for k := range idx {
+		idx[k] = -1
 	}
-	return 0, false
+	for i, k := range hotKinds {
+		idx[k] = int8(i)
+	}
+	return idx
+}()
+
+// countAll counts the changes st made to r, a record of sh locked by the
+// caller. Most calls make one, which it counts in place.
+func (sh *shard) countAll(r *record, st *step) {
+	if st.n > 0 {
+		sh.count(r, st.kinds[0])
+	}
+	if st.n > 1 {
+		sh.countRest(r, st)
+	}
+}
+
+// countRest counts the changes st made after its first.
+func (sh *shard) countRest(r *record, st *step) {
+	for i := 1; i < st.n; i++ {
+		sh.count(r, st.kind(i))
+	}
 }
 
 // count adds one event of kind k on r, a record of sh locked by the caller.
 func (sh *shard) count(r *record, k EventKind) {
-	if i, ok := hotIndex(k); ok {
+	if i := hotIndex[k]; i >= 0 {
 		if r.counts[i]++; r.counts[i] == 0 {
-			if r.extra == nil {
-				r.extra = &recordExtra{}
-			}
-			r.extra.wraps[i]++
+			r.wrapped(int(i))
 		}
 		return
 	}
 	sh.stats.add(k, 1)
+}
+
+// wrapped counts a wrap around of r's count of the i-th hot kind.
+func (r *record) wrapped(i int) {
+	if r.extra == nil {
+		r.extra = &recordExtra{}
+	}
+	r.extra.wraps[i]++
 }
 
 // retire adds the counts of r, a dropped record leaving sh's map, to sh's.

@@ -6,11 +6,13 @@ import (
 	"time"
 )
 
-// domainState is one domain's state machine: the contract's calls step by
-// step, plus the optional behaviour of time-limited leases, ordering modes,
-// parking and the admin calls. It does no locking and calls nothing outside
-// the package; the record that owns it holds its mutex around every method,
-// and tests drive it directly.
+// domainState is one domain's state, which the state machine's calls
+// (state_calls.go) change only through changes (state_changes.go): the
+// contract's calls, plus the optional behaviour of time-limited leases,
+// ordering modes, parking and the admin calls. It is pure: it knows nothing
+// of locks, clocks, journals or observers, and nothing of the domain's key.
+// The record that holds it locks its mutex around every call, and tests
+// drive it directly (state_internal_test.go).
 //
 // Its fields are laid out for the record's cache lines (see record): what a
 // TryAcquire+Succeed cycle reads or writes comes first, and what only
@@ -123,16 +125,6 @@ func (s *domainState) leaseToken(p *policy) Token {
 	return s.issuedToken(p)
 }
 
-// restoreLease makes l, granted under tok, the current lease, as replay
-// finds it: tok's fence becomes the latest grant's.
-func (s *domainState) restoreLease(p *policy, l lease, tok Token) {
-	s.issued.fence = tok.fence
-	s.leased, s.lease = true, l
-	if tok != s.issuedToken(p) {
-		s.coldPart().leaseToken = tok
-	}
-}
-
 // coldPart returns s.cold, allocating it if need be.
 func (s *domainState) coldPart() *domainCold {
 	if s.cold == nil {
@@ -210,11 +202,6 @@ func (s *domainState) revoked() (Token, error) {
 	return s.cold.revoked, s.cold.revokedErr
 }
 
-// settings returns the RecordSettings record that states p.
-func (p *policy) settings() Record {
-	return Record{Kind: RecordSettings, Offset: -1, Monotonic: p.monotonic}
-}
-
 // switchRule converts s, kept under the exact rule or, if it is set now,
 // the watermark rule of WithMonotonicOffsets, to the other one. Switching
 // on, hw becomes the highest terminal offset: every offset up to it that is
@@ -266,45 +253,6 @@ func (s *domainState) switchRule(toMonotonic bool) {
 		runs = append(runs, offsetRun{next, hw})
 	}
 	s.processed.setRuns(runs)
-}
-
-// acquire is TryAcquire under the domain lock. With Acquired or
-// AlreadyAcquired, s.lease is the lease to report.
-func (s *domainState) acquire(p *policy, e *emitter, offset int64) (AcquireStatus, error) {
-	s.expireIfDue(p, e)
-	// 1) Terminal checks.
-	if s.isProcessed(p, offset) {
-		return AlreadyProcessed, nil
-	}
-	if s.isFailed(offset) {
-		return AlreadyFailed, nil
-	}
-	// 2) Active lease exists (or the domain is paused, which queues
-	// everything as if one did).
-	if s.leased && offset == s.lease.offset {
-		return AlreadyAcquired, nil
-	}
-	if s.leased || s.paused {
-		if s.enqueue(p, offset) {
-			e.record(Record{Kind: EventEnqueued, Offset: offset, Front: p.lifo}, nil)
-		}
-		return Enqueued, nil
-	}
-	// 3) No active lease: only the backlog's head may be granted.
-	if head, ok := s.backlog.front(); ok {
-		switch {
-		case head == offset:
-			s.grantHead(p, e)
-			return Acquired, nil
-		case !p.bestEffort:
-			return 0, &BacklogOrderError{Domain: e.r.domain, Expected: head, Got: offset}
-		default:
-			s.backlog.remove(offset) // if queued at all
-			e.emit(EventOutOfOrder, offset, 0, Token{}, nil)
-		}
-	}
-	s.grant(p, e, offset)
-	return Acquired, nil
 }
 
 // isProcessed reports whether offset counts as processed: it succeeded or,
@@ -362,182 +310,6 @@ func (s *domainState) markTerminal(p *policy, offset int64, succeeded bool) {
 	}
 }
 
-// enqueue queues offset behind the lease, once, and reports whether it was
-// added. Terminal offsets must have been ruled out.
-func (s *domainState) enqueue(p *policy, offset int64) bool {
-	if p.lifo {
-		return s.queue().pushFront(offset)
-	}
-	return s.queue().pushBack(offset)
-}
-
-// grant leases offset under a new token.
-func (s *domainState) grant(p *policy, e *emitter, offset int64) {
-	s.issued.fence++
-	s.leased = true
-	l := &s.lease // zero: release cleared it
-	l.offset, l.acquiredAt = offset, e.now
-	if s.cold != nil {
-		if a, ok := s.carriedOf(offset); ok {
-			// The attempts made beyond the failed ones were released.
-			l.retries, l.acquiredAt, s.released = a.retries, a.acquiredAt, uint32(a.attempts-a.retries)
-			s.dropCarried(offset)
-		}
-	}
-	if p.ttl > 0 {
-		l.expiresAt = e.now.add(p.ttl)
-	}
-	e.emit(EventAcquired, offset, s.attempts(), s.issuedToken(p), nil)
-}
-
-// grantHead leases the backlog's head, as acquire does when asked for it on
-// an idle, running domain. The backlog must not be empty.
-func (s *domainState) grantHead(p *policy, e *emitter) {
-	head, _ := s.backlog.popFront()
-	s.grant(p, e, head)
-}
-
-// checkToken reports the error Succeed, Fail or Extend returns for tok, if
-// any, and reports a rejection.
-func (s *domainState) checkToken(p *policy, e *emitter, tok Token) error {
-	if s.leased && tok == s.leaseToken(p) {
-		return nil
-	}
-	var err error
-	revoked, why := s.revoked()
-	switch {
-	case !tok.IsZero() && tok == revoked:
-		err = why
-	case !s.leased:
-		err = ErrNoLease
-	default:
-		err = ErrTokenMismatch
-	}
-	offset := int64(-1)
-	if s.leased {
-		offset = s.lease.offset
-	}
-	e.emit(EventRejected, offset, 0, tok, err)
-	return err
-}
-
-// succeed is Succeed under the domain lock. It fills in res's Status and
-// Next; res must be zero.
-func (s *domainState) succeed(p *policy, e *emitter, tok Token, res *SucceedResult) error {
-	s.expireIfDue(p, e)
-	if err := s.checkToken(p, e, tok); err != nil {
-		return err
-	}
-	s.markTerminal(p, s.lease.offset, true)
-	e.emit(EventProcessed, s.lease.offset, s.attempts(), tok, nil)
-	s.release()
-	res.Status = NoBacklog
-	if next, ok := s.backlog.front(); ok {
-		res.Status, res.Next = NextHint, next
-	}
-	return nil
-}
-
-// fail is Fail under the domain lock. It fills in res's Status, RetryCount
-// and Next; res must be zero.
-func (s *domainState) fail(p *policy, e *emitter, tok Token, cause error, res *FailResult) error {
-	s.expireIfDue(p, e)
-	if err := s.checkToken(p, e, tok); err != nil {
-		return err
-	}
-	if s.lease.retries < p.maxRetries {
-		s.lease.retries++ // acquiredAt stays: it marks the offset's first grant
-		if at := e.now.add(p.ttl); p.ttl > 0 && at > s.lease.expiresAt {
-			s.lease.expiresAt = at // the next attempt gets at least a full TTL
-		}
-		e.emit(EventRetrying, s.lease.offset, s.lease.retries, tok, cause)
-		res.Status, res.RetryCount = RetryScheduled, s.lease.retries
-		return nil
-	}
-	res.RetryCount = s.lease.retries
-	s.deadLetter(p, e, s.lease.offset, s.attempts(), tok, cause, p.park)
-	s.release()
-	switch next, ok := s.backlog.front(); {
-	case s.paused:
-		res.Status = GiveUpParked
-	case ok:
-		res.Status, res.Next = GiveUpNextHint, next
-	default:
-		res.Status = GiveUpNoBacklog
-	}
-	return nil
-}
-
-// succeedNext is SucceedNext under the domain lock: succeed, then the grant
-// of the backlog's head unless the domain is paused. With NextAcquired,
-// s.lease is the lease to report.
-func (s *domainState) succeedNext(p *policy, e *emitter, tok Token, res *SucceedResult) error {
-	if err := s.succeed(p, e, tok, res); err != nil || res.Status != NextHint || s.paused {
-		return err
-	}
-	s.grantHead(p, e)
-	res.Status, res.Next = NextAcquired, 0
-	return nil
-}
-
-// failNext is FailNext under the domain lock: fail, then, if that gave the
-// offset up on a running domain with a backlog, the grant of its head. With
-// GiveUpNextAcquired, s.lease is the lease to report.
-func (s *domainState) failNext(p *policy, e *emitter, tok Token, cause error, res *FailResult) error {
-	// fail hints at the head only if the domain is not paused.
-	if err := s.fail(p, e, tok, cause, res); err != nil || res.Status != GiveUpNextHint {
-		return err
-	}
-	s.grantHead(p, e)
-	res.Status, res.Next = GiveUpNextAcquired, 0
-	return nil
-}
-
-// extend is Extend under the domain lock: the lease now expires no sooner
-// than now+d. It returns the lease's expiry, zero if it never expires.
-func (s *domainState) extend(p *policy, e *emitter, tok Token, d time.Duration) (instant, error) {
-	s.expireIfDue(p, e)
-	if err := s.checkToken(p, e, tok); err != nil {
-		return 0, err
-	}
-	if s.lease.expiresAt == 0 {
-		return 0, nil // the lease never expires; nothing to extend
-	}
-	if at := e.now.add(d); at > s.lease.expiresAt {
-		s.lease.expiresAt = at
-		e.emit(EventExtended, s.lease.offset, s.attempts(), tok, nil)
-	}
-	return s.lease.expiresAt, nil
-}
-
-// expireIfDue revokes the lease if it has expired, and reports whether it
-// did. An expiry counts as a failed attempt: with retries left, the offset
-// goes back to the front of the line to be granted again under a new token;
-// without, it is dead-lettered.
-func (s *domainState) expireIfDue(p *policy, e *emitter) bool {
-	if !s.leased || s.lease.expiresAt == 0 || e.now < s.lease.expiresAt {
-		return false
-	}
-	l, tok, attempts := s.lease, s.leaseToken(p), s.attempts()
-	e.emit(EventExpired, l.offset, attempts, tok, nil)
-	s.revoke(tok, ErrLeaseExpired)
-	if l.retries < p.maxRetries {
-		s.requeue(e, l.offset, attempt{attempts: attempts, retries: l.retries + 1, acquiredAt: l.acquiredAt})
-	} else {
-		s.deadLetter(p, e, l.offset, attempts, tok, ErrLeaseExpired, p.park)
-	}
-	return true
-}
-
-// requeue puts offset back at the front of the line, keeping its attempts.
-// Its record says how many were made (Attempt) and how many of them failed
-// (Retries), which the next grant carries on from.
-func (s *domainState) requeue(e *emitter, offset int64, a attempt) {
-	s.queue().pushFront(offset)
-	s.carry(offset, a)
-	e.record(Record{Kind: EventRequeued, Offset: offset, Attempt: a.attempts, Retries: a.retries, AcquiredAt: a.acquiredAt.in(time.UTC)}, nil)
-}
-
 // dropCarried forgets the attempts offset carried, if any.
 func (s *domainState) dropCarried(offset int64) {
 	c := s.cold
@@ -548,18 +320,6 @@ func (s *domainState) dropCarried(offset int64) {
 	if len(c.carried) == 0 {
 		c.carried = nil
 		s.trimCold()
-	}
-}
-
-// deadLetter makes offset failed after attempts attempts, and parks the
-// domain if park is set.
-func (s *domainState) deadLetter(p *policy, e *emitter, offset int64, attempts int, tok Token, cause error, park bool) {
-	s.coldPart().failed.add(offset, deadLetter{cause: deadLetterCause(cause), attempts: attempts, at: e.now})
-	s.markTerminal(p, offset, false)
-	e.emit(EventDeadLettered, offset, attempts, tok, cause)
-	if park && !s.paused {
-		s.paused = true
-		e.emit(EventPaused, offset, 0, Token{}, cause)
 	}
 }
 
@@ -581,6 +341,9 @@ func (s *domainState) revoke(tok Token, why error) {
 	s.release()
 }
 
+// empty reports whether the domain has no lease and no backlog.
+func (s *domainState) empty() bool { return !s.leased && s.backlog.len() == 0 }
+
 // next reports the offset an idle, running domain will grant next: the one
 // an orchestrator must acquire to keep the domain moving.
 func (s *domainState) next() (int64, bool) {
@@ -588,13 +351,4 @@ func (s *domainState) next() (int64, bool) {
 		return 0, false
 	}
 	return s.backlog.front()
-}
-
-// describe fills in res's lease fields from l, whose token is tok, with
-// times in loc.
-func (l *lease) describe(res *AcquireResult, tok Token, loc *time.Location) {
-	res.Token = tok
-	res.AcquiredAt = l.acquiredAt.in(loc)
-	res.ExpiresAt = l.expiresAt.in(loc)
-	res.RetryCount = l.retries
 }

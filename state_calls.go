@@ -1,0 +1,353 @@
+package worklease
+
+import "time"
+
+// A step is one call's passage through the state machine: the time it
+// happens at, and what the call changed. The caller owns it, usually on its
+// stack, and reads the changes once the call returns: their kinds always
+// (to count them), and the changes themselves if it set keep (to journal or
+// report them; tests of the state machine do too).
+type step struct {
+	now   instant
+	keep  bool
+	n     int                  // changes made
+	kinds [stepKinds]EventKind // the kinds of the first changes
+	more  []EventKind          // the kinds of the rest, in the rare call that makes more
+	made  []change             // with keep, every change, in order
+}
+
+// stepKinds is how many changes' kinds a step holds in place: more than a
+// call makes but for a few admin calls on an expired lease.
+const stepKinds = 4
+
+// add notes c, a change the call made and applied.
+func (st *step) add(c *change) {
+	if st.note(c.kind) {
+		st.made = append(st.made, *c)
+	}
+}
+
+// note notes a change of kind k, which the call made and applied, and
+// reports whether the caller keeps the change itself: if so, the call
+// appends it to made. The calls on the hot path note their changes this
+// way, so that they build one only when it is kept.
+func (st *step) note(k EventKind) bool {
+	if st.n < len(st.kinds) {
+		st.kinds[st.n] = k
+	} else {
+		st.more = append(st.more, k)
+	}
+	st.n++
+	return st.keep
+}
+
+// kind returns the kind of the i-th change, i in [0, n).
+func (st *step) kind(i int) EventKind {
+	if i < len(st.kinds) {
+		return st.kinds[i]
+	}
+	return st.more[i-len(st.kinds)]
+}
+
+// The calls below are the contract's, one domain at a time. Each decides
+// from the state what happens, and makes it happen only through changes
+// (see change), each applied as it is made: so a journal's records, which
+// replay applies with the same code, rebuild the state exactly.
+
+// acquire is TryAcquire. With Acquired or AlreadyAcquired, s.lease is the
+// lease to report. A strict domain asked for an offset out of turn returns
+// a *BacklogOrderError without its Domain, which the caller knows.
+func (s *domainState) acquire(p *policy, st *step, offset int64) (AcquireStatus, error) {
+	s.expireIfDue(p, st)
+	// 1) Terminal checks.
+	if s.isProcessed(p, offset) {
+		return AlreadyProcessed, nil
+	}
+	if s.isFailed(offset) {
+		return AlreadyFailed, nil
+	}
+	// 2) Active lease exists (or the domain is paused, which queues
+	// everything as if one did).
+	if s.leased && offset == s.lease.offset {
+		return AlreadyAcquired, nil
+	}
+	if s.leased || s.paused {
+		if s.applyEnqueued(offset, p.lifo) && st.note(EventEnqueued) { // a duplicate makes no change
+			st.made = append(st.made, change{kind: EventEnqueued, offset: offset, front: p.lifo})
+		}
+		return Enqueued, nil
+	}
+	// 3) No active lease: only the backlog's head may be granted.
+	if head, ok := s.backlog.front(); ok && head != offset {
+		if !p.bestEffort {
+			return 0, &BacklogOrderError{Expected: head, Got: offset}
+		}
+		st.add(&change{kind: EventOutOfOrder, offset: offset})
+	}
+	s.grant(p, st, offset)
+	return Acquired, nil
+}
+
+// grant leases offset under a new token, carrying on the attempts it made
+// before, if any.
+func (s *domainState) grant(p *policy, st *step, offset int64) {
+	l, attempts := lease{offset: offset, acquiredAt: st.now}, 1
+	if s.cold != nil {
+		if a, ok := s.carriedOf(offset); ok {
+			l.retries, l.acquiredAt, attempts = a.retries, a.acquiredAt, a.attempts+1
+		}
+	}
+	if p.ttl > 0 {
+		l.expiresAt = st.now.add(p.ttl)
+	}
+	tok := Token{fence: s.issued.fence + 1, serial: s.issued.serial, instance: p.instance}
+	s.applyAcquired(p, l, tok, attempts)
+	if st.note(EventAcquired) {
+		st.made = append(st.made, acquiredChange(l, tok, attempts))
+	}
+}
+
+// grantHead leases the backlog's head, as acquire does when asked for it on
+// an idle, running domain. The backlog must not be empty.
+func (s *domainState) grantHead(p *policy, st *step) {
+	head, _ := s.backlog.front()
+	s.grant(p, st, head)
+}
+
+// checkToken returns the error Succeed, Fail or Extend returns for tok, if
+// any, and reports it as a rejection.
+func (s *domainState) checkToken(p *policy, st *step, tok Token) error {
+	if s.leased && tok == s.leaseToken(p) {
+		return nil
+	}
+	var err error
+	revoked, why := s.revoked()
+	switch {
+	case !tok.IsZero() && tok == revoked:
+		err = why
+	case !s.leased:
+		err = ErrNoLease
+	default:
+		err = ErrTokenMismatch
+	}
+	offset := int64(-1)
+	if s.leased {
+		offset = s.lease.offset
+	}
+	st.add(&change{kind: EventRejected, offset: offset, token: tok, cause: err})
+	return err
+}
+
+// succeed is Succeed. It fills in res's Status and Next; res must be zero.
+func (s *domainState) succeed(p *policy, st *step, tok Token, res *SucceedResult) error {
+	s.expireIfDue(p, st)
+	if err := s.checkToken(p, st, tok); err != nil {
+		return err
+	}
+	if st.note(EventProcessed) {
+		st.made = append(st.made, change{kind: EventProcessed, offset: s.lease.offset, attempt: s.attempts(), token: tok})
+	}
+	s.applyProcessed(p, s.lease.offset)
+	res.Status = NoBacklog
+	if next, ok := s.backlog.front(); ok {
+		res.Status, res.Next = NextHint, next
+	}
+	return nil
+}
+
+// fail is Fail. It fills in res's Status, RetryCount and Next; res must be
+// zero.
+func (s *domainState) fail(p *policy, st *step, tok Token, cause error, res *FailResult) error {
+	s.expireIfDue(p, st)
+	if err := s.checkToken(p, st, tok); err != nil {
+		return err
+	}
+	l := &s.lease
+	if l.retries < p.maxRetries {
+		// acquiredAt stays: it marks the offset's first grant. The next
+		// attempt gets at least a full TTL.
+		retries, expiresAt := l.retries+1, l.expiresAt
+		if at := st.now.add(p.ttl); p.ttl > 0 && at > expiresAt {
+			expiresAt = at
+		}
+		s.applyRetrying(retries, expiresAt)
+		if st.note(EventRetrying) {
+			st.made = append(st.made, change{
+				kind: EventRetrying, offset: l.offset, attempt: retries, token: tok, cause: cause,
+				retries: retries, acquiredAt: l.acquiredAt, expiresAt: expiresAt,
+			})
+		}
+		res.Status, res.RetryCount = RetryScheduled, retries
+		return nil
+	}
+	res.RetryCount = l.retries
+	s.deadLetter(p, st, l.offset, s.attempts(), tok, cause, p.park)
+	switch next, ok := s.backlog.front(); {
+	case s.paused:
+		res.Status = GiveUpParked
+	case ok:
+		res.Status, res.Next = GiveUpNextHint, next
+	default:
+		res.Status = GiveUpNoBacklog
+	}
+	return nil
+}
+
+// succeedNext is SucceedNext: succeed, then the grant of the backlog's head
+// unless the domain is paused. With NextAcquired, s.lease is the lease to
+// report.
+func (s *domainState) succeedNext(p *policy, st *step, tok Token, res *SucceedResult) error {
+	if err := s.succeed(p, st, tok, res); err != nil || res.Status != NextHint || s.paused {
+		return err
+	}
+	s.grantHead(p, st)
+	res.Status, res.Next = NextAcquired, 0
+	return nil
+}
+
+// failNext is FailNext: fail, then, if that gave the offset up on a running
+// domain with a backlog, the grant of its head. With GiveUpNextAcquired,
+// s.lease is the lease to report.
+func (s *domainState) failNext(p *policy, st *step, tok Token, cause error, res *FailResult) error {
+	// fail hints at the head only if the domain is not paused.
+	if err := s.fail(p, st, tok, cause, res); err != nil || res.Status != GiveUpNextHint {
+		return err
+	}
+	s.grantHead(p, st)
+	res.Status, res.Next = GiveUpNextAcquired, 0
+	return nil
+}
+
+// extend is Extend: the lease now expires no sooner than d from now. It
+// returns the lease's expiry, zero if it never expires.
+func (s *domainState) extend(p *policy, st *step, tok Token, d time.Duration) (instant, error) {
+	s.expireIfDue(p, st)
+	if err := s.checkToken(p, st, tok); err != nil {
+		return 0, err
+	}
+	if s.lease.expiresAt == 0 {
+		return 0, nil // the lease never expires; nothing to extend
+	}
+	if at := st.now.add(d); at > s.lease.expiresAt {
+		s.extendTo(p, st, at)
+	}
+	return s.lease.expiresAt, nil
+}
+
+// extendTo moves the lease's expiry to at, which is later.
+func (s *domainState) extendTo(p *policy, st *step, at instant) {
+	l := &s.lease
+	s.make(p, st, &change{
+		kind: EventExtended, offset: l.offset, attempt: s.attempts(), token: s.leaseToken(p),
+		retries: l.retries, acquiredAt: l.acquiredAt, expiresAt: at,
+	})
+}
+
+// make applies c, a change of the call st, and notes it.
+func (s *domainState) make(p *policy, st *step, c *change) {
+	s.apply(p, st.now, c)
+	st.add(c)
+}
+
+// expireIfDue revokes the lease if it has expired, and reports whether it
+// did. An expiry counts as a failed attempt: with retries left, the offset
+// goes back to the front of the line to be granted again under a new token;
+// without, it is dead-lettered.
+func (s *domainState) expireIfDue(p *policy, st *step) bool {
+	if !s.leased || s.lease.expiresAt == 0 || st.now < s.lease.expiresAt {
+		return false
+	}
+	l, tok, attempts := s.lease, s.leaseToken(p), s.attempts()
+	s.make(p, st, &change{kind: EventExpired, offset: l.offset, attempt: attempts, token: tok})
+	if l.retries < p.maxRetries {
+		s.requeue(p, st, l.offset, attempt{attempts: attempts, retries: l.retries + 1, acquiredAt: l.acquiredAt})
+	} else {
+		s.deadLetter(p, st, l.offset, attempts, tok, ErrLeaseExpired, p.park)
+	}
+	return true
+}
+
+// requeue puts offset back at the front of the line, keeping its attempts:
+// how many were made, and how many of them failed, which the next grant
+// carries on from.
+func (s *domainState) requeue(p *policy, st *step, offset int64, a attempt) {
+	s.make(p, st, &change{kind: EventRequeued, offset: offset, attempt: a.attempts, retries: a.retries, acquiredAt: a.acquiredAt})
+}
+
+// deadLetter makes offset failed after attempts attempts, and parks the
+// domain if park is set. A lease on offset ends with it.
+func (s *domainState) deadLetter(p *policy, st *step, offset int64, attempts int, tok Token, cause error, park bool) {
+	s.make(p, st, &change{kind: EventDeadLettered, offset: offset, attempt: attempts, token: tok, cause: cause})
+	if park && !s.paused {
+		s.make(p, st, &change{kind: EventPaused, offset: offset, cause: cause})
+	}
+}
+
+// kill is Kill: it makes offset failed whatever its state, with cause.
+func (s *domainState) kill(p *policy, st *step, offset int64, cause error) error {
+	inFlight := s.leased && s.lease.offset == offset
+	switch {
+	case s.isProcessed(p, offset):
+		return ErrAlreadyProcessed
+	case s.isFailed(offset):
+		return nil
+	case p.monotonic && !inFlight && !s.backlog.contains(offset):
+		return ErrOffsetAhead // not processed, so above the highest finished offset
+	}
+	attempts, tok := 0, Token{}
+	switch {
+	case inFlight:
+		attempts, tok = s.attempts(), s.leaseToken(p)
+	case s.backlog.contains(offset):
+		a, _ := s.carriedOf(offset)
+		attempts = a.attempts
+	}
+	s.make(p, st, &change{kind: EventKilled, offset: offset, attempt: attempts, token: tok, cause: cause})
+	s.deadLetter(p, st, offset, attempts, tok, cause, false) // a deliberate kill does not park
+	return nil
+}
+
+// redrive is Redrive: it puts a failed offset back at the front of the
+// line.
+func (s *domainState) redrive(p *policy, st *step, offset int64) error {
+	if !s.isFailed(offset) {
+		return ErrNotDeadLettered
+	}
+	s.make(p, st, &change{kind: EventRedriven, offset: offset})
+	return nil
+}
+
+// forceRelease is ForceRelease: it takes the lease back from its holder
+// and puts its offset back at the front of the line.
+func (s *domainState) forceRelease(p *policy, st *step) error {
+	if !s.leased {
+		return ErrNoLease
+	}
+	l, tok, attempts := s.lease, s.leaseToken(p), s.attempts()
+	s.make(p, st, &change{kind: EventReleased, offset: l.offset, attempt: attempts, token: tok})
+	s.requeue(p, st, l.offset, attempt{attempts: attempts, retries: l.retries, acquiredAt: l.acquiredAt})
+	return nil
+}
+
+// setPaused is Pause (paused set) and Resume.
+func (s *domainState) setPaused(p *policy, st *step, paused bool) {
+	if s.paused == paused {
+		return
+	}
+	kind := EventResumed
+	if paused {
+		kind = EventPaused
+	}
+	s.make(p, st, &change{kind: kind, offset: -1})
+}
+
+// forget is Forget: it reports the domain forgotten if it is idle, running
+// and has an empty backlog; the caller then drops it.
+func (s *domainState) forget(p *policy, st *step) error {
+	s.expireIfDue(p, st)
+	if !s.empty() || s.paused {
+		return ErrDomainBusy
+	}
+	st.add(&change{kind: EventForgotten, offset: -1})
+	return nil
+}
