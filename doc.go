@@ -135,6 +135,31 @@
 // passed to [WithClock] or an [Observer], except a [Journal]'s
 // AppendRecord, which runs under the domain's lock by design.
 //
+// # Backends
+//
+// The contract is not the Manager's alone. [Backend] states it as an
+// interface whose calls take a context first, for implementations that keep
+// their state elsewhere, such as a database shared by many processes;
+// [Manager.Backend] adapts the Manager to it, so code written against
+// Backend runs on either. A backend reads the same [Option] values through
+// [NewConfig], builds its tokens with [NewToken], and returns the result,
+// status, info and error types of this package. The leasetest package
+// checks that a backend keeps the contract: one call runs its scenarios,
+// error paths, the time-limited leases, ordering, admin calls, monotonic
+// offsets, events and a property test against a model of it.
+//
+// # Design
+//
+// The package has two layers. At its core is a pure state machine of one
+// domain: given the domain's state, a call with its arguments, the time
+// and the options, it decides the answer and the changes the call makes,
+// and applies them. Each kind of change has one function that applies it,
+// for a live call and for replay alike, so a journal's records rebuild
+// exactly the state the calls made. Around it, the Manager holds the
+// domains (a sharded map, a lock per domain, an index of the leases that
+// expire), reads the clock, counts the changes for [Manager.Stats],
+// journals them and tells the observer.
+//
 // # Memory
 //
 // Terminal offsets are kept as sorted runs of consecutive offsets, so their

@@ -1,6 +1,7 @@
 package worklease_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -353,5 +354,51 @@ func ExampleNewToken() {
 	fmt.Println(errors.Is(err, worklease.ErrInvalidToken))
 	// Output:
 	// 3-2a-0123456789abcdef 3 42
+	// true
+}
+
+// Code written against Backend runs on the in-memory Manager and on any
+// other backend of the contract; each call takes a context first.
+func ExampleManager_Backend() {
+	m, err := worklease.New()
+	if err != nil {
+		panic(err)
+	}
+	var b worklease.Backend = m.Backend()
+	defer b.Close()
+
+	ctx := context.Background()
+	res, err := b.TryAcquire(ctx, "tenant-7", 0)
+	if err != nil {
+		panic(err)
+	}
+	done, err := b.Succeed(ctx, "tenant-7", res.Token)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Status, done.Status)
+
+	// A context already done changes nothing.
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = b.TryAcquire(canceled, "tenant-7", 1)
+	fmt.Println(errors.Is(err, context.Canceled))
+	// Output:
+	// Acquired NoBacklog
+	// true
+}
+
+// A backend other than the Manager reads the same options with NewConfig.
+func ExampleNewConfig() {
+	cfg, err := worklease.NewConfig(worklease.WithLeaseTTL(30*time.Second), worklease.WithOrdering(worklease.LIFO))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(cfg.LeaseTTL, cfg.Ordering, cfg.MaxRetries)
+
+	_, err = worklease.NewConfig(worklease.WithMaxRetries(-1))
+	fmt.Println(errors.Is(err, worklease.ErrInvalidConfig))
+	// Output:
+	// 30s LIFO 3
 	// true
 }
