@@ -354,13 +354,3 @@ func (m *Manager) waitDurable(seq uint64) error {
 	}
 	return m.durable(seq, nil)
 }
-
-// raiseFenceFloor makes new domains' fences start above fence.
-func (m *Manager) raiseFenceFloor(fence uint64) {
-	for {
-		cur := m.fenceFloor.Load()
-		if fence <= cur || m.fenceFloor.CompareAndSwap(cur, fence) {
-			return
-		}
-	}
-}

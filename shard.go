@@ -214,6 +214,16 @@ func (m *Manager) createRecord(sh *shard, h uint64, domain string, dropped *reco
 	return r
 }
 
+// raiseFenceFloor makes new domains' fences start above fence.
+func (m *Manager) raiseFenceFloor(fence uint64) {
+	for {
+		cur := m.fenceFloor.Load()
+		if fence <= cur || m.fenceFloor.CompareAndSwap(cur, fence) {
+			return
+		}
+	}
+}
+
 // finish ends a call on r that made the changes in st: it reports them
 // (see report), brings the shard's expiry index up to date
 // with r's lease, releases r's lock, waits until the journal holds every

@@ -121,7 +121,9 @@ func (s *domainState) unqueue(offset int64) {
 			s.backlog.remove(offset)
 		}
 	}
-	s.dropCarried(offset)
+	if s.cold != nil {
+		s.dropCarried(offset)
+	}
 }
 
 // acquiredChange returns the change that applyAcquired applies.
