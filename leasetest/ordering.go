@@ -29,10 +29,10 @@ func testOrdering(t *testing.T, s *Suite) {
 		{"FIFO", func(t *testing.T, s *Suite) {
 			e := s.start(t)
 			tok := e.acquire("A", 1, worklease.Acquired).Token
-			for _, off := range []int64{5, 3, 4, 2} {
+			for _, off := range []int64{5, 3, 5, 4, 3, 2, 5} {
 				e.acquire("A", off, worklease.Enqueued)
 			}
-			mustEqual(t, []int64{5, 3, 4, 2}, e.inspect("A").Backlog)
+			mustEqual(t, []int64{5, 3, 4, 2}, e.inspect("A").Backlog, "first-enqueued order, once each")
 			mustEqual(t, []int64{5, 3, 4, 2}, e.drain("A", tok))
 		}},
 		{"LIFO", func(t *testing.T, s *Suite) {

@@ -3,6 +3,7 @@ package leasetest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/worklease/worklease"
 )
@@ -171,6 +172,27 @@ func testScenarios(t *testing.T, s *Suite) {
 			e.acquire("A", 3, worklease.Enqueued)
 			e.pause("A")
 			mustEqual(t, worklease.FailResult{Status: worklease.GiveUpParked}, e.failNext("A", tok, nil))
+		}},
+		{"AcquiredAtIsGrantTime", func(t *testing.T, s *Suite) {
+			e := s.start(t)
+			e.clk.Advance(time.Hour)
+			tok := e.acquire("A", 1, worklease.Acquired).Token
+			e.clk.Advance(time.Minute)
+			e.acquire("A", 2, worklease.Enqueued)
+			e.succeed("A", tok)
+			mustEqual(t, epoch.Add(time.Hour+time.Minute), e.acquire("A", 2, worklease.Acquired).AcquiredAt, "AcquiredAt of a queued offset")
+		}},
+		{"InspectIsACopy", func(t *testing.T, s *Suite) {
+			e := s.start(t)
+			tok := e.acquire("A", 4, worklease.Acquired).Token
+			e.fail("A", tok, nil)
+			e.acquire("A", 6, worklease.Enqueued)
+			e.acquire("A", 5, worklease.Enqueued)
+			info := e.inspect("A")
+			mustEqual(t, worklease.DomainInfo{Leased: true, Lease: worklease.LeaseInfo{Domain: "A", Offset: 4, Token: tok, AcquiredAt: epoch, RetryCount: 1},
+				Backlog: []int64{6, 5}}, info)
+			info.Backlog[0] = 99 // a copy: changing it changes nothing
+			mustEqual(t, []int64{6, 5}, e.inspect("A").Backlog)
 		}},
 		{"InspectUnknownDomain", func(t *testing.T, s *Suite) {
 			e := s.start(t)
