@@ -1,6 +1,7 @@
 package leasetest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -182,4 +183,25 @@ func equalValue(a, b reflect.Value) bool {
 	default:
 		return a.Interface() == b.Interface()
 	}
+}
+
+func mustGreater[T cmp.Ordered](t tb, a, b T, msgAndArgs ...any) {
+	if !(a > b) {
+		t.Helper()
+		t.Fatalf("%s%v is not greater than %v", msg(msgAndArgs), a, b)
+	}
+}
+
+// mustLen checks that v, a slice or map, has n elements.
+func mustLen(t tb, v any, n int, msgAndArgs ...any) {
+	if l := reflect.ValueOf(v).Len(); l != n {
+		t.Helper()
+		t.Fatalf("%shas %d elements, want %d: %+v", msg(msgAndArgs), l, n, v)
+	}
+}
+
+// mustEmpty checks that v, a slice or map, has no elements.
+func mustEmpty(t tb, v any, msgAndArgs ...any) {
+	t.Helper()
+	mustLen(t, v, 0, msgAndArgs...)
 }

@@ -8,9 +8,9 @@ import (
 )
 
 // process acquires and succeeds off in d.
-func (e *env) process(d string, off int64) {
+func (e *env) process(d string, off int64) worklease.SucceedResult {
 	e.t.Helper()
-	e.succeed(d, e.acquire(d, off, worklease.Acquired).Token)
+	return e.succeed(d, e.acquire(d, off, worklease.Acquired).Token)
 }
 
 // testMonotonic is the Monotonic area: WithMonotonicOffsets.

@@ -64,9 +64,14 @@ var areas = []struct {
 	{"Scenarios", testScenarios},
 	{"Errors", testErrors},
 	{"TTL", testTTL},
+	{"TTLSpec", testTTLSpec},
+	{"Handoff", testHandoffSpec},
 	{"Ordering", testOrdering},
+	{"OrderingSpec", testOrderingSpec},
 	{"Admin", testAdmin},
+	{"AdminSpec", testAdminSpec},
 	{"Monotonic", testMonotonic},
+	{"MonotonicSpec", testMonotonicSpec},
 	{"Observer", testObserver},
 	{"Context", testContext},
 	{"Restart", testRestart},
@@ -320,4 +325,30 @@ func token(t tb, fence, serial, instance uint64) worklease.Token {
 	tok, err := worklease.NewToken(fence, serial, instance)
 	mustNoError(t, err, "NewToken(%d, %d, %d)", fence, serial, instance)
 	return tok
+}
+
+// drainHints finishes the lease under tok with Succeed and then every
+// offset the hints name, and returns the offsets in the order they were
+// granted.
+func (e *env) drainHints(d string, tok worklease.Token) []int64 {
+	e.t.Helper()
+	var got []int64
+	for {
+		res := e.succeed(d, tok)
+		if res.Status == worklease.NoBacklog {
+			return got
+		}
+		got = append(got, res.Next)
+		tok = e.acquire(d, res.Next, worklease.Acquired).Token
+	}
+}
+
+// snapshot returns what Inspect reports of each domain.
+func (e *env) snapshot(domains ...string) map[string]worklease.DomainInfo {
+	e.t.Helper()
+	out := map[string]worklease.DomainInfo{}
+	for _, d := range domains {
+		out[d] = e.inspect(d)
+	}
+	return out
 }
