@@ -40,7 +40,7 @@ func testAdmin(t *testing.T, s *Suite) {
 			mustEqual(t, worklease.Head{}, e.kill("A", 7, "again"), "Kill of a failed offset")
 			mustEqual(t, []worklease.DeadLetter{{Domain: "A", Offset: 7, At: epoch}}, e.deadLetters("A"), "a second Kill changes nothing")
 		}},
-		{"Redrive", func(t *testing.T, s *Suite) {
+		{"RedriveRunsFirst", func(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithMaxRetries(0))
 			tok := e.acquire("A", 1, worklease.Acquired).Token
 			e.fail("A", tok, nil)
@@ -53,7 +53,7 @@ func testAdmin(t *testing.T, s *Suite) {
 			e.succeed("A", res.Lease.Token)
 			mustEqual(t, worklease.DomainInfo{Processed: 2}, e.inspect("A"))
 		}},
-		{"ForceRelease", func(t *testing.T, s *Suite) {
+		{"ForceReleaseKeepsAttempts", func(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithMaxRetries(3))
 			tok := e.acquire("A", 1, worklease.Acquired).Token
 			e.fail("A", tok, nil)
@@ -81,7 +81,7 @@ func testAdmin(t *testing.T, s *Suite) {
 			mustEqual(t, []string{"A"}, e.domains(), "Resume made a domain")
 			e.acquire("A", 1, worklease.Acquired)
 		}},
-		{"PauseKeepsOtherAnswers", func(t *testing.T, s *Suite) {
+		{"PausedAnswers", func(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithMaxRetries(0))
 			e.succeed("A", e.acquire("A", 1, worklease.Acquired).Token)
 			e.fail("A", e.acquire("A", 2, worklease.Acquired).Token, nil)
@@ -94,7 +94,7 @@ func testAdmin(t *testing.T, s *Suite) {
 			mustEqual(t, worklease.SucceedResult{Status: worklease.NextHint, Next: 4}, e.succeed("A", tok))
 			e.acquire("A", 4, worklease.Enqueued)
 		}},
-		{"ParkOnDeadLetter", func(t *testing.T, s *Suite) {
+		{"ParkThenResume", func(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithParkOnDeadLetter(), worklease.WithMaxRetries(0))
 			tok := e.acquire("A", 1, worklease.Acquired).Token
 			e.acquire("A", 2, worklease.Enqueued)
@@ -127,7 +127,7 @@ func testAdmin(t *testing.T, s *Suite) {
 			mustSentinel(t, worklease.ErrTokenMismatch, err, "a token from before Forget")
 			e.acquire("A", 2, worklease.Enqueued)
 		}},
-		{"Leases", func(t *testing.T, s *Suite) {
+		{"LeasesByDomain", func(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithLeaseTTL(ttl))
 			mustEqual(t, 0, len(e.leases()), "Leases of an empty backend")
 			tc := e.acquire("c", 3, worklease.Acquired).Token
@@ -140,7 +140,7 @@ func testAdmin(t *testing.T, s *Suite) {
 			}, e.leases())
 			mustEqual(t, []string{"a", "b", "c"}, e.domains())
 		}},
-		{"DeadLettersAcrossDomains", func(t *testing.T, s *Suite) {
+		{"DeadLettersOrder", func(t *testing.T, s *Suite) {
 			e := s.start(t)
 			e.kill("b", 9, "x")
 			e.kill("a", 5, "y")
@@ -154,5 +154,5 @@ func testAdmin(t *testing.T, s *Suite) {
 			mustEqual(t, [][2]any{{"a", int64(5)}, {"a", int64(7)}, {"b", int64(1)}, {"b", int64(9)}}, keys, "ordered by domain, then offset")
 			mustEqual(t, got[2:], e.deadLetters("b"))
 		}},
-	})
+	}, adminSpecCases)
 }

@@ -84,5 +84,5 @@ func testMonotonic(t *testing.T, s *Suite) {
 			e.forget("A")
 			e.acquire("A", 3, worklease.Acquired)
 		}},
-	})
+	}, monotonicSpecCases)
 }

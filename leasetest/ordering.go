@@ -102,5 +102,5 @@ func testOrdering(t *testing.T, s *Suite) {
 			e.clk.Advance(ttl)
 			mustEqual(t, []int64{1, 3, 2}, e.inspect("A").Backlog, "the expired offset goes before the backlog, whatever the ordering")
 		}},
-	})
+	}, orderingSpecCases)
 }

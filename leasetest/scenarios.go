@@ -199,5 +199,5 @@ func testScenarios(t *testing.T, s *Suite) {
 			mustEqual(t, worklease.DomainInfo{}, e.inspect("nobody"))
 			mustEqual(t, 0, len(e.domains()), "Inspect made a domain")
 		}},
-	})
+	}, handoffSpecCases)
 }

@@ -1,5 +1,8 @@
 package leasetest
 
+// Scenarios of the operators' calls, first written for the in-memory
+// Manager and kept here so that every backend runs them.
+
 import (
 	"errors"
 	"testing"
@@ -8,23 +11,22 @@ import (
 	"github.com/worklease/worklease"
 )
 
-func testAdminSpec(t *testing.T, s *Suite) {
-	runCases(t, s, []testCase{
-		{"Redrive", specRedrive},
-		{"RedriveWhileBusy", specRedriveWhileBusy},
-		{"RedriveNotDeadLettered", specRedriveNotDeadLettered},
-		{"ForgetParked", specForgetParked},
-		{"ForgetThenRecreate", specForgetThenRecreate},
-		{"PauseWhileLeased", specPauseWhileLeased},
-		{"ParkOnDeadLetter", specParkOnDeadLetter},
-		{"ParkWithoutBacklog", specParkWithoutBacklog},
-		{"ForceRelease", specForceRelease},
-		{"ForceReleasePausedDomain", specForceReleasePausedDomain},
-		{"Leases", specLeases},
-		{"DeadLettersAcrossDomains", specDeadLettersAcrossDomains},
-		{"InspectShowsPausedAndExpiry", specInspectShowsPausedAndExpiry},
-		{"PauseKeepsOtherAnswers", specPauseKeepsOtherAnswers},
-	})
+// adminSpecCases are the area's cases that came from the root package's tests.
+var adminSpecCases = []testCase{
+	{"Redrive", specRedrive},
+	{"RedriveWhileBusy", specRedriveWhileBusy},
+	{"RedriveNotDeadLettered", specRedriveNotDeadLettered},
+	{"ForgetParked", specForgetParked},
+	{"ForgetThenRecreate", specForgetThenRecreate},
+	{"PauseWhileLeased", specPauseWhileLeased},
+	{"ParkOnDeadLetter", specParkOnDeadLetter},
+	{"ParkWithoutBacklog", specParkWithoutBacklog},
+	{"ForceRelease", specForceRelease},
+	{"ForceReleasePausedDomain", specForceReleasePausedDomain},
+	{"Leases", specLeases},
+	{"DeadLettersAcrossDomains", specDeadLettersAcrossDomains},
+	{"InspectShowsPausedAndExpiry", specInspectShowsPausedAndExpiry},
+	{"PauseKeepsOtherAnswers", specPauseKeepsOtherAnswers},
 }
 
 // Redrive puts a dead letter back at the front of its own domain's line,

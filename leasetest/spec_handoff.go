@@ -1,5 +1,8 @@
 package leasetest
 
+// Scenarios of SucceedNext and FailNext, first written for the in-memory
+// Manager and kept here so that every backend runs them.
+
 import (
 	"errors"
 	"testing"
@@ -8,14 +11,13 @@ import (
 	"github.com/worklease/worklease"
 )
 
-func testHandoffSpec(t *testing.T, s *Suite) {
-	runCases(t, s, []testCase{
-		{"SucceedNextLeavesNoHandOffGap", specSucceedNextLeavesNoHandOffGap},
-		{"SucceedNextResults", specSucceedNextResults},
-		{"FailNextResults", specFailNextResults},
-		{"SucceedNextFailNextExpired", specSucceedNextFailNextExpired},
-		{"SucceedNextFailNextClosed", specSucceedNextFailNextClosed},
-	})
+// handoffSpecCases are the area's cases that came from the root package's tests.
+var handoffSpecCases = []testCase{
+	{"SucceedNextLeavesNoHandOffGap", specSucceedNextLeavesNoHandOffGap},
+	{"SucceedNextResults", specSucceedNextResults},
+	{"FailNextResults", specFailNextResults},
+	{"SucceedNextFailNextExpired", specSucceedNextFailNextExpired},
+	{"SucceedNextFailNextClosed", specSucceedNextFailNextClosed},
 }
 
 // specSucceedNextLeavesNoHandOffGap is the problem SucceedNext solves.
@@ -191,7 +193,7 @@ func specSucceedNextResults(t *testing.T, s *Suite) {
 	}
 }
 
-// TestFailNextResults checks every status FailNext returns, and the state
+// specFailNextResults checks every status FailNext returns, and the state
 // it leaves.
 func specFailNextResults(t *testing.T, s *Suite) {
 	boom := errors.New("boom")
@@ -306,7 +308,7 @@ func specFailNextResults(t *testing.T, s *Suite) {
 	}
 }
 
-// TestSucceedNextFailNextExpired: a lease that ran out of time is revoked
+// specSucceedNextFailNextExpired: a lease that ran out of time is revoked
 // by SucceedNext and FailNext as by any call, which then return
 // ErrLeaseExpired and grant nothing.
 func specSucceedNextFailNextExpired(t *testing.T, s *Suite) {

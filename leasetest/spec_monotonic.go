@@ -1,5 +1,8 @@
 package leasetest
 
+// Scenarios of WithMonotonicOffsets, first written for the in-memory
+// Manager and kept here so that every backend runs them.
+
 import (
 	"math"
 	"testing"
@@ -8,12 +11,11 @@ import (
 	"github.com/worklease/worklease"
 )
 
-func testMonotonicSpec(t *testing.T, s *Suite) {
-	runCases(t, s, []testCase{
-		{"MonotonicExpiryOnLastAttempt", specMonotonicExpiryOnLastAttempt},
-		{"MonotonicMaxOffset", specMonotonicMaxOffset},
-		{"MonotonicForget", specMonotonicForget},
-	})
+// monotonicSpecCases are the area's cases that came from the root package's tests.
+var monotonicSpecCases = []testCase{
+	{"MonotonicExpiryOnLastAttempt", specMonotonicExpiryOnLastAttempt},
+	{"MonotonicMaxOffset", specMonotonicMaxOffset},
+	{"MonotonicForget", specMonotonicForget},
 }
 
 // An expiry on the last attempt dead-letters the offset, which raises hw.

@@ -1,5 +1,8 @@
 package leasetest
 
+// The ordering scenarios of the queue specification, first written for
+// the in-memory Manager and kept here so that every backend runs them.
+
 import (
 	"errors"
 	"testing"
@@ -8,12 +11,11 @@ import (
 	"github.com/worklease/worklease"
 )
 
-func testOrderingSpec(t *testing.T, s *Suite) {
-	runCases(t, s, []testCase{
-		{"DefaultFIFOOrdering", specDefaultFIFOOrdering},
-		{"LIFOOrdering", specLIFOOrdering},
-		{"StrictOrderingGuarantee", specStrictOrderingGuarantee},
-	})
+// orderingSpecCases are the area's cases that came from the root package's tests.
+var orderingSpecCases = []testCase{
+	{"DefaultFIFOOrdering", specDefaultFIFOOrdering},
+	{"LIFOOrdering", specLIFOOrdering},
+	{"StrictOrderingGuarantee", specStrictOrderingGuarantee},
 }
 
 // The queue scenario "Default FIFO ordering": a queue created without an ordering

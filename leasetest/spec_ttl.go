@@ -32,25 +32,24 @@ var staleCalls = []struct {
 	}},
 }
 
-func testTTLSpec(t *testing.T, s *Suite) {
-	runCases(t, s, []testCase{
-		{"LockVisibilityTimeout", specLockVisibilityTimeout},
-		{"ReleaseLockOnSuccess", specReleaseLockOnSuccess},
-		{"ReleaseLockOnFailure", specReleaseLockOnFailure},
-		{"RetryToOriginalQueue", specRetryToOriginalQueue},
-		{"RouteToDeadLetterQueue", specRouteToDeadLetterQueue},
-		{"RetryThenDeadLetter", specRetryThenDeadLetter},
-		{"RenewLockBeforeTimeout", specRenewLockBeforeTimeout},
-		{"PreventRenewalAfterRelease", specPreventRenewalAfterRelease},
-		{"ExpiryIsAFailedAttempt", specExpiryIsAFailedAttempt},
-		{"FailAndExpiryShareRetries", specFailAndExpiryShareRetries},
-		{"Extend", specExtend},
-		{"ExtendWithoutTTL", specExtendWithoutTTL},
-		{"ReapWithoutTTL", specReapWithoutTTL},
-		{"ExtendAtExpiryIsTooLate", specExtendAtExpiryIsTooLate},
-		{"Reap", specReap},
-		{"TokenCheckOrder", specTokenCheckOrder},
-	})
+// ttlSpecCases are the area's cases that came from the root package's tests.
+var ttlSpecCases = []testCase{
+	{"LockVisibilityTimeout", specLockVisibilityTimeout},
+	{"ReleaseLockOnSuccess", specReleaseLockOnSuccess},
+	{"ReleaseLockOnFailure", specReleaseLockOnFailure},
+	{"RetryToOriginalQueue", specRetryToOriginalQueue},
+	{"RouteToDeadLetterQueue", specRouteToDeadLetterQueue},
+	{"RetryThenDeadLetter", specRetryThenDeadLetter},
+	{"RenewLockBeforeTimeout", specRenewLockBeforeTimeout},
+	{"PreventRenewalAfterRelease", specPreventRenewalAfterRelease},
+	{"ExpiryIsAFailedAttempt", specExpiryIsAFailedAttempt},
+	{"FailAndExpiryShareRetries", specFailAndExpiryShareRetries},
+	{"Extend", specExtend},
+	{"ExtendWithoutTTL", specExtendWithoutTTL},
+	{"ReapWithoutTTL", specReapWithoutTTL},
+	{"ExtendAtExpiryIsTooLate", specExtendAtExpiryIsTooLate},
+	{"Reap", specReap},
+	{"TokenCheckOrder", specTokenCheckOrder},
 }
 
 // The queue scenario "Lock visibility timeout": given a worker holds a lock token,
@@ -159,7 +158,7 @@ func specReleaseLockOnFailure(t *testing.T, s *Suite) {
 // The queue scenario "Retry to original queue": with mode retry and maxRetries 5, a
 // message that fails while retryCount < maxRetries has its retry counter
 // incremented and gets a new visibility timeout. Here the lease is kept
-// under the same token (seed 000), and ExpiresAt moves to a full TTL from
+// under the same token, and ExpiresAt moves to a full TTL from
 // each Fail.
 func specRetryToOriginalQueue(t *testing.T, s *Suite) {
 	const ttl = 30 * time.Second
@@ -524,7 +523,7 @@ func specReap(t *testing.T, s *Suite) {
 }
 
 // Succeed, Fail and Extend check, in this order: Extend's duration; a
-// domain the Manager does not know (ErrNoLease); the lease's expiry, which
+// domain the backend does not know (ErrNoLease); the lease's expiry, which
 // revokes it if due; the current lease's token (success); the domain's
 // latest revoked token (ErrLeaseExpired or ErrLeaseRevoked, whether the
 // domain is idle or leased again); no lease (ErrNoLease); any other token

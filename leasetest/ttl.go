@@ -32,7 +32,7 @@ func testTTL(t *testing.T, s *Suite) {
 				ExpiresAt: e.clk.Now().Add(ttl), RetryCount: 1}, again, "the grant after an expiry")
 			mustTrue(t, again.Token.Fence() > res.Token.Fence(), "fence did not grow")
 		}},
-		{"Reap", func(t *testing.T, s *Suite) {
+		{"ReapRevokesDue", func(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithLeaseTTL(ttl), worklease.WithMaxRetries(1))
 			ta := e.acquire("A", 1, worklease.Acquired).Token
 			tb := e.acquire("B", 5, worklease.Acquired).Token
@@ -68,7 +68,7 @@ func testTTL(t *testing.T, s *Suite) {
 			e.clk.Advance(ttl)
 			mustEqual(t, []worklease.Expiry{{Domain: "A", Offset: 1, Token: tok, Attempts: 1}}, e.reap(), "a paused domain has no head to acquire")
 		}},
-		{"Extend", func(t *testing.T, s *Suite) {
+		{"ExtendNeverShortens", func(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithLeaseTTL(ttl))
 			tok := e.acquire("A", 1, worklease.Acquired).Token
 			e.clk.Advance(8 * time.Second)
@@ -84,7 +84,7 @@ func testTTL(t *testing.T, s *Suite) {
 			mustEqual(t, worklease.DomainInfo{Backlog: []int64{1}, Processed: 0}, e.inspect("A"), "the lease Extend found expired is revoked")
 			e.refused(worklease.ErrLeaseExpired, func() error { _, err := e.b.Extend(e.ctx, "A", tok, time.Hour); return err })
 		}},
-		{"ExpiryIsAFailedAttempt", func(t *testing.T, s *Suite) {
+		{"FailThenExpiry", func(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithLeaseTTL(ttl), worklease.WithMaxRetries(2))
 			tok := e.acquire("A", 1, worklease.Acquired).Token
 			mustEqual(t, worklease.FailResult{Status: worklease.RetryScheduled, RetryCount: 1}, e.fail("A", tok, errors.New("x")))
@@ -127,5 +127,5 @@ func testTTL(t *testing.T, s *Suite) {
 			e.acquire("A", 1, worklease.AlreadyAcquired)
 			mustTrue(t, e.leases()[0].ExpiresAt.IsZero(), "a lease without a TTL never expires")
 		}},
-	})
+	}, ttlSpecCases)
 }
