@@ -149,6 +149,18 @@ func testErrors(t *testing.T, s *Suite) {
 			_, err := e.b.TryAcquire(e.ctx, "nobody", -1<<63)
 			return err
 		}, worklease.ErrInvalidOffset, nil},
+		{"RedriveNegativeOffsetUnknownDomain", nil, func(e *env, _ worklease.Token) error {
+			_, err := e.b.Redrive(e.ctx, "nobody", -5)
+			return err
+		}, worklease.ErrInvalidOffset, nil},
+		{"KillNegativeOffsetUnknownDomain", nil, func(e *env, _ worklease.Token) error {
+			_, err := e.b.Kill(e.ctx, "nobody", -5, "x")
+			return err
+		}, worklease.ErrInvalidOffset, nil},
+		{"ExtendChecksDomainBeforeDuration", nil, func(e *env, _ worklease.Token) error {
+			_, err := e.b.Extend(e.ctx, "", worklease.Token{}, -time.Second)
+			return err
+		}, worklease.ErrInvalidDomain, nil},
 		{"KillNegativeOffset", nil, func(e *env, _ worklease.Token) error { _, err := e.b.Kill(e.ctx, "A", -1, "x"); return err }, worklease.ErrInvalidOffset, nil},
 		{"RedriveNegativeOffset", nil, func(e *env, _ worklease.Token) error { _, err := e.b.Redrive(e.ctx, "failed", -1); return err }, worklease.ErrInvalidOffset, nil},
 		{"OutOfOrder", nil, func(e *env, _ worklease.Token) error { _, err := e.b.TryAcquire(e.ctx, "queued", 9); return err }, worklease.ErrBacklogOrder, nil},
@@ -317,6 +329,9 @@ func testClosed(t *testing.T, s *Suite) {
 	mustNoError(t, e.b.Close(), "Close")
 	for _, c := range allCalls {
 		mustErrorIs(t, c.call(e.ctx, e.b, "A", 1), worklease.ErrClosed, "%s after Close", c.name)
+	}
+	for _, c := range domainCalls { // the backend is open is checked first
+		mustErrorIs(t, c.call(e.ctx, e.b, "", -5), worklease.ErrClosed, "%s with an invalid domain after Close", c.name)
 	}
 	_, err := e.b.Succeed(e.ctx, "A", tok)
 	mustErrorIs(t, err, worklease.ErrClosed, "Succeed with the lease's token after Close")
