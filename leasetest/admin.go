@@ -3,6 +3,7 @@ package leasetest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/worklease/worklease"
 )
@@ -57,7 +58,7 @@ func testAdmin(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithMaxRetries(3))
 			tok := e.acquire("A", 1, worklease.Acquired).Token
 			e.fail("A", tok, nil)
-			e.clk.Advance(5)
+			e.clk.Advance(5 * time.Millisecond)
 			mustEqual(t, worklease.Head{Next: 1, HasNext: true}, e.forceRelease("A"))
 			_, err := e.b.Fail(e.ctx, "A", tok, nil)
 			mustSentinel(t, worklease.ErrLeaseRevoked, err, "the released lease's holder")
@@ -131,11 +132,11 @@ func testAdmin(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithLeaseTTL(ttl))
 			mustEqual(t, 0, len(e.leases()), "Leases of an empty backend")
 			tc := e.acquire("c", 3, worklease.Acquired).Token
-			e.clk.Advance(1)
+			e.clk.Advance(time.Millisecond)
 			ta := e.acquire("a", 1, worklease.Acquired).Token
 			e.succeed("b", e.acquire("b", 2, worklease.Acquired).Token)
 			mustEqual(t, []worklease.LeaseInfo{
-				{Domain: "a", Offset: 1, Token: ta, AcquiredAt: epoch.Add(1), ExpiresAt: epoch.Add(1 + ttl)},
+				{Domain: "a", Offset: 1, Token: ta, AcquiredAt: epoch.Add(time.Millisecond), ExpiresAt: epoch.Add(time.Millisecond + ttl)},
 				{Domain: "c", Offset: 3, Token: tc, AcquiredAt: epoch, ExpiresAt: epoch.Add(ttl)},
 			}, e.leases())
 			mustEqual(t, []string{"a", "b", "c"}, e.domains())

@@ -66,11 +66,11 @@ func specLockVisibilityTimeout(t *testing.T, s *Suite) {
 			w1 := e.acquire("queue", 1, worklease.Acquired)
 			mustEqual(t, epoch.Add(ttl), w1.ExpiresAt)
 
-			e.clk.Advance(ttl - time.Nanosecond)
+			e.clk.Advance(ttl - time.Millisecond)
 			held := e.acquire("queue", 1, worklease.AlreadyAcquired)
 			mustEqual(t, w1.Token, held.Token, "still hidden just before the timeout")
 
-			e.clk.Advance(time.Nanosecond) // the lease runs out exactly at ExpiresAt
+			e.clk.Advance(time.Millisecond) // the lease runs out exactly at ExpiresAt
 			w2 := e.acquire("queue", 1, worklease.Acquired)
 			mustNotEqual(t, w1.Token, w2.Token, "re-acquired under a new token")
 			mustGreater(t, w2.Token.Fence(), w1.Token.Fence())

@@ -21,8 +21,9 @@ type Suite struct {
 	// release what a backend holds in its Close where that matters.
 	New func(t *testing.T, opts ...worklease.Option) worklease.Backend
 
-	// Reopen, if not nil, closes b and returns a backend over the same
-	// durable state, configured by opts (the options b was made with).
+	// Reopen, if not nil, closes b (which may be closed already) and
+	// returns a backend over the same durable state, configured by opts
+	// (the options b was made with).
 	// The suite then checks that every state survives a restart, in
 	// the Restart cases and as a step of the model test. Without it,
 	// those are skipped.
@@ -34,7 +35,8 @@ type Suite struct {
 	Events bool
 
 	// Check, if not nil, is called with the backend after every step of
-	// the model test and at the end of every other case, to check the
+	// the model test and at the end of every other case that passed (an
+	// error matching ErrClosed is ignored there), to check the
 	// implementation's own invariants; a non-nil error fails the test.
 	// It is called only while no call is under way, and must change
 	// nothing: in particular it must not revoke expired leases, as Inspect
