@@ -316,11 +316,15 @@ func (cb *checkedBackend) checkTerminal(d string, info worklease.DomainInfo, dls
 		return fmt.Errorf("%q: processed runs %v, want none or one from 0", d, runs)
 	}
 	// Every offset at or below hw counts as processed unless it is
-	// failed, queued or in flight: probe those and their neighbours.
+	// failed, queued or in flight: probe those, hw and the offset after
+	// it, the small offsets the model draws and those at the top.
 	pending := func(off int64) bool {
 		return slices.Contains(failed, off) || slices.Contains(info.Backlog, off) || info.Leased && info.Lease.Offset == off
 	}
-	probes := []int64{0, hw, math.MaxInt64}
+	probes := []int64{hw, math.MaxInt64 - 2, math.MaxInt64 - 1, math.MaxInt64}
+	for off := range int64(20) {
+		probes = append(probes, off)
+	}
 	if hw < math.MaxInt64 {
 		probes = append(probes, hw+1)
 	}
