@@ -13,68 +13,6 @@ import (
 	"github.com/worklease/worklease/internal/memjournal"
 )
 
-func TestDomainsEmpty(t *testing.T) {
-	t.Parallel()
-	m, err := worklease.New()
-	require.NoError(t, err)
-	ds, err := m.Domains()
-	require.NoError(t, err)
-	assert.Empty(t, ds)
-	info, err := m.Inspect("never-seen")
-	require.NoError(t, err)
-	assert.Zero(t, info)
-	ds, err = m.Domains()
-	require.NoError(t, err)
-	assert.Empty(t, ds, "Inspect of an unknown domain creates nothing")
-}
-
-// TestDomains checks that every transition that creates a domain makes it
-// known, that Forget drops it, and that the list is sorted.
-func TestDomains(t *testing.T) {
-	t.Parallel()
-	m, err := worklease.New(worklease.WithMaxRetries(0))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
-
-	res, err := m.TryAcquire("tenant-b", 1) // in flight
-	require.NoError(t, err)
-	_, err = m.TryAcquire("tenant-b", 2) // queued
-	require.NoError(t, err)
-	require.NoError(t, m.Pause("tenant-c"))          // only paused
-	_, err = m.Kill("tenant-a", 9, "poison message") // only a dead letter
-	require.NoError(t, err)
-	done, err := m.TryAcquire("tenant-d", 0)
-	require.NoError(t, err)
-	_, err = m.Succeed("tenant-d", done.Token) // idle, with history
-	require.NoError(t, err)
-	_, err = m.TryAcquire("zz", 0)
-	require.NoError(t, err)
-
-	ds, err := m.Domains()
-	require.NoError(t, err)
-	assert.Equal(t, []string{"tenant-a", "tenant-b", "tenant-c", "tenant-d", "zz"}, ds)
-
-	// Rejected calls and reads create nothing.
-	_, err = m.Succeed("ghost", res.Token)
-	require.ErrorIs(t, err, worklease.ErrNoLease)
-	_, err = m.DeadLetters("ghost")
-	require.NoError(t, err)
-	_, err = m.Redrive("ghost", 1)
-	require.ErrorIs(t, err, worklease.ErrNotDeadLettered)
-	require.NoError(t, m.Forget("ghost"))
-
-	// Forget drops an idle domain; a busy one stays.
-	require.NoError(t, m.Forget("tenant-a"))
-	require.ErrorIs(t, m.Forget("tenant-b"), worklease.ErrDomainBusy)
-	ds, err = m.Domains()
-	require.NoError(t, err)
-	assert.Equal(t, []string{"tenant-b", "tenant-c", "tenant-d", "zz"}, ds)
-
-	require.NoError(t, m.Close())
-	_, err = m.Domains()
-	assert.ErrorIs(t, err, worklease.ErrClosed)
-}
-
 // TestDomainsReplay checks that a Manager rebuilt from its journal, from a
 // snapshot and the records after it, knows the same domains, and that
 // Domains journals nothing.

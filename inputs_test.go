@@ -95,66 +95,6 @@ func TestLongestDomainAccepted(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// DeadLetters("") means every domain; any other invalid domain is refused.
-func TestDeadLettersDomain(t *testing.T) {
-	t.Parallel()
-	m, err := worklease.New(worklease.WithMaxRetries(0))
-	require.NoError(t, err)
-	_, err = m.Kill("a", 1, "x")
-	require.NoError(t, err)
-	all, err := m.DeadLetters("")
-	require.NoError(t, err)
-	require.Len(t, all, 1)
-	_, err = m.DeadLetters(strings.Repeat("d", worklease.MaxDomainLen+1))
-	require.ErrorIs(t, err, worklease.ErrInvalidDomain)
-}
-
-// Every call checks in the same order: a closed Manager first, then the
-// domain, then the offset, then the call's own arguments.
-func TestInputsCheckedInOrder(t *testing.T) {
-	t.Parallel()
-	for _, c := range domainCalls {
-		m, err := worklease.New()
-		require.NoError(t, err)
-		_, err = m.TryAcquire("a", 1)
-		require.NoError(t, err)
-		err = c.call(m, "", -5)
-		require.ErrorIs(t, err, worklease.ErrInvalidDomain, c.name)
-		require.NoError(t, m.Close())
-		require.ErrorIs(t, c.call(m, "", -5), worklease.ErrClosed, c.name)
-	}
-	m, err := worklease.New()
-	require.NoError(t, err)
-	defer m.Close()
-	for _, c := range []string{"TryAcquire", "Redrive", "Kill"} {
-		for _, dc := range domainCalls {
-			if dc.name == c {
-				require.ErrorIs(t, dc.call(m, "a", -5), worklease.ErrInvalidOffset, c)
-			}
-		}
-	}
-	_, err = m.Extend("", worklease.Token{}, -time.Second)
-	require.ErrorIs(t, err, worklease.ErrInvalidDomain, "Extend checks the domain before the duration")
-}
-
-// Redrive of a negative offset is ErrInvalidOffset, as for Kill, on a known
-// domain and an unknown one.
-func TestRedriveNegativeOffset(t *testing.T) {
-	t.Parallel()
-	m, err := worklease.New()
-	require.NoError(t, err)
-	defer m.Close()
-	_, err = m.TryAcquire("a", 1)
-	require.NoError(t, err)
-	for _, d := range []string{"a", "unknown"} {
-		_, err = m.Redrive(d, -5)
-		require.ErrorIs(t, err, worklease.ErrInvalidOffset, d)
-		require.NotErrorIs(t, err, worklease.ErrNotDeadLettered, d)
-		_, err = m.Kill(d, -5, "x")
-		require.ErrorIs(t, err, worklease.ErrInvalidOffset, d)
-	}
-}
-
 // A zero Manager and a nil one answer every call with an error matching
 // ErrClosed instead of panicking; Stats reports zero counts.
 func TestZeroAndNilManager(t *testing.T) {

@@ -3,7 +3,6 @@ package worklease_test
 import (
 	"errors"
 	"fmt"
-	"math"
 	"testing"
 	"time"
 
@@ -219,38 +218,6 @@ func TestMonotonicFailedBelowHighWater(t *testing.T) {
 	acquire(t, m, "A", 10, worklease.AlreadyFailed)
 	acquire(t, m, "A", 7, worklease.AlreadyProcessed)
 	assert.EqualValues(t, 10, inspect(t, m, "A").Processed, "[0, 10] but the failed 10")
-}
-
-// An expiry on the last attempt dead-letters the offset, which raises hw.
-func TestMonotonicExpiryOnLastAttempt(t *testing.T) {
-	t.Parallel()
-	m, clk := newManager(t, worklease.WithMonotonicOffsets(), worklease.WithMaxRetries(0), worklease.WithLeaseTTL(time.Minute))
-	acquire(t, m, "A", 20, worklease.Acquired)
-	clk.Advance(time.Minute)
-	acquire(t, m, "A", 5, worklease.AlreadyProcessed) // the call expires 20 first
-	acquire(t, m, "A", 20, worklease.AlreadyFailed)
-	assert.EqualValues(t, 20, inspect(t, m, "A").Processed)
-}
-
-// hw may be the largest offset there is: Inspect's count saturates.
-func TestMonotonicMaxOffset(t *testing.T) {
-	t.Parallel()
-	m, _ := newManager(t, worklease.WithMonotonicOffsets())
-	process(t, m, "A", math.MaxInt64)
-	acquire(t, m, "A", math.MaxInt64, worklease.AlreadyProcessed)
-	acquire(t, m, "A", 0, worklease.AlreadyProcessed)
-	assert.EqualValues(t, int64(math.MaxInt64), inspect(t, m, "A").Processed)
-	_, err := m.Kill("A", 0, "x")
-	require.ErrorIs(t, err, worklease.ErrAlreadyProcessed)
-}
-
-// Forget drops hw with the rest of the domain's history.
-func TestMonotonicForget(t *testing.T) {
-	t.Parallel()
-	m, _ := newManager(t, worklease.WithMonotonicOffsets())
-	process(t, m, "A", 9)
-	require.NoError(t, m.Forget("A"))
-	acquire(t, m, "A", 3, worklease.Acquired)
 }
 
 // However sparse the offsets, a domain keeps one run: memory per domain is

@@ -33,40 +33,6 @@ func drain(t *testing.T, m *worklease.Manager, domain string, tok worklease.Toke
 	}
 }
 
-// Seed 003, "Default FIFO ordering": a queue created without an ordering
-// mode gives consumers messages in the order they were enqueued.
-func TestDefaultFIFOOrdering(t *testing.T) {
-	t.Parallel()
-	m, _ := newManager(t)
-	first := acquire(t, m, "queue", 1, worklease.Acquired)
-	for _, off := range []int64{5, 3, 9, 2, 7} {
-		acquire(t, m, "queue", off, worklease.Enqueued)
-	}
-	require.Equal(t, []int64{5, 3, 9, 2, 7}, drain(t, m, "queue", first.Token))
-}
-
-// Seed 003, "LIFO ordering": with LIFO the most recently enqueued message
-// comes first, including one that arrives while the backlog is drained.
-func TestLIFOOrdering(t *testing.T) {
-	t.Parallel()
-	m, _ := newManager(t, worklease.WithOrdering(worklease.LIFO))
-	first := acquire(t, m, "queue", 1, worklease.Acquired)
-	for _, off := range []int64{5, 3, 9} {
-		acquire(t, m, "queue", off, worklease.Enqueued)
-	}
-	acquire(t, m, "queue", 5, worklease.Enqueued) // a duplicate keeps its place
-	require.Equal(t, []int64{9, 3, 5}, inspect(t, m, "queue").Backlog)
-
-	sres, err := m.Succeed("queue", first.Token)
-	require.NoError(t, err)
-	require.Equal(t, worklease.SucceedResult{Status: worklease.NextHint, Next: 9}, sres)
-	_, err = m.TryAcquire("queue", 5)
-	require.ErrorIs(t, err, worklease.ErrBacklogOrder, "LIFO is as strict as FIFO")
-	nine := acquire(t, m, "queue", 9, worklease.Acquired)
-	acquire(t, m, "queue", 8, worklease.Enqueued) // the newest
-	require.Equal(t, []int64{8, 3, 5}, drain(t, m, "queue", nine.Token))
-}
-
 // Seed 003, "Reject unsupported ordering": an ordering mode that is neither
 // FIFO nor LIFO is a configuration error.
 func TestRejectUnsupportedOrdering(t *testing.T) {
@@ -108,47 +74,6 @@ func TestValidOrderingsAccepted(t *testing.T) {
 	m, err := worklease.New(worklease.WithLeaseTTL(-time.Second))
 	require.ErrorIs(t, err, worklease.ErrInvalidConfig, "a negative TTL is invalid")
 	require.Nil(t, m)
-}
-
-// Seed 003, "Strict ordering guarantee": under FIFO (and LIFO) messages are
-// delivered strictly in order even across retries and visibility timeouts:
-// an offset whose lease expired is granted again before anything queued
-// after it, and nothing else may be acquired meanwhile.
-func TestStrictOrderingGuarantee(t *testing.T) {
-	t.Parallel()
-	const ttl = 30 * time.Second
-	for _, o := range []worklease.Ordering{worklease.FIFO, worklease.LIFO} {
-		t.Run(o.String(), func(t *testing.T) {
-			t.Parallel()
-			m, clk := newManager(t, worklease.WithOrdering(o), worklease.WithLeaseTTL(ttl), worklease.WithMaxRetries(5))
-			first := acquire(t, m, "queue", 1, worklease.Acquired)
-			acquire(t, m, "queue", 2, worklease.Enqueued)
-			acquire(t, m, "queue", 3, worklease.Enqueued)
-
-			// A retry keeps the lease: later offsets still wait.
-			fres, err := m.Fail("queue", first.Token, errors.New("transient"))
-			require.NoError(t, err)
-			require.Equal(t, worklease.RetryScheduled, fres.Status)
-			acquire(t, m, "queue", 2, worklease.Enqueued)
-
-			// A visibility timeout puts 1 back at the front of the line.
-			clk.Advance(ttl)
-			for _, off := range []int64{2, 3} {
-				_, err = m.TryAcquire("queue", off)
-				var orderErr *worklease.BacklogOrderError
-				require.ErrorAs(t, err, &orderErr, "offset %d", off)
-				require.Equal(t, worklease.BacklogOrderError{Domain: "queue", Expected: 1, Got: off}, *orderErr)
-			}
-			again := acquire(t, m, "queue", 1, worklease.Acquired)
-			require.Equal(t, 2, again.RetryCount, "one Fail and one expiry")
-
-			want := []int64{2, 3}
-			if o == worklease.LIFO {
-				want = []int64{3, 2}
-			}
-			require.Equal(t, want, drain(t, m, "queue", again.Token))
-		})
-	}
 }
 
 // Seed 003, "Best-effort ordering": with ordering relaxed, an idle domain may

@@ -1,41 +1,40 @@
-package worklease_test
+package leasetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/worklease/worklease"
-	"github.com/worklease/worklease/internal/clock"
 )
 
-// The model test drives a real Manager and a plain model of its documented
+// The model test drives a backend and a plain model of its documented
 // contract side by side, and after every step checks that they agree and
 // that the model satisfies the contract's invariants.
 //
-// Each run draws a configuration. A quarter of the runs are seed 000 as it
-// was written: no option but WithMaxRetries, and only the calls of seed 000
-// (TryAcquire, Succeed, Fail, Inspect). The others draw a lease TTL (none or
-// modelTTL), FIFO or LIFO ordering, best-effort ordering, parking on dead
-// letters, monotonic offsets, one or four shards and an observer, and add
-// SucceedNext, FailNext, Extend, Reap and the admin calls. The model is
-// written from the godoc of each call.
+// Each run draws a configuration. A quarter of the runs are the core
+// contract: no option but WithMaxRetries, and only its calls (TryAcquire,
+// Succeed, Fail, Inspect). The others draw a lease TTL (none or modelTTL),
+// FIFO or LIFO ordering, best-effort ordering, parking on dead letters,
+// monotonic offsets and an observer (if the backend reports events), and
+// add SucceedNext, FailNext, Extend, Reap, the admin calls and, if the
+// backend can be reopened, restarts. The model is written from the godoc of
+// each call.
 //
-// TryAcquire, Kill and Pause, the calls that create a domain's record, draw
-// their domain from modelLeasedDomains only, so "z" never gets a record:
-// the other calls on it exercise the paths for a domain the Manager has
-// never seen. Offsets come from a small range so that they collide.
+// TryAcquire, Kill and Pause, the calls that create a domain, draw their
+// domain from modelLeasedDomains only, so "z" is never created: the other
+// calls on it exercise the paths for a domain the backend has never seen.
+// Offsets come from a small range so that they collide.
 var (
 	modelLeasedDomains = []string{"a", "b", "c"}
 	modelAllDomains    = []string{"a", "b", "c", "z"} // sorted, as Leases, DeadLetters and Reap order them
@@ -54,7 +53,7 @@ var (
 	modelLongCause = strings.Repeat("x", worklease.MaxCauseLen-1) + "éé"
 )
 
-// modelKeptCause is the cause the Manager keeps for cause, as MaxCauseLen
+// modelKeptCause is the cause a backend keeps for cause, as MaxCauseLen
 // says: its text cut to at most MaxCauseLen bytes without splitting a rune.
 func modelKeptCause(cause error) error {
 	if cause == nil || len(cause.Error()) <= worklease.MaxCauseLen {
@@ -70,46 +69,56 @@ func modelKeptCause(cause error) error {
 	return errors.New(b.String())
 }
 
-func TestManagerModel(t *testing.T) {
-	t.Parallel()
-	rapid.Check(t, managerModel)
+// testModel is the Model area: the model test, run for as many cases as
+// rapid's flags (-rapid.checks) or RAPID_CHECKS ask.
+func testModel(t *testing.T, s *Suite) {
+	rapid.Check(t, func(rt *rapid.T) { runModel(t, rt, s) })
 }
 
-func FuzzManagerModel(f *testing.F) {
+// Fuzz runs the model test of Run as a fuzz target: each input is read as
+// the choices of one case. Call it from a backend's fuzz test:
+//
+//	func FuzzBackend(f *testing.F) { leasetest.Fuzz(f, suite) }
+func Fuzz(f *testing.F, s Suite) {
+	if s.New == nil {
+		f.Fatal("leasetest: Suite.New is nil")
+	}
 	// rapid reads the input as a stream of 64-bit words. All zeros is the
-	// smallest run; the random seeds give the fuzzer longer runs to mutate.
-	// A seed that runs out of words mid-run is skipped, not failed.
+	// smallest case; the random inputs give the fuzzer longer cases to
+	// mutate. An input that runs out of words mid-case is skipped, not
+	// failed.
 	f.Add(make([]byte, 64))
-	for seed := range uint64(4) {
-		rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	for i := range uint64(4) {
+		rng := rand.New(rand.NewPCG(i, 0x5eed))
 		b := make([]byte, 4096)
-		for i := range b {
-			b[i] = byte(rng.Uint32())
+		for j := range b {
+			b[j] = byte(rng.Uint32())
 		}
 		f.Add(b)
 	}
-	f.Fuzz(rapid.MakeFuzz(managerModel))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rapid.MakeFuzz(func(rt *rapid.T) { runModel(t, rt, &s) })(t, data)
+	})
 }
 
 // modelConfig is one run's configuration.
 type modelConfig struct {
 	maxRetries int
-	// extended: the options below are drawn, and the calls that came after
-	// seed 000 are made. Otherwise the Manager has seed 000's configuration
-	// and only seed 000's calls are made.
+	// extended: the options below are drawn, and the calls beyond the
+	// core contract's are made. Otherwise the backend has the core
+	// configuration and only the core calls are made.
 	extended   bool
 	ttl        time.Duration // 0: leases never expire
 	lifo       bool
 	bestEffort bool
 	park       bool
 	monotonic  bool // WithMonotonicOffsets: processed is a watermark
-	shards     int  // 0: the default
 	observe    bool
 }
 
-func drawModelConfig(t *rapid.T) modelConfig {
+func drawModelConfig(t *rapid.T, s *Suite) modelConfig {
 	c := modelConfig{maxRetries: rapid.IntRange(0, 3).Draw(t, "maxRetries")}
-	// Shrinking goes towards 0, seed 000's configuration.
+	// Shrinking goes towards 0, the core configuration.
 	if rapid.IntRange(0, 3).Draw(t, "extended") == 0 {
 		return c
 	}
@@ -118,14 +127,13 @@ func drawModelConfig(t *rapid.T) modelConfig {
 	c.lifo = rapid.Bool().Draw(t, "lifo")
 	c.bestEffort = rapid.Bool().Draw(t, "bestEffort")
 	c.park = rapid.Bool().Draw(t, "park")
-	c.shards = rapid.SampledFrom([]int{1, 4}).Draw(t, "shards") // 1: every lease in one expiry heap
-	c.observe = rapid.Bool().Draw(t, "observe")
+	c.observe = s.Events && rapid.Bool().Draw(t, "observe")
 	c.monotonic = rapid.Bool().Draw(t, "monotonic")
 	return c
 }
 
 func (c *modelConfig) options(clk worklease.Clock, obs worklease.Observer) []worklease.Option {
-	opts := []worklease.Option{worklease.WithMaxRetries(c.maxRetries), worklease.WithClock(clk)}
+	opts := []worklease.Option{worklease.WithClock(clk), worklease.WithMaxRetries(c.maxRetries)}
 	if !c.extended {
 		return opts
 	}
@@ -144,22 +152,20 @@ func (c *modelConfig) options(clk worklease.Clock, obs worklease.Observer) []wor
 	if c.monotonic {
 		opts = append(opts, worklease.WithMonotonicOffsets())
 	}
-	if c.shards > 0 {
-		opts = append(opts, worklease.WithShards(c.shards))
-	}
 	if c.observe {
 		opts = append(opts, worklease.WithObserver(obs))
 	}
 	return opts
 }
 
-// modelObserver records the events of each domain, in order.
-type modelObserver struct {
-	mu     sync.Mutex
+// recorder is an Observer that records the events of each domain, in
+// order.
+type recorder struct {
+	mu     sync.Mutex // guards events
 	events map[string][]worklease.Event
 }
 
-func (o *modelObserver) Observe(e worklease.Event) {
+func (o *recorder) Observe(e worklease.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.events == nil {
@@ -168,33 +174,44 @@ func (o *modelObserver) Observe(e worklease.Event) {
 	o.events[e.Domain] = append(o.events[e.Domain], e)
 }
 
-func (o *modelObserver) domains() []string {
+func (o *recorder) domains() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Sorted(maps.Keys(o.events))
 }
 
-func (o *modelObserver) of(domain string) []worklease.Event {
+func (o *recorder) of(domain string) []worklease.Event {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.events[domain])
 }
 
-// managerModel is the property shared by TestManagerModel and
-// FuzzManagerModel.
-func managerModel(t *rapid.T) {
-	cfg := drawModelConfig(t)
-	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	obs := &modelObserver{}
-	m, err := worklease.New(cfg.options(clk, obs)...)
-	require.NoError(t, err)
-	// other issues tokens that must never be valid in m, even when their
-	// fence and domain serial coincide with a token of m.
-	other, err := worklease.New(worklease.WithMaxRetries(cfg.maxRetries), worklease.WithClock(clk))
-	require.NoError(t, err)
+// kinds returns the kinds of domain's events, in order.
+func (o *recorder) kinds(domain string) []worklease.EventKind {
+	var ks []worklease.EventKind
+	for _, e := range o.of(domain) {
+		ks = append(ks, e.Kind)
+	}
+	return ks
+}
 
-	s := &modelTest{m: m, other: other, clk: clk, model: newLeaseModel(&cfg)}
-	if cfg.extended && cfg.observe {
+// runModel is one case of the model test. New and Reopen get t; the
+// backends are closed when the case ends.
+func runModel(outer *testing.T, t *rapid.T, suite *Suite) {
+	cfg := drawModelConfig(t, suite)
+	clk := NewClock(time.Unix(1_700_000_000, 0).UTC())
+	obs := &recorder{}
+	opts := cfg.options(clk, obs)
+	b := suite.New(outer, opts...)
+	check(t, b != nil, "leasetest: Suite.New returned nil")
+	s := &modelTest{suite: suite, outer: outer, ctx: context.Background(), b: b, opts: opts, clk: clk, model: newLeaseModel(&cfg)}
+	t.Cleanup(func() {
+		s.b.Close()
+		if s.other != nil {
+			s.other.Close()
+		}
+	})
+	if cfg.observe {
 		s.obs = obs
 	}
 	leased := rapid.SampledFrom(modelLeasedDomains)
@@ -227,10 +244,9 @@ func managerModel(t *rapid.T) {
 			}
 			s.tryAcquire(t, d, off)
 		},
-		// Burst queues many offsets at once, so that backlogs grow past
-		// the size where the Manager starts indexing them, and now and
-		// then offsets at the top of the range, where an off-by-one
-		// overflows.
+		// Burst queues many offsets at once, so that backlogs grow long,
+		// and now and then offsets at the top of the range, where an
+		// off-by-one overflows.
 		"Burst": func(t *rapid.T) {
 			d := leased.Draw(t, "domain")
 			n := rapid.IntRange(1, 12).Draw(t, "n")
@@ -242,10 +258,9 @@ func managerModel(t *rapid.T) {
 			d := anyDomain.Draw(t, "domain")
 			off := negative.Draw(t, "offset")
 			before := s.before(t, d, s.model.domains[d].due(s.clk.Now()), false, worklease.ErrInvalidOffset)
-			got, err := s.m.TryAcquire(d, off)
-			require.ErrorIs(t, err, worklease.ErrInvalidOffset)
-			require.NotErrorIs(t, err, worklease.ErrBacklogOrder)
-			require.Zero(t, got)
+			got, err := s.b.TryAcquire(s.ctx, d, off)
+			mustSentinel(t, worklease.ErrInvalidOffset, err, "TryAcquire(%q, %d)", d, off)
+			mustZero(t, got)
 			s.requireUnchanged(t, d, before)
 		},
 		"Succeed": func(t *rapid.T) {
@@ -276,18 +291,17 @@ func managerModel(t *rapid.T) {
 		},
 		// InvalidDomain makes any call on a domain no call accepts, with
 		// any offset: it is refused with ErrInvalidDomain, first, and
-		// changes nothing, which the "" check confirms (no record, event
-		// or count).
+		// changes nothing, which the "" check confirms (no domain, no
+		// event).
 		"InvalidDomain": func(t *rapid.T) {
 			d := rapid.SampledFrom([]string{"", modelLongDomain}).Draw(t, "domain")
 			off := rapid.OneOf(offset, negative).Draw(t, "offset")
 			c := rapid.SampledFrom(domainCalls).Draw(t, "call")
-			modelRequireSentinel(t, worklease.ErrInvalidDomain, c.call(s.m, d, off))
+			mustSentinel(t, worklease.ErrInvalidDomain, c.call(s.ctx, s.b, d, off), "%s(%.8q…, %d)", c.name, d, off)
 			if d != "" {
-				_, err := s.m.DeadLetters(d)
-				modelRequireSentinel(t, worklease.ErrInvalidDomain, err)
+				_, err := s.b.DeadLetters(s.ctx, d)
+				mustSentinel(t, worklease.ErrInvalidDomain, err, "DeadLetters(%.8q…)", d)
 			}
-			require.Nil(t, worklease.RecordOf(s.m, d), "%s made a record", c.name)
 		},
 		"": s.check,
 	}
@@ -312,6 +326,14 @@ func managerModel(t *rapid.T) {
 			if at.After(now) {
 				s.clk.Advance(at.Sub(now))
 			}
+		}
+	}
+	if cfg.extended && suite.Reopen != nil {
+		// Restart closes the backend and reopens its durable state, which
+		// must be the state it had: the model carries on unchanged.
+		actions["Restart"] = func(t *rapid.T) {
+			s.b = suite.Reopen(outer, s.b, s.opts...)
+			check(t, s.b != nil, "leasetest: Suite.Reopen returned nil")
 		}
 	}
 	if cfg.extended {
@@ -388,7 +410,7 @@ func managerModel(t *rapid.T) {
 	t.Repeat(actions)
 }
 
-// A modelLease is the seed's LeaseRecord, plus its expiry.
+// A modelLease is a lease in flight, as the model keeps it.
 type modelLease struct {
 	offset     int64
 	token      worklease.Token
@@ -412,7 +434,7 @@ type modelDeadLetter struct {
 	at       time.Time
 }
 
-// A modelEvent is an Event the Manager must report, without its domain.
+// A modelEvent is an Event the backend must report, without its domain.
 type modelEvent struct {
 	kind    worklease.EventKind
 	offset  int64
@@ -427,7 +449,7 @@ type modelEvent struct {
 type modelDomain struct {
 	cfg *modelConfig
 
-	// Seed 000's state. processed holds the offsets that succeeded, with
+	// The core state. processed holds the offsets that succeeded, with
 	// or without WithMonotonicOffsets; isProcessed says which offsets count
 	// as processed.
 	leased    bool
@@ -444,15 +466,13 @@ type modelDomain struct {
 	revokedErr error                  // and why: ErrLeaseExpired or ErrLeaseRevoked
 
 	// History.
-	created    bool              // the domain has a record (TryAcquire, Kill or Pause made one; Forget drops it)
-	record     any               // worklease.RecordOf once created; changes only after Forget
-	oldRecords []any             // records dropped by Forget
-	grants     []worklease.Token // the token of every grant, in order, across Forgets
-	granted    []int64           // the offset of every grant since the record was created
-	events     []modelEvent      // every event, in order, across Forgets
-	replay     modelReplay       // the current record's history, replayed from events
-	replayed   int               // events replayed so far
-	observed   int               // events compared with the observer's so far
+	created  bool              // the backend knows the domain (TryAcquire, Kill or Pause made it; Forget drops it)
+	grants   []worklease.Token // the token of every grant, in order, across Forgets
+	granted  []int64           // the offset of every grant since the record was created
+	events   []modelEvent      // every event, in order, across Forgets
+	replay   modelReplay       // the current record's history, replayed from events
+	replayed int               // events replayed so far
+	observed int               // events compared with the observer's so far
 }
 
 func newModelDomain(cfg *modelConfig) *modelDomain {
@@ -469,19 +489,14 @@ func (md *modelDomain) reset() {
 	md.hw = -1
 	md.revoked, md.revokedErr = worklease.Token{}, nil
 	md.created, md.granted = false, nil
-	if md.record != nil {
-		md.oldRecords = append(md.oldRecords, md.record)
-		md.record = nil
-	}
 }
 
-// A leaseModel is the whole Manager: plain maps and slices, no locks.
+// A leaseModel is the whole backend: plain maps and slices, no locks.
 type leaseModel struct {
-	cfg       *modelConfig
-	domains   map[string]*modelDomain
-	issued    map[worklease.Token]string // every token ever granted, to its domain
-	grants    int                        // number of Acquired results, in all domains
-	forgotten bool                       // Forget dropped a domain: fences no longer count grants
+	cfg     *modelConfig
+	domains map[string]*modelDomain
+	issued  map[worklease.Token]string // every token ever granted, to its domain
+	grants  int                        // number of Acquired results, in all domains
 }
 
 func newLeaseModel(cfg *modelConfig) *leaseModel {
@@ -557,7 +572,7 @@ func (md *modelDomain) deadLetter(off int64, attempts int, tok worklease.Token, 
 }
 
 // isProcessed reports whether off counts as processed, as WithMonotonicOffsets
-// and seed 000 define it: it succeeded; or, with the option, it is at or
+// and the core contract define it: it succeeded; or, with the option, it is at or
 // below the highest terminal offset and neither failed, queued nor in
 // flight.
 func (md *modelDomain) isProcessed(off int64) bool {
@@ -595,21 +610,6 @@ func (md *modelDomain) processedCount() int64 {
 		return math.MaxInt64
 	}
 	return md.hw - pending + 1
-}
-
-// probeOffsets are the offsets whose standing the model test compares with
-// the Manager's after every step: every offset the runs draw below
-// math.MaxInt64-2, those at the top, and hw and the one after it.
-func (md *modelDomain) probeOffsets() []int64 {
-	offs := make([]int64, 0, 3*maxModelOffset+6)
-	for off := range int64(3*maxModelOffset + 1) {
-		offs = append(offs, off)
-	}
-	offs = append(offs, math.MaxInt64-2, math.MaxInt64-1, math.MaxInt64)
-	if md.hw >= 0 && md.hw < math.MaxInt64-3 {
-		offs = append(offs, md.hw, md.hw+1)
-	}
-	return offs
 }
 
 // next is the offset an idle, running domain grants next, which admin
@@ -845,11 +845,12 @@ func (md *modelDomain) leaseInfo(domain string) worklease.LeaseInfo {
 	return worklease.LeaseInfo{Domain: domain, Offset: l.offset, Token: l.token, AcquiredAt: l.acquiredAt, ExpiresAt: l.expiresAt, RetryCount: l.retries}
 }
 
-// modelSameInfo reports whether two DomainInfos are equal, as require.Equal
-// would, without its cost.
+// modelSameInfo reports whether two DomainInfos are equal, as equal would,
+// without its cost, but for times in other locations: only when it reports
+// a difference is equal asked.
 func modelSameInfo(a, b worklease.DomainInfo) bool {
 	return a.Leased == b.Leased && a.Lease == b.Lease && a.Paused == b.Paused &&
-		slices.Equal(a.Backlog, b.Backlog) && (a.Backlog == nil) == (b.Backlog == nil) &&
+		slices.Equal(a.Backlog, b.Backlog) &&
 		a.Processed == b.Processed && a.Failed == b.Failed
 }
 
@@ -863,7 +864,7 @@ func (md *modelDomain) deadLetters(domain string) []worklease.DeadLetter {
 }
 
 // The admin calls. Each returns the offset the domain grants next, as the
-// Manager's do.
+// backend's do.
 
 func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, bool, error) {
 	if off < 0 {
@@ -996,47 +997,23 @@ func (l *leaseModel) reap(now time.Time) []worklease.Expiry {
 	return out
 }
 
-// stats counts the model's events, as Stats does the Manager's.
-func (l *leaseModel) stats() worklease.Stats {
-	n := map[worklease.EventKind]uint64{}
-	for _, md := range l.domains {
-		for _, ev := range md.events {
-			n[ev.kind]++
-		}
-	}
-	return worklease.Stats{
-		Acquired:     n[worklease.EventAcquired],
-		Enqueued:     n[worklease.EventEnqueued],
-		Processed:    n[worklease.EventProcessed],
-		Retried:      n[worklease.EventRetrying],
-		DeadLettered: n[worklease.EventDeadLettered],
-		Expired:      n[worklease.EventExpired],
-		Requeued:     n[worklease.EventRequeued],
-		Extended:     n[worklease.EventExtended],
-		Rejected:     n[worklease.EventRejected],
-		OutOfOrder:   n[worklease.EventOutOfOrder],
-		Killed:       n[worklease.EventKilled],
-		Redriven:     n[worklease.EventRedriven],
-		Released:     n[worklease.EventReleased],
-		Paused:       n[worklease.EventPaused],
-		Resumed:      n[worklease.EventResumed],
-		Forgotten:    n[worklease.EventForgotten],
-	}
-}
-
-// modelTest holds one run's Manager, model and clock.
+// modelTest holds one case's backend, model and clock.
 type modelTest struct {
-	m     *worklease.Manager
-	other *worklease.Manager // a second Manager, whose tokens m must reject
-	clk   *clock.Fake
+	suite *Suite
+	outer *testing.T // for New and Reopen
+	ctx   context.Context
+	b     worklease.Backend
+	opts  []worklease.Option // b's, for Reopen
+	other worklease.Backend  // a second backend, whose tokens b must reject; nil until needed
+	clk   *Clock
 	model *leaseModel
-	obs   *modelObserver // nil unless the run observes events
+	obs   *recorder // nil unless the case observes events
 
 	otherOffset int64 // next offset to acquire in other
 }
 
 // Each call below runs on the model first: the model needs nothing from the
-// Manager to predict a result (except a new token, recorded afterwards), and
+// backend to predict a result (except a new token, recorded afterwards), and
 // knowing whether the call must fail tells whether to take the snapshot
 // that requireUnchanged compares with. due is taken before, since the
 // model's call revokes an expired lease.
@@ -1046,25 +1023,25 @@ func (s *modelTest) tryAcquire(t *rapid.T, d string, off int64) {
 	due := md.due(now)
 	want, wantErr := md.acquire(d, off, now)
 	before := s.before(t, d, due, true, wantErr)
-	got, err := s.m.TryAcquire(d, off)
+	got, err := s.b.TryAcquire(s.ctx, d, off)
 
 	if wantErr != nil {
 		var wantOrder, gotOrder *worklease.BacklogOrderError
-		require.ErrorAs(t, wantErr, &wantOrder)
-		require.ErrorIs(t, err, worklease.ErrBacklogOrder)
-		require.ErrorAs(t, err, &gotOrder)
-		require.Equal(t, *wantOrder, *gotOrder)
-		require.Zero(t, got)
+		check(t, errors.As(wantErr, &wantOrder), "model: %v is no *BacklogOrderError", wantErr)
+		mustSentinel(t, worklease.ErrBacklogOrder, err, "TryAcquire(%q, %d)", d, off)
+		check(t, errors.As(err, &gotOrder), "TryAcquire(%q, %d): %v is no *BacklogOrderError", d, off, err)
+		mustEqual(t, *wantOrder, *gotOrder, "TryAcquire(%q, %d)", d, off)
+		mustZero(t, got)
 		s.requireUnchanged(t, d, before)
 		return
 	}
-	require.NoError(t, err, "TryAcquire(%q, %d)", d, off)
-	require.Equal(t, want.Status, got.Status, "TryAcquire(%q, %d)", d, off)
-	require.True(t, want.AcquiredAt.Equal(got.AcquiredAt), "TryAcquire(%q, %d): AcquiredAt %v, want %v", d, off, got.AcquiredAt, want.AcquiredAt)
-	require.True(t, want.ExpiresAt.Equal(got.ExpiresAt), "TryAcquire(%q, %d): ExpiresAt %v, want %v", d, off, got.ExpiresAt, want.ExpiresAt)
-	require.Equal(t, want.RetryCount, got.RetryCount, "TryAcquire(%q, %d): RetryCount", d, off)
+	mustNoError(t, err, "TryAcquire(%q, %d)", d, off)
+	mustEqual(t, want.Status, got.Status, "TryAcquire(%q, %d)", d, off)
+	mustTrue(t, want.AcquiredAt.Equal(got.AcquiredAt), "TryAcquire(%q, %d): AcquiredAt %v, want %v", d, off, got.AcquiredAt, want.AcquiredAt)
+	mustTrue(t, want.ExpiresAt.Equal(got.ExpiresAt), "TryAcquire(%q, %d): ExpiresAt %v, want %v", d, off, got.ExpiresAt, want.ExpiresAt)
+	mustEqual(t, want.RetryCount, got.RetryCount, "TryAcquire(%q, %d): RetryCount", d, off)
 	if want.Status != worklease.Acquired {
-		require.Equal(t, want.Token, got.Token, "TryAcquire(%q, %d): Token", d, off)
+		mustEqual(t, want.Token, got.Token, "TryAcquire(%q, %d): Token", d, off)
 		return
 	}
 	s.requireGrant(t, d, got.Token, now)
@@ -1072,19 +1049,15 @@ func (s *modelTest) tryAcquire(t *rapid.T, d string, off int64) {
 
 // requireGrant checks the token of a grant the model just made in d, and
 // records it: the token must be new everywhere and fence this domain's
-// grants in order. Token documents the fence as the number of grants in
-// the domain so far, this one included; once a domain has been forgotten,
-// fences only have to keep growing.
+// grants in order: each above the one before, across Forgets and restarts.
 func (s *modelTest) requireGrant(t *rapid.T, d string, tok worklease.Token, now time.Time) {
 	md := s.model.domains[d]
-	require.False(t, tok.IsZero(), "granted with the zero token")
+	mustFalse(t, tok.IsZero(), "granted with the zero token")
 	if prev, dup := s.model.issued[tok]; dup {
-		require.Failf(t, "token issued twice", "token %v granted in %q was already granted in %q", tok, d, prev)
+		t.Fatalf("token %v granted in %q was already granted in %q", tok, d, prev)
 	}
-	if !s.model.forgotten {
-		require.Equal(t, uint64(len(md.grants)+1), tok.Fence(), "fence of grant %d in %q", len(md.grants)+1, d)
-	} else if n := len(md.grants); n > 0 {
-		require.Greater(t, tok.Fence(), md.grants[n-1].Fence(), "fence of grant %d in %q", n+1, d)
+	if n := len(md.grants); n > 0 {
+		check(t, tok.Fence() > md.grants[n-1].Fence(), "%q: fence %d of grant %d is not above the fence %d before it", d, tok.Fence(), n+1, md.grants[n-1].Fence())
 	}
 	s.model.grant(d, tok, now)
 }
@@ -1094,15 +1067,15 @@ func (s *modelTest) succeed(t *rapid.T, d string, tok worklease.Token) {
 	due := md.due(now)
 	want, wantErr := md.succeed(tok, now)
 	before := s.before(t, d, due, true, wantErr)
-	got, err := s.m.Succeed(d, tok)
+	got, err := s.b.Succeed(s.ctx, d, tok)
 	if wantErr != nil {
-		modelRequireSentinel(t, wantErr, err)
-		require.Zero(t, got)
+		mustSentinel(t, wantErr, err)
+		mustZero(t, got)
 		s.requireUnchanged(t, d, before)
 		return
 	}
-	require.NoError(t, err, "Succeed(%q, %v)", d, tok)
-	require.Equal(t, want, got, "Succeed(%q, %v)", d, tok)
+	mustNoError(t, err, "Succeed(%q, %v)", d, tok)
+	mustEqual(t, want, got, "Succeed(%q, %v)", d, tok)
 }
 
 func (s *modelTest) fail(t *rapid.T, d string, tok worklease.Token, cause error) {
@@ -1110,15 +1083,15 @@ func (s *modelTest) fail(t *rapid.T, d string, tok worklease.Token, cause error)
 	due := md.due(now)
 	want, wantErr := md.fail(tok, cause, now)
 	before := s.before(t, d, due, true, wantErr)
-	got, err := s.m.Fail(d, tok, cause)
+	got, err := s.b.Fail(s.ctx, d, tok, cause)
 	if wantErr != nil {
-		modelRequireSentinel(t, wantErr, err)
-		require.Zero(t, got)
+		mustSentinel(t, wantErr, err)
+		mustZero(t, got)
 		s.requireUnchanged(t, d, before)
 		return
 	}
-	require.NoError(t, err, "Fail(%q, %v)", d, tok)
-	require.Equal(t, want, got, "Fail(%q, %v)", d, tok)
+	mustNoError(t, err, "Fail(%q, %v)", d, tok)
+	mustEqual(t, want, got, "Fail(%q, %v)", d, tok)
 }
 
 func (s *modelTest) succeedNext(t *rapid.T, d string, tok worklease.Token) {
@@ -1126,18 +1099,18 @@ func (s *modelTest) succeedNext(t *rapid.T, d string, tok worklease.Token) {
 	due := md.due(now)
 	want, wantErr := md.succeedNext(d, tok, now)
 	before := s.before(t, d, due, true, wantErr)
-	got, err := s.m.SucceedNext(d, tok)
+	got, err := s.b.SucceedNext(s.ctx, d, tok)
 	if wantErr != nil {
-		modelRequireSentinel(t, wantErr, err)
-		require.Zero(t, got)
+		mustSentinel(t, wantErr, err)
+		mustZero(t, got)
 		s.requireUnchanged(t, d, before)
 		return
 	}
-	require.NoError(t, err, "SucceedNext(%q, %v)", d, tok)
+	mustNoError(t, err, "SucceedNext(%q, %v)", d, tok)
 	if want.Status == worklease.NextAcquired {
 		want.Lease.Token = got.Lease.Token // checked by requireGrant
 	}
-	require.Equal(t, want, got, "SucceedNext(%q, %v)", d, tok)
+	mustEqual(t, want, got, "SucceedNext(%q, %v)", d, tok)
 	if got.Status == worklease.NextAcquired {
 		s.requireGrant(t, d, got.Lease.Token, now)
 	}
@@ -1149,19 +1122,19 @@ func (s *modelTest) failNext(t *rapid.T, d string, tok worklease.Token, cause er
 	due := md.due(now)
 	want, wantErr := md.failNext(d, tok, cause, now)
 	before := s.before(t, d, due, true, wantErr)
-	got, err := s.m.FailNext(d, tok, cause)
+	got, err := s.b.FailNext(s.ctx, d, tok, cause)
 	if wantErr != nil {
-		modelRequireSentinel(t, wantErr, err)
-		require.Zero(t, got)
+		mustSentinel(t, wantErr, err)
+		mustZero(t, got)
 		s.requireUnchanged(t, d, before)
 		return
 	}
-	require.NoError(t, err, "FailNext(%q, %v)", d, tok)
-	require.NotEqual(t, worklease.GiveUpNextHint, got.Status, "FailNext(%q, %v)", d, tok)
+	mustNoError(t, err, "FailNext(%q, %v)", d, tok)
+	mustNotEqual(t, worklease.GiveUpNextHint, got.Status, "FailNext(%q, %v)", d, tok)
 	if want.Status == worklease.GiveUpNextAcquired {
 		want.Lease.Token = got.Lease.Token // checked by requireGrant
 	}
-	require.Equal(t, want, got, "FailNext(%q, %v)", d, tok)
+	mustEqual(t, want, got, "FailNext(%q, %v)", d, tok)
 	if got.Status == worklease.GiveUpNextAcquired {
 		s.requireGrant(t, d, got.Lease.Token, now)
 	}
@@ -1173,7 +1146,7 @@ func (s *modelTest) failNext(t *rapid.T, d string, tok worklease.Token, cause er
 // so that TryAcquire of any offset queues it rather than refusing it.
 func (s *modelTest) requireNoHandOffGap(t *rapid.T, d, call string) {
 	md := s.model.domains[d]
-	modelCheck(t, md.leased || md.paused || len(md.backlog) == 0, "%q: %s left the domain idle with the backlog %v", d, call, md.backlog)
+	check(t, md.leased || md.paused || len(md.backlog) == 0, "%q: %s left the domain idle with the backlog %v", d, call, md.backlog)
 }
 
 func (s *modelTest) extend(t *rapid.T, d string, tok worklease.Token, by time.Duration) {
@@ -1181,49 +1154,49 @@ func (s *modelTest) extend(t *rapid.T, d string, tok worklease.Token, by time.Du
 	due := md.due(now)
 	want, wantErr := md.extend(tok, by, now)
 	before := s.before(t, d, due, by > 0, wantErr) // a non-positive duration is refused before the domain is touched
-	got, err := s.m.Extend(d, tok, by)
+	got, err := s.b.Extend(s.ctx, d, tok, by)
 	if wantErr != nil {
-		modelRequireSentinel(t, wantErr, err)
-		require.Zero(t, got)
+		mustSentinel(t, wantErr, err)
+		mustZero(t, got)
 		s.requireUnchanged(t, d, before)
 		return
 	}
-	require.NoError(t, err, "Extend(%q, %v, %v)", d, tok, by)
-	require.True(t, want.Equal(got) && want.IsZero() == got.IsZero(), "Extend(%q, %v, %v) = %v, want %v", d, tok, by, got, want)
+	mustNoError(t, err, "Extend(%q, %v, %v)", d, tok, by)
+	mustTrue(t, want.Equal(got) && want.IsZero() == got.IsZero(), "Extend(%q, %v, %v) = %v, want %v", d, tok, by, got, want)
 }
 
 func (s *modelTest) inspect(t *rapid.T, d string) {
 	md, now := s.model.domains[d], s.clk.Now()
 	md.touch(now)
-	got, err := s.m.Inspect(d)
-	require.NoError(t, err)
+	got, err := s.b.Inspect(s.ctx, d)
+	mustNoError(t, err)
 	if want := md.info(d); !modelSameInfo(want, got) {
-		require.Equal(t, want, got, "Inspect(%q)", d)
+		mustEqual(t, want, got, "Inspect(%q)", d)
 	}
 }
 
 func (s *modelTest) reap(t *rapid.T) {
 	want := s.model.reap(s.clk.Now())
-	got, err := s.m.Reap()
-	require.NoError(t, err)
+	got, err := s.b.Reap(s.ctx)
+	mustNoError(t, err)
 	if len(want) == 0 {
-		require.Empty(t, got, "Reap")
+		check(t, len(got) == 0, "Reap: got %+v, want none", got)
 		return
 	}
-	require.Equal(t, want, got, "Reap")
+	mustEqual(t, want, got, "Reap")
 }
 
 // requireAdmin checks an admin call's results against the model's.
 func (s *modelTest) requireAdmin(t *rapid.T, call, d string, before *modelSnapshot, wantNext int64, wantOK bool, wantErr error, next int64, ok bool, err error) {
 	if wantErr != nil {
-		modelRequireSentinel(t, wantErr, err)
-		require.Zero(t, next, "%s(%q): next", call, d)
-		require.False(t, ok, "%s(%q): ok", call, d)
+		mustSentinel(t, wantErr, err)
+		mustZero(t, next, "%s(%q): next", call, d)
+		mustFalse(t, ok, "%s(%q): ok", call, d)
 		s.requireUnchanged(t, d, before)
 		return
 	}
-	require.NoError(t, err, "%s(%q)", call, d)
-	require.Equal(t, [2]any{wantNext, wantOK}, [2]any{next, ok}, "%s(%q): next, ok", call, d)
+	mustNoError(t, err, "%s(%q)", call, d)
+	mustEqual(t, [2]any{wantNext, wantOK}, [2]any{next, ok}, "%s(%q): next, ok", call, d)
 }
 
 func (s *modelTest) kill(t *rapid.T, d string, off int64, reason string) {
@@ -1233,7 +1206,7 @@ func (s *modelTest) kill(t *rapid.T, d string, off int64, reason string) {
 	// A negative offset is refused before the domain is touched, and so is
 	// any offset of a domain without a record under WithMonotonicOffsets.
 	before := s.before(t, d, due, off >= 0, wantErr)
-	h, err := s.m.Kill(d, off, reason)
+	h, err := s.b.Kill(s.ctx, d, off, reason)
 	s.requireAdmin(t, fmt.Sprintf("Kill(%d)", off), d, before, wantNext, wantOK, wantErr, h.Next, h.HasNext, err)
 }
 
@@ -1242,7 +1215,7 @@ func (s *modelTest) redrive(t *rapid.T, d string, off int64) {
 	due := md.due(now)
 	wantNext, wantOK, wantErr := md.redrive(off, now)
 	before := s.before(t, d, due, off >= 0, wantErr) // a negative offset is refused before the domain is touched
-	h, err := s.m.Redrive(d, off)
+	h, err := s.b.Redrive(s.ctx, d, off)
 	s.requireAdmin(t, fmt.Sprintf("Redrive(%d)", off), d, before, wantNext, wantOK, wantErr, h.Next, h.HasNext, err)
 }
 
@@ -1251,62 +1224,39 @@ func (s *modelTest) forceRelease(t *rapid.T, d string) {
 	due := md.due(now)
 	wantNext, wantOK, wantErr := md.forceRelease(now)
 	before := s.before(t, d, due, true, wantErr)
-	h, err := s.m.ForceRelease(d)
+	h, err := s.b.ForceRelease(s.ctx, d)
 	s.requireAdmin(t, "ForceRelease", d, before, wantNext, wantOK, wantErr, h.Next, h.HasNext, err)
 }
 
 func (s *modelTest) pause(t *rapid.T, d string) {
 	s.model.domains[d].pause(s.clk.Now())
-	require.NoError(t, s.m.Pause(d), "Pause(%q)", d)
+	mustNoError(t, s.b.Pause(s.ctx, d), "Pause(%q)", d)
 }
 
 func (s *modelTest) resume(t *rapid.T, d string) {
 	wantNext, wantOK := s.model.domains[d].resume(s.clk.Now())
-	h, err := s.m.Resume(d)
+	h, err := s.b.Resume(s.ctx, d)
 	s.requireAdmin(t, "Resume", d, nil, wantNext, wantOK, nil, h.Next, h.HasNext, err)
 }
 
 func (s *modelTest) forget(t *rapid.T, d string) {
 	md, now := s.model.domains[d], s.clk.Now()
 	due := md.due(now)
-	dropped, wantErr := md.forget(now)
+	_, wantErr := md.forget(now)
 	before := s.before(t, d, due, true, wantErr)
-	err := s.m.Forget(d)
+	err := s.b.Forget(s.ctx, d)
 	if wantErr != nil {
-		modelRequireSentinel(t, wantErr, err)
+		mustSentinel(t, wantErr, err)
 		s.requireUnchanged(t, d, before)
 		return
 	}
-	require.NoError(t, err, "Forget(%q)", d)
-	if dropped {
-		s.model.forgotten = true
-	}
-}
-
-// modelSentinels are the errors a call may return; each test of an error
-// checks that it is the one expected and none of the others.
-var modelSentinels = []error{
-	worklease.ErrNoLease, worklease.ErrTokenMismatch, worklease.ErrBacklogOrder,
-	worklease.ErrLeaseExpired, worklease.ErrLeaseRevoked, worklease.ErrInvalidDuration,
-	worklease.ErrInvalidOffset, worklease.ErrNotDeadLettered, worklease.ErrAlreadyProcessed,
-	worklease.ErrDomainBusy, worklease.ErrClosed, worklease.ErrInvalidDomain, worklease.ErrOffsetAhead,
-}
-
-// modelRequireSentinel checks that err is want under errors.Is, and none of
-// the other sentinels.
-func modelRequireSentinel(t *rapid.T, want, err error) {
-	require.ErrorIs(t, err, want)
-	for _, other := range modelSentinels {
-		if other != want {
-			require.NotErrorIs(t, err, other)
-		}
-	}
+	mustNoError(t, err, "Forget(%q)", d)
 }
 
 // modelSameCause reports whether a dead letter's or event's cause is the one
 // the model expects: both none, or both with the same text (a Fail cause or
 // Kill reason as cut to MaxCauseLen, a sentinel). A cut Fail cause still
-// unwraps to the caller's error; TestLongCauseTruncated checks that.
+// unwraps to the caller's error; the Errors area checks that.
 func modelSameCause(want, got error) bool {
 	if want == nil || got == nil {
 		return want == nil && got == nil
@@ -1316,7 +1266,7 @@ func modelSameCause(want, got error) bool {
 
 // drawToken picks the token for a Succeed, Fail or Extend on d: the current
 // lease's, the latest revoked one, a stale one from d, one from another
-// domain, one from another Manager, the zero Token, or one made up with
+// domain, one from another backend, the zero Token, or one made up with
 // NewToken.
 func (s *modelTest) drawToken(t *rapid.T, d string) worklease.Token {
 	md := s.model.domains[d]
@@ -1331,7 +1281,7 @@ func (s *modelTest) drawToken(t *rapid.T, d string) worklease.Token {
 			foreign = append(foreign, s.model.domains[od].grants...)
 		}
 	}
-	kinds := []string{"zero", "fabricated", "otherManager"}
+	kinds := []string{"zero", "fabricated", "otherBackend"}
 	if md.leased {
 		kinds = append(kinds, "current", "current")
 	}
@@ -1355,30 +1305,40 @@ func (s *modelTest) drawToken(t *rapid.T, d string) worklease.Token {
 		return rapid.SampledFrom(stale).Draw(t, "staleToken")
 	case "foreign":
 		return rapid.SampledFrom(foreign).Draw(t, "foreignToken")
-	case "otherManager":
-		// A token that is, or once was, valid in the other Manager; it
-		// may share its fence and domain serial with a token of m.
+	case "otherBackend":
+		// A token that is, or once was, valid in another backend; it may
+		// share its fence and domain serial with a token of b.
+		if s.other == nil {
+			s.other = s.suite.New(s.outer, worklease.WithClock(s.clk), worklease.WithMaxRetries(s.model.cfg.maxRetries))
+			check(t, s.other != nil, "leasetest: Suite.New returned nil")
+		}
 		off := s.otherOffset
 		s.otherOffset++
-		res, err := s.other.TryAcquire(d, off)
-		require.NoError(t, err)
-		require.Equal(t, worklease.Acquired, res.Status)
-		_, err = s.other.Succeed(d, res.Token)
-		require.NoError(t, err)
+		res, err := s.other.TryAcquire(s.ctx, d, off)
+		mustNoError(t, err, "other backend: TryAcquire(%q, %d)", d, off)
+		mustEqual(t, worklease.Acquired, res.Status, "other backend: TryAcquire(%q, %d)", d, off)
+		_, err = s.other.Succeed(s.ctx, d, res.Token)
+		mustNoError(t, err, "other backend: Succeed(%q)", d)
 		return res.Token
 	case "fabricated":
 		// Parts near the real ones, so that a forgery may differ from the
 		// current token in a single part, or even equal it: a Token is a
 		// plain value, and one equal to the lease's token is that token.
-		instances := []uint64{0, 1, math.MaxUint64}
+		instances := []uint64{1, math.MaxUint64}
 		if toks := s.model.issuedInOrder(); len(toks) > 0 {
-			inst := modelTokenPart(t, toks[0], 2)
+			inst := toks[0].Instance()
 			instances = append(instances, inst, inst^1)
 		}
-		fence := rapid.Uint64Range(0, 8).Draw(t, "fence")
-		serial := rapid.Uint64Range(0, 5).Draw(t, "serial")
+		fence := rapid.Uint64Range(1, 8).Draw(t, "fence")
+		serial := rapid.Uint64Range(1, 5).Draw(t, "serial")
+		if toks := s.model.domains[d].grants; len(toks) > 0 {
+			serial = rapid.SampledFrom([]uint64{serial, toks[0].Serial()}).Draw(t, "serialOf")
+		}
 		instance := rapid.SampledFrom(instances).Draw(t, "instance")
-		return worklease.RawToken(fence, serial, instance)
+		if instance == 0 {
+			instance = 1
+		}
+		return token(t, fence, serial, instance)
 	default:
 		panic("unknown token kind " + kind)
 	}
@@ -1413,39 +1373,22 @@ func (l *leaseModel) issuedInOrder() []worklease.Token {
 	return toks
 }
 
-// modelTokenPart returns part i of tok's text form "fence-domain-instance": the
-// fence in decimal, the domain serial and the instance in hex.
-func modelTokenPart(t require.TestingT, tok worklease.Token, i int) uint64 {
-	parts := strings.Split(tok.String(), "-")
-	require.Len(t, parts, 3, "token text %q", tok.String())
-	base := 16
-	if i == 0 {
-		base = 10
-	}
-	v, err := strconv.ParseUint(parts[i], base, 64)
-	require.NoError(t, err)
-	return v
-}
-
 // A modelSnapshot is everything observable about one domain without
-// touching it, plus Inspect and DeadLetters(d) when the domain has no lease
-// due. (Leases is documented to revoke nothing; whether DeadLetters(d) does,
-// like Inspect, is not said, so the test does not depend on it.)
+// touching it, plus Inspect when the domain has no lease due. (Leases,
+// DeadLetters and Domains are documented to revoke nothing.)
 type modelSnapshot struct {
-	inspected   bool
-	info        worklease.DomainInfo
-	lease       []worklease.LeaseInfo // d's entry in Leases
-	deadLetters []worklease.DeadLetter
-	processed   [][2]int64 // as stored: runs
-	failed      []int64
-	record      any
+	Inspected   bool
+	Info        worklease.DomainInfo
+	Lease       []worklease.LeaseInfo // d's entry in Leases
+	DeadLetters []worklease.DeadLetter
+	Known       bool // d is in Domains
 }
 
 // before takes the snapshot that requireUnchanged compares with after a
 // call on d that must fail with wantErr; if wantErr is nil there is nothing
 // to compare. A call that touches the domain revokes its lease if it was due
 // (as the model told before the call), even when it fails; then there is
-// nothing to compare with either, and the "" check compares the Manager
+// nothing to compare with either, and the "" check compares the backend
 // with the model instead. The snapshot must not itself revoke the lease, or
 // the call would never be the one that does.
 func (s *modelTest) before(t *rapid.T, d string, due, touches bool, wantErr error) *modelSnapshot {
@@ -1458,55 +1401,55 @@ func (s *modelTest) before(t *rapid.T, d string, due, touches bool, wantErr erro
 
 func (s *modelTest) snapshot(t *rapid.T, d string, inspect bool) modelSnapshot {
 	var snap modelSnapshot
+	var err error
 	if inspect {
-		info, err := s.m.Inspect(d)
-		require.NoError(t, err)
-		snap.inspected, snap.info = true, info
-		snap.deadLetters, err = s.m.DeadLetters(d)
-		require.NoError(t, err)
+		snap.Inspected = true
+		snap.Info, err = s.b.Inspect(s.ctx, d)
+		mustNoError(t, err, "Inspect(%q)", d)
 	}
-	leases, err := s.m.Leases()
-	require.NoError(t, err)
+	snap.DeadLetters, err = s.b.DeadLetters(s.ctx, d)
+	mustNoError(t, err, "DeadLetters(%q)", d)
+	leases, err := s.b.Leases(s.ctx)
+	mustNoError(t, err, "Leases")
 	for _, l := range leases {
 		if l.Domain == d {
-			snap.lease = append(snap.lease, l)
+			snap.Lease = append(snap.Lease, l)
 		}
 	}
-	snap.processed, snap.failed = worklease.TerminalRuns(s.m, d)
-	snap.record = worklease.RecordOf(s.m, d)
+	domains, err := s.b.Domains(s.ctx)
+	mustNoError(t, err, "Domains")
+	snap.Known = slices.Contains(domains, d)
 	return snap
 }
 
 // requireUnchanged checks that a call that returned an error changed nothing
-// in d, not even whether d has a record.
+// in d, not even whether the backend knows d.
 func (s *modelTest) requireUnchanged(t *rapid.T, d string, before *modelSnapshot) {
 	if before == nil {
 		return
 	}
-	after := s.snapshot(t, d, before.inspected)
-	require.True(t, before.record == after.record, "failed call changed the record of %q", d)
-	before.record, after.record = nil, nil
-	require.Equal(t, *before, after, "failed call changed %q", d)
+	after := s.snapshot(t, d, before.Inspected)
+	mustEqual(t, *before, after, "failed call changed %q", d)
 }
 
 // check is the "" action: it runs after every step.
 func (s *modelTest) check(t *rapid.T) {
-	require.NoError(t, worklease.CheckInvariants(s.m))
 	for _, d := range modelAllDomains {
 		s.checkDomain(t, d)
 	}
+	s.checkDomains(t)
 	s.checkLeases(t)
 	s.checkDeadLetters(t)
-	if want, got := s.model.stats(), s.m.Stats(); want != got {
-		require.Equal(t, want, got, "Stats")
-	}
 	s.checkEvents(t)
 	// 5. Token fencing, across domains: every grant got a token never
 	// issued before, in any domain.
-	require.Len(t, s.model.issued, s.model.grants, "a token was issued twice")
+	check(t, len(s.model.issued) == s.model.grants, "a token was issued twice: %d grants, %d tokens", s.model.grants, len(s.model.issued))
+	if s.suite.Check != nil {
+		mustNoError(t, s.suite.Check(s.b), "Check")
+	}
 }
 
-// checkDomain compares d in the Manager with d in the model, without
+// checkDomain compares d in the backend with d in the model, without
 // touching d, and checks the invariants on the model's side.
 func (s *modelTest) checkDomain(t *rapid.T, d string) {
 	md := s.model.domains[d]
@@ -1514,64 +1457,41 @@ func (s *modelTest) checkDomain(t *rapid.T, d string) {
 	// Inspect revokes an expired lease, so a domain whose lease is due is
 	// left for a call to find; it cannot have changed since the last
 	// check, which compared it, since every call that changes it would
-	// have revoked the lease first. (See modelSnapshot for DeadLetters.)
+	// have revoked the lease first.
 	if !md.due(s.clk.Now()) {
-		info, err := s.m.Inspect(d)
-		require.NoError(t, err)
+		info, err := s.b.Inspect(s.ctx, d)
+		mustNoError(t, err, "Inspect(%q)", d)
 		if want := md.info(d); !modelSameInfo(want, info) {
-			require.Equal(t, want, info, "%q: Inspect", d)
+			mustEqual(t, want, info, "%q: Inspect", d)
 		}
-		dls, err := s.m.DeadLetters(d)
-		require.NoError(t, err)
-		modelRequireDeadLetters(t, md.deadLetters(d), dls, fmt.Sprintf("DeadLetters(%q)", d))
 	}
-
-	if s.model.cfg.monotonic {
-		// The processed set is the run [0, hw]: compare hw, and the
-		// standing of every offset the run may have used.
-		runs, failed := worklease.TerminalRuns(s.m, d)
-		var want [][2]int64
-		if md.hw >= 0 {
-			want = [][2]int64{{0, md.hw}}
-		}
-		if !slices.Equal(want, runs) {
-			require.Failf(t, "processed runs differ", "%q: got %v, want %v", d, runs, want)
-		}
-		modelRequireOffsets(t, slices.Sorted(maps.Keys(md.failed)), failed, "%q: failed", d)
-		for _, off := range md.probeOffsets() {
-			if got, want := worklease.CountsProcessed(s.m, d, off), md.isProcessed(off); got != want {
-				require.Failf(t, "processed differs", "%q: offset %d counts as processed: %v, want %v (hw %d)", d, off, got, want, md.hw)
-			}
-		}
-	} else {
-		processed, failed := worklease.Terminal(s.m, d)
-		modelRequireOffsets(t, slices.Sorted(maps.Keys(md.processed)), processed, "%q: processed", d)
-		modelRequireOffsets(t, slices.Sorted(maps.Keys(md.failed)), failed, "%q: failed", d)
-	}
-
-	// 6. Stable monitor: a domain gets its record when first used, and
-	// keeps it until Forget drops it; the next use makes a new one.
-	rec := worklease.RecordOf(s.m, d)
-	switch {
-	case !md.created:
-		require.Nil(t, rec, "%q has a record before it is used, or after Forget", d)
-	case md.record == nil:
-		require.NotNil(t, rec, "%q has no record after it was used", d)
-		for _, old := range md.oldRecords {
-			require.True(t, rec != old, "%q: forgotten record came back", d)
-		}
-		md.record = rec
-	default:
-		require.True(t, rec == md.record, "%q: record replaced", d)
-	}
+	dls, err := s.b.DeadLetters(s.ctx, d)
+	mustNoError(t, err, "DeadLetters(%q)", d)
+	modelRequireDeadLetters(t, md.deadLetters(d), dls, fmt.Sprintf("DeadLetters(%q)", d))
 
 	s.model.checkInvariants(t, d)
 	s.model.checkHistory(t, d)
 }
 
+// checkDomains compares Domains with the domains the model knows: a domain
+// exists from the call that creates it until Forget drops it.
+func (s *modelTest) checkDomains(t *rapid.T) {
+	got, err := s.b.Domains(s.ctx)
+	mustNoError(t, err, "Domains")
+	var want []string
+	for _, d := range modelAllDomains {
+		if s.model.domains[d].created {
+			want = append(want, d)
+		}
+	}
+	if !slices.Equal(want, got) {
+		t.Fatalf("Domains: got %q, want %q", got, want)
+	}
+}
+
 func (s *modelTest) checkLeases(t *rapid.T) {
-	got, err := s.m.Leases()
-	require.NoError(t, err)
+	got, err := s.b.Leases(s.ctx)
+	mustNoError(t, err)
 	var want []worklease.LeaseInfo
 	for _, d := range modelAllDomains {
 		// Leases revokes nothing: a lease that is due is still listed.
@@ -1580,13 +1500,13 @@ func (s *modelTest) checkLeases(t *rapid.T) {
 		}
 	}
 	if !slices.Equal(want, got) {
-		require.Equal(t, want, got, "Leases")
+		mustEqual(t, want, got, "Leases")
 	}
 }
 
 func (s *modelTest) checkDeadLetters(t *rapid.T) {
-	got, err := s.m.DeadLetters("")
-	require.NoError(t, err)
+	got, err := s.b.DeadLetters(s.ctx, "")
+	mustNoError(t, err)
 	var want []worklease.DeadLetter
 	for _, d := range modelAllDomains {
 		want = append(want, s.model.domains[d].deadLetters(d)...)
@@ -1600,14 +1520,14 @@ func modelRequireDeadLetters(t *rapid.T, want, got []worklease.DeadLetter, what 
 	}) {
 		return
 	}
-	require.Len(t, got, len(want), "%s: got %v, want %v", what, got, want)
+	check(t, len(got) == len(want), "%s: got %v, want %v", what, got, want)
 	for i, w := range want {
 		g := got[i]
-		require.Equal(t, w.Domain, g.Domain, "%s[%d]: Domain", what, i)
-		require.Equal(t, w.Offset, g.Offset, "%s[%d]: Offset", what, i)
-		require.Equal(t, w.Attempts, g.Attempts, "%s[%d] (offset %d): Attempts", what, i, w.Offset)
-		require.True(t, w.At.Equal(g.At), "%s[%d] (offset %d): At %v, want %v", what, i, w.Offset, g.At, w.At)
-		require.True(t, modelSameCause(w.Cause, g.Cause), "%s[%d] (offset %d): Cause %v, want %v", what, i, w.Offset, g.Cause, w.Cause)
+		mustEqual(t, w.Domain, g.Domain, "%s[%d]: Domain", what, i)
+		mustEqual(t, w.Offset, g.Offset, "%s[%d]: Offset", what, i)
+		mustEqual(t, w.Attempts, g.Attempts, "%s[%d] (offset %d): Attempts", what, i, w.Offset)
+		mustTrue(t, w.At.Equal(g.At), "%s[%d] (offset %d): At %v, want %v", what, i, w.Offset, g.At, w.At)
+		mustTrue(t, modelSameCause(w.Cause, g.Cause), "%s[%d] (offset %d): Cause %v, want %v", what, i, w.Offset, g.Cause, w.Cause)
 	}
 }
 
@@ -1618,19 +1538,19 @@ func (s *modelTest) checkEvents(t *rapid.T) {
 		return
 	}
 	for _, d := range s.obs.domains() {
-		require.Contains(t, modelAllDomains, d, "event for a domain never used")
+		check(t, slices.Contains(modelAllDomains, d), "event for the domain %.8q, never used", d)
 	}
 	for _, d := range modelAllDomains {
 		md := s.model.domains[d]
 		got := s.obs.of(d)
 		if len(got) != len(md.events) {
-			require.Failf(t, "events differ", "%q: observed %s\nwant %s", d, modelFormatEvents(got), modelFormatModelEvents(md.events))
+			t.Fatalf("%q: observed %s\nwant %s", d, modelFormatEvents(got), modelFormatModelEvents(md.events))
 		}
 		for i := md.observed; i < len(got); i++ {
 			w, g := md.events[i], got[i]
 			if w.kind != g.Kind || d != g.Domain || w.offset != g.Offset || w.attempt != g.Attempt || w.token != g.Token ||
 				!modelSameCause(w.cause, g.Cause) || !w.at.Equal(g.At) {
-				require.Failf(t, "events differ", "%q: event %d: got %+v, want %+v\nobserved %s\nwant     %s", d, i, g, w,
+				t.Fatalf("%q: event %d: got %+v, want %+v\nobserved %s\nwant     %s", d, i, g, w,
 					modelFormatEvents(got), modelFormatModelEvents(md.events))
 			}
 		}
@@ -1661,7 +1581,7 @@ func (l *leaseModel) checkInvariants(t *rapid.T, d string) {
 	md := l.domains[d]
 	inBacklog := make(map[int64]bool, len(md.backlog))
 	for _, off := range md.backlog {
-		modelCheck(t, !inBacklog[off], "%q: %d queued twice", d, off)
+		check(t, !inBacklog[off], "%q: %d queued twice", d, off)
 		inBacklog[off] = true
 	}
 	terminal := func(off int64) bool { return md.isProcessed(off) || modelHas(md.failed, off) }
@@ -1671,41 +1591,41 @@ func (l *leaseModel) checkInvariants(t *rapid.T, d string) {
 	// terminal, or back in the backlog (after an expiry, ForceRelease or
 	// Redrive).
 	if md.leased {
-		modelCheck(t, len(md.grants) > 0 && len(md.granted) > 0, "%q: lease without a grant", d)
-		modelCheck(t, md.grants[len(md.grants)-1] == md.lease.token, "%q: lease is not the latest grant", d)
-		modelCheck(t, md.granted[len(md.granted)-1] == md.lease.offset, "%q: lease is not the latest grant", d)
-		modelCheck(t, md.lease.retries >= 0, "%q: negative retry count", d)
-		modelCheck(t, md.lease.retries <= l.cfg.maxRetries, "%q: more retries than allowed", d)
-		modelCheck(t, (l.cfg.ttl > 0) == !md.lease.expiresAt.IsZero(), "%q: lease expiry %v with TTL %v", d, md.lease.expiresAt, l.cfg.ttl)
+		check(t, len(md.grants) > 0 && len(md.granted) > 0, "%q: lease without a grant", d)
+		check(t, md.grants[len(md.grants)-1] == md.lease.token, "%q: lease is not the latest grant", d)
+		check(t, md.granted[len(md.granted)-1] == md.lease.offset, "%q: lease is not the latest grant", d)
+		check(t, md.lease.retries >= 0, "%q: negative retry count", d)
+		check(t, md.lease.retries <= l.cfg.maxRetries, "%q: more retries than allowed", d)
+		check(t, (l.cfg.ttl > 0) == !md.lease.expiresAt.IsZero(), "%q: lease expiry %v with TTL %v", d, md.lease.expiresAt, l.cfg.ttl)
 	} else {
-		modelCheck(t, md.lease == modelLease{}, "%q: idle domain keeps a lease", d)
+		check(t, md.lease == modelLease{}, "%q: idle domain keeps a lease", d)
 	}
 	for _, off := range md.granted {
-		modelCheck(t, terminal(off) || inBacklog[off] || md.leased && md.lease.offset == off,
+		check(t, terminal(off) || inBacklog[off] || md.leased && md.lease.offset == off,
 			"%q: granted offset %d neither in flight, terminal nor queued", d, off)
 	}
 
 	// 2. Disjointness.
 	for _, off := range md.backlog {
-		modelCheck(t, !terminal(off), "%q: terminal offset %d queued", d, off)
+		check(t, !terminal(off), "%q: terminal offset %d queued", d, off)
 	}
 	if md.leased {
 		off := md.lease.offset
-		modelCheck(t, !terminal(off) && !inBacklog[off], "%q: current offset %d is terminal or queued", d, off)
+		check(t, !terminal(off) && !inBacklog[off], "%q: current offset %d is terminal or queued", d, off)
 	}
 	for off := range md.processed {
-		modelCheck(t, !modelHas(md.failed, off), "%q: %d both processed and failed", d, off)
+		check(t, !modelHas(md.failed, off), "%q: %d both processed and failed", d, off)
 		// What succeeded counts as processed, with WithMonotonicOffsets
 		// too: nothing takes it back.
-		modelCheck(t, md.isProcessed(off), "%q: %d succeeded but does not count as processed", d, off)
-		modelCheck(t, off <= md.hw, "%q: %d succeeded above the highest terminal offset %d", d, off, md.hw)
+		check(t, md.isProcessed(off), "%q: %d succeeded but does not count as processed", d, off)
+		check(t, off <= md.hw, "%q: %d succeeded above the highest terminal offset %d", d, off, md.hw)
 	}
 	for off := range md.failed {
-		modelCheck(t, off <= md.hw, "%q: %d failed above the highest terminal offset %d", d, off, md.hw)
+		check(t, off <= md.hw, "%q: %d failed above the highest terminal offset %d", d, off, md.hw)
 	}
 	for off, a := range md.carried {
-		modelCheck(t, inBacklog[off], "%q: attempts carried for %d, which is not queued", d, off)
-		modelCheck(t, a.retries <= l.cfg.maxRetries, "%q: %d carries more retries than allowed", d, off)
+		check(t, inBacklog[off], "%q: attempts carried for %d, which is not queued", d, off)
+		check(t, a.retries <= l.cfg.maxRetries, "%q: %d carries more retries than allowed", d, off)
 	}
 
 	// 4. Idempotence, in part (the rest is in checkHistory): every
@@ -1716,38 +1636,28 @@ func (l *leaseModel) checkInvariants(t *rapid.T, d string) {
 		granted[off] = true
 	}
 	for off := range md.processed {
-		modelCheck(t, granted[off], "%q: processed %d was never granted", d, off)
+		check(t, granted[off], "%q: processed %d was never granted", d, off)
 	}
 	for off, dl := range md.failed {
 		// An offset killed before any grant made no attempt.
-		modelCheck(t, granted[off] || dl.attempts == 0, "%q: failed %d was never granted", d, off)
+		check(t, granted[off] || dl.attempts == 0, "%q: failed %d was never granted", d, off)
 	}
 
 	// 5. Token fencing: fences of grants strictly increase, across Forgets.
 	for i, tok := range md.grants {
-		modelCheck(t, !tok.IsZero(), "%q: zero token granted", d)
-		modelCheck(t, i == 0 || tok.Fence() > md.grants[i-1].Fence(), "%q: fence did not increase", d)
-		modelCheck(t, l.issued[tok] == d, "%q: token %v attributed to %q", d, tok, l.issued[tok])
-	}
-}
-
-// modelCheck fails the test with the message unless ok. The checks that run
-// after every step use it rather than require, whose reflection would
-// dominate the run time.
-func modelCheck(t *rapid.T, ok bool, format string, args ...any) {
-	if !ok {
-		t.Helper()
-		t.Fatalf(format, args...)
+		check(t, !tok.IsZero(), "%q: zero token granted", d)
+		check(t, i == 0 || tok.Fence() > md.grants[i-1].Fence(), "%q: fence did not increase", d)
+		check(t, l.issued[tok] == d, "%q: token %v attributed to %q", d, tok, l.issued[tok])
 	}
 }
 
 // A modelReplay is a domain's state rebuilt from nothing but its events
-// since its record was made. Replaying checks the history: that offsets
+// since it was made. Replaying checks the history: that offsets
 // entered and left the backlog only as the contract allows (3, FIFO
 // discipline), that no terminal offset came back (4, idempotence), and that
 // every lease ended before the next began (1). The state it ends in must be
 // the model's, so the model's events tell the whole story; when the run
-// observes, the Manager's events are the model's, so they do too.
+// observes, the backend's events are the model's, so they do too.
 type modelReplay struct {
 	leased    bool
 	offset    int64
@@ -1769,10 +1679,10 @@ type modelReplay struct {
 	// until that event took it out for the grant that follows.
 	outOfOrderQueued bool
 
-	// seedFIFO: offsets have only been appended to the backlog and taken
-	// from its head, so seed 000's FIFO check applies: those that left
+	// coreFIFO: offsets have only been appended to the backlog and taken
+	// from its head, so the core contract's FIFO check applies: those that left
 	// are a prefix of those that entered, and the backlog is the rest.
-	seedFIFO bool
+	coreFIFO bool
 	enqueued []int64 // every offset appended, in order
 	dequeued []int64 // every offset taken from the head, in order
 }
@@ -1780,7 +1690,7 @@ type modelReplay struct {
 func newModelReplay() modelReplay {
 	return modelReplay{
 		processed: map[int64]bool{}, failed: map[int64]bool{}, hw: -1, carried: map[int64]int{}, made: map[int64]int{},
-		grantsOf: map[int64]int{}, returns: map[int64]int{}, seedFIFO: true,
+		grantsOf: map[int64]int{}, returns: map[int64]int{}, coreFIFO: true,
 	}
 }
 
@@ -1788,13 +1698,13 @@ func (r *modelReplay) queued(off int64) bool { return slices.Contains(r.backlog,
 
 func (r *modelReplay) pushFront(off int64) {
 	r.backlog = slices.Insert(r.backlog, 0, off)
-	r.seedFIFO = false
+	r.coreFIFO = false
 }
 
 func (r *modelReplay) remove(off int64) {
 	if i := slices.Index(r.backlog, off); i >= 0 {
 		r.backlog = slices.Delete(r.backlog, i, i+1)
-		r.seedFIFO = false
+		r.coreFIFO = false
 	}
 }
 
@@ -1818,29 +1728,29 @@ func (l *leaseModel) checkHistory(t *rapid.T, d string) {
 	}
 
 	r := &md.replay
-	modelCheck(t, md.leased == r.leased, "%q: replayed leased %v, model %v", d, r.leased, md.leased)
+	check(t, md.leased == r.leased, "%q: replayed leased %v, model %v", d, r.leased, md.leased)
 	if md.leased {
-		modelCheck(t, md.lease.offset == r.offset && md.lease.token == r.token && md.lease.retries == r.retries,
+		check(t, md.lease.offset == r.offset && md.lease.token == r.token && md.lease.retries == r.retries,
 			"%q: replayed lease %d %v %d, model %+v", d, r.offset, r.token, r.retries, md.lease)
 	}
-	modelCheck(t, md.paused == r.paused, "%q: replayed paused %v, model %v", d, r.paused, md.paused)
-	modelCheck(t, md.hw == r.hw, "%q: replayed highest terminal offset %d, model %d", d, r.hw, md.hw)
+	check(t, md.paused == r.paused, "%q: replayed paused %v, model %v", d, r.paused, md.paused)
+	check(t, md.hw == r.hw, "%q: replayed highest terminal offset %d, model %d", d, r.hw, md.hw)
 	modelRequireOffsets(t, slices.Sorted(maps.Keys(md.processed)), slices.Sorted(maps.Keys(r.processed)), "%q: replayed processed", d)
 	modelRequireOffsets(t, slices.Sorted(maps.Keys(md.failed)), slices.Sorted(maps.Keys(r.failed)), "%q: replayed failed", d)
 	modelRequireOffsets(t, md.backlog, r.backlog, "%q: replayed backlog", d)
-	modelCheck(t, len(r.carried) == len(md.carried), "%q: replayed carried attempts %v, model %v", d, r.carried, md.carried)
+	check(t, len(r.carried) == len(md.carried), "%q: replayed carried attempts %v, model %v", d, r.carried, md.carried)
 	for off, a := range md.carried {
-		modelCheck(t, a.retries == r.carried[off], "%q: replayed attempts carried by %d: %d, model %d", d, off, r.carried[off], a.retries)
-		modelCheck(t, a.attempts == r.made[off], "%q: replayed attempts made by %d: %d, model %d", d, off, r.made[off], a.attempts)
+		check(t, a.retries == r.carried[off], "%q: replayed attempts carried by %d: %d, model %d", d, off, r.carried[off], a.retries)
+		check(t, a.attempts == r.made[off], "%q: replayed attempts made by %d: %d, model %d", d, off, r.made[off], a.attempts)
 	}
 	// Every lease ended but the one in flight; and each grant is one the
 	// model recorded.
-	modelCheck(t, r.grants == r.ended+modelBtoi(r.leased), "%q: grants do not add up: %d granted, %d ended, leased %v", d, r.grants, r.ended, r.leased)
-	modelCheck(t, len(md.granted) == r.grants, "%q: replayed %d grants, model %d", d, r.grants, len(md.granted))
+	check(t, r.grants == r.ended+modelBtoi(r.leased), "%q: grants do not add up: %d granted, %d ended, leased %v", d, r.grants, r.ended, r.leased)
+	check(t, len(md.granted) == r.grants, "%q: replayed %d grants, model %d", d, r.grants, len(md.granted))
 
-	// 3. FIFO, as seed 000 states it, while only seed 000's moves were made.
-	if r.seedFIFO {
-		modelCheck(t, len(r.enqueued) == len(r.dequeued)+len(r.backlog), "%q: backlog lost or gained offsets", d)
+	// 3. FIFO, as the core contract states it, while only the core contract's moves were made.
+	if r.coreFIFO {
+		check(t, len(r.enqueued) == len(r.dequeued)+len(r.backlog), "%q: backlog lost or gained offsets", d)
 		modelRequireOffsets(t, r.enqueued[:len(r.dequeued)], r.dequeued, "%q: dequeue order", d)
 		modelRequireOffsets(t, r.enqueued[len(r.dequeued):], r.backlog, "%q: backlog order", d)
 	}
@@ -1865,7 +1775,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 	x := ev.offset
 	where := modelWhere{d, ev}
 	current := func() {
-		modelCheck(t, r.leased && r.offset == x && r.token == ev.token, "%s: not the lease in flight", where)
+		check(t, r.leased && r.offset == x && r.token == ev.token, "%s: not the lease in flight", where)
 	}
 	terminal := r.processed[x] || r.failed[x]
 	if l.cfg.monotonic {
@@ -1887,29 +1797,29 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 
 	switch ev.kind {
 	case worklease.EventAcquired:
-		modelCheck(t, !(r.leased), "%s: a lease is already in flight", where)
-		modelCheck(t, !(terminal), "%s: offset is terminal", where)
-		modelCheck(t, !(ev.token.IsZero()), "%s: zero token", where)
+		check(t, !(r.leased), "%s: a lease is already in flight", where)
+		check(t, !(terminal), "%s: offset is terminal", where)
+		check(t, !(ev.token.IsZero()), "%s: zero token", where)
 		switch {
 		case len(r.backlog) > 0 && r.backlog[0] == x:
 			r.backlog = r.backlog[1:]
 			r.dequeued = append(r.dequeued, x)
 		case len(r.backlog) > 0:
-			modelCheck(t, l.cfg.bestEffort && prev.kind == worklease.EventOutOfOrder && prev.offset == x,
+			check(t, l.cfg.bestEffort && prev.kind == worklease.EventOutOfOrder && prev.offset == x,
 				"%s: granted while the backlog's head is %d", where, r.backlog[0])
 		}
-		modelCheck(t, !(r.queued(x)), "%s: granted while still queued", where)
-		require.Equal(t, r.made[x]+1, ev.attempt, "%s: attempt number", where)
+		check(t, !(r.queued(x)), "%s: granted while still queued", where)
+		mustEqual(t, r.made[x]+1, ev.attempt, "%s: attempt number", where)
 		r.retries, r.attempts = r.carried[x], ev.attempt
 		delete(r.carried, x)
 		delete(r.made, x)
 		r.grants++
 		r.grantsOf[x]++
-		require.LessOrEqual(t, r.grantsOf[x], 1+r.returns[x], "%s: granted again without going back to the backlog", where)
+		check(t, r.grantsOf[x] <= 1+r.returns[x], "%s: granted again without going back to the backlog", where)
 		r.leased, r.offset, r.token = true, x, ev.token
 	case worklease.EventEnqueued:
-		modelCheck(t, r.leased || r.paused, "%s: enqueued on an idle, running domain", where)
-		modelCheck(t, !(terminal || r.queued(x) || r.leased && r.offset == x), "%s: terminal, queued or in flight", where)
+		check(t, r.leased || r.paused, "%s: enqueued on an idle, running domain", where)
+		check(t, !(terminal || r.queued(x) || r.leased && r.offset == x), "%s: terminal, queued or in flight", where)
 		if l.cfg.lifo {
 			r.pushFront(x)
 		} else {
@@ -1917,124 +1827,124 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 			r.enqueued = append(r.enqueued, x)
 		}
 	case worklease.EventOutOfOrder:
-		modelCheck(t, l.cfg.bestEffort, "%s: without best-effort ordering", where)
-		modelCheck(t, !(r.leased || r.paused), "%s: domain busy or paused", where)
-		modelCheck(t, len(r.backlog) > 0 && r.backlog[0] != x, "%s: not out of order", where)
-		require.Equal(t, [2]any{worklease.EventAcquired, x}, [2]any{next.kind, next.offset}, "%s: no grant follows", where)
+		check(t, l.cfg.bestEffort, "%s: without best-effort ordering", where)
+		check(t, !(r.leased || r.paused), "%s: domain busy or paused", where)
+		check(t, len(r.backlog) > 0 && r.backlog[0] != x, "%s: not out of order", where)
+		mustEqual(t, [2]any{worklease.EventAcquired, x}, [2]any{next.kind, next.offset}, "%s: no grant follows", where)
 		r.outOfOrderQueued = r.queued(x)
 		r.remove(x)
 	case worklease.EventProcessed:
 		current()
-		require.Equal(t, r.attempts, ev.attempt, where)
+		mustEqual(t, r.attempts, ev.attempt, where)
 		r.processed[x] = true
 		r.hw = max(r.hw, x)
 		r.leased = false
 		r.ended++
 	case worklease.EventRetrying:
 		current()
-		require.Equal(t, r.retries+1, ev.attempt, where)
-		require.LessOrEqual(t, ev.attempt, l.cfg.maxRetries, where)
+		mustEqual(t, r.retries+1, ev.attempt, where)
+		check(t, ev.attempt <= l.cfg.maxRetries, "%s: more retries than allowed", where)
 		r.retries = ev.attempt
 		r.attempts++
 	case worklease.EventExtended:
 		current()
-		require.Positive(t, l.cfg.ttl, where)
+		check(t, l.cfg.ttl > 0, "%s: without a TTL", where)
 	case worklease.EventRejected:
-		modelCheck(t, !(r.leased && ev.token == r.token), "%s: the current token was refused", where)
+		check(t, !(r.leased && ev.token == r.token), "%s: the current token was refused", where)
 		if r.leased {
-			require.Equal(t, r.offset, x, where)
+			mustEqual(t, r.offset, x, where)
 		} else {
-			require.Equal(t, int64(-1), x, where)
+			mustEqual(t, int64(-1), x, where)
 		}
 	case worklease.EventExpired, worklease.EventReleased:
 		current()
-		require.Equal(t, r.attempts, ev.attempt, where)
+		mustEqual(t, r.attempts, ev.attempt, where)
 		r.leased = false
 		r.ended++
 		if ev.kind == worklease.EventReleased {
 			// A forced release is not a failed attempt.
-			require.Equal(t, [3]any{worklease.EventRequeued, x, ev.attempt}, [3]any{next.kind, next.offset, next.attempt},
+			mustEqual(t, [3]any{worklease.EventRequeued, x, ev.attempt}, [3]any{next.kind, next.offset, next.attempt},
 				"%s: no requeue follows", where)
 			break
 		}
-		require.Positive(t, l.cfg.ttl, where)
+		check(t, l.cfg.ttl > 0, "%s: without a TTL", where)
 		if next.kind == worklease.EventDeadLettered && next.offset == x && next.token == ev.token {
-			require.Equal(t, l.cfg.maxRetries, r.retries, "%s: dead-lettered with retries left", where)
+			mustEqual(t, l.cfg.maxRetries, r.retries, "%s: dead-lettered with retries left", where)
 		} else {
-			require.Less(t, r.retries, l.cfg.maxRetries, "%s: requeued with no retries left", where)
-			require.Equal(t, [3]any{worklease.EventRequeued, x, ev.attempt}, [3]any{next.kind, next.offset, next.attempt},
+			check(t, r.retries < l.cfg.maxRetries, "%s: requeued with no retries left", where)
+			mustEqual(t, [3]any{worklease.EventRequeued, x, ev.attempt}, [3]any{next.kind, next.offset, next.attempt},
 				"%s: no requeue follows", where)
 		}
 	case worklease.EventRequeued:
-		require.Contains(t, []worklease.EventKind{worklease.EventExpired, worklease.EventReleased}, prev.kind, "%s: requeue from nowhere", where)
-		require.Equal(t, x, prev.offset, where)
-		modelCheck(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
+		check(t, prev.kind == worklease.EventExpired || prev.kind == worklease.EventReleased, "%s: requeue from nowhere", where)
+		mustEqual(t, x, prev.offset, where)
+		check(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
 		r.pushFront(x)
 		// Attempt is the attempts made, which the ended lease counted; an
 		// expiry is one more failed attempt, a forced release is not.
-		require.Equal(t, r.attempts, ev.attempt, "%s: attempts made", where)
+		mustEqual(t, r.attempts, ev.attempt, "%s: attempts made", where)
 		r.carried[x], r.made[x] = r.retries, ev.attempt
 		if prev.kind == worklease.EventExpired {
 			r.carried[x]++
 		}
 		r.returns[x]++
 	case worklease.EventKilled:
-		modelCheck(t, !(terminal), "%s: offset is terminal", where)
-		require.Equal(t, [4]any{worklease.EventDeadLettered, x, ev.attempt, ev.token}, [4]any{next.kind, next.offset, next.attempt, next.token},
+		check(t, !(terminal), "%s: offset is terminal", where)
+		mustEqual(t, [4]any{worklease.EventDeadLettered, x, ev.attempt, ev.token}, [4]any{next.kind, next.offset, next.attempt, next.token},
 			"%s: no dead letter follows", where)
 		switch {
 		case r.leased && r.offset == x:
 			current()
-			require.Equal(t, r.attempts, ev.attempt, where)
+			mustEqual(t, r.attempts, ev.attempt, where)
 			r.leased = false
 			r.ended++
 		case r.queued(x):
-			require.Zero(t, ev.token, where)
-			require.Equal(t, r.made[x], ev.attempt, "%s: attempts of a queued offset", where)
+			mustZero(t, ev.token, where)
+			mustEqual(t, r.made[x], ev.attempt, "%s: attempts of a queued offset", where)
 			delete(r.carried, x)
 			delete(r.made, x)
 			r.remove(x)
 		default:
-			require.Zero(t, ev.token, where)
-			require.Zero(t, ev.attempt, "%s: attempts of an offset never seen", where)
+			mustZero(t, ev.token, where)
+			mustZero(t, ev.attempt, "%s: attempts of an offset never seen", where)
 		}
 	case worklease.EventDeadLettered:
-		modelCheck(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
+		check(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
 		if r.leased && r.offset == x { // Fail gave up
 			current()
-			require.Equal(t, r.attempts, ev.attempt, where)
-			require.Equal(t, l.cfg.maxRetries, r.retries, "%s: given up with retries left", where)
+			mustEqual(t, r.attempts, ev.attempt, where)
+			mustEqual(t, l.cfg.maxRetries, r.retries, "%s: given up with retries left", where)
 			r.leased = false
 			r.ended++
 		} else {
-			require.Contains(t, []worklease.EventKind{worklease.EventKilled, worklease.EventExpired}, prev.kind, "%s: dead letter from nowhere", where)
-			require.Equal(t, [2]any{x, ev.token}, [2]any{prev.offset, prev.token}, where)
+			check(t, prev.kind == worklease.EventKilled || prev.kind == worklease.EventExpired, "%s: dead letter from nowhere", where)
+			mustEqual(t, [2]any{x, ev.token}, [2]any{prev.offset, prev.token}, where)
 		}
 		r.failed[x] = true
 		r.hw = max(r.hw, x)
 	case worklease.EventRedriven:
-		modelCheck(t, r.failed[x], "%s: offset not failed", where)
+		check(t, r.failed[x], "%s: offset not failed", where)
 		delete(r.failed, x)
 		r.pushFront(x)
 		r.returns[x]++
 	case worklease.EventPaused:
-		modelCheck(t, !(r.paused), "%s: already paused", where)
+		check(t, !(r.paused), "%s: already paused", where)
 		if x != -1 { // parked on a dead letter
-			modelCheck(t, l.cfg.park, "%s: parked without WithParkOnDeadLetter", where)
-			require.Equal(t, [2]any{worklease.EventDeadLettered, x}, [2]any{prev.kind, prev.offset}, "%s: parked with no dead letter", where)
+			check(t, l.cfg.park, "%s: parked without WithParkOnDeadLetter", where)
+			mustEqual(t, [2]any{worklease.EventDeadLettered, x}, [2]any{prev.kind, prev.offset}, "%s: parked with no dead letter", where)
 			if i := md.replayed; i >= 2 {
-				require.NotEqual(t, worklease.EventKilled, md.events[i-2].kind, "%s: a kill parked the domain", where)
+				mustNotEqual(t, worklease.EventKilled, md.events[i-2].kind, "%s: a kill parked the domain", where)
 			}
 		}
 		r.paused = true
 	case worklease.EventResumed:
-		modelCheck(t, r.paused, "%s: not paused", where)
+		check(t, r.paused, "%s: not paused", where)
 		r.paused = false
 	case worklease.EventForgotten:
-		modelCheck(t, !(r.leased || len(r.backlog) > 0), "%s: forgot a busy domain", where)
+		check(t, !(r.leased || len(r.backlog) > 0), "%s: forgot a busy domain", where)
 		*r = newModelReplay()
 	default:
-		require.Failf(t, "unknown event", "%s", where)
+		t.Fatalf("%s", where)
 	}
 }
 
@@ -2047,12 +1957,12 @@ func modelBtoi(b bool) int {
 
 // modelRequireOffsets checks that got lists the offsets of want in the same order;
 // nil and empty are the same.
-func modelRequireOffsets(t require.TestingT, want, got []int64, msgAndArgs ...any) {
+func modelRequireOffsets(t tb, want, got []int64, msgAndArgs ...any) {
 	if !slices.Equal(want, got) {
 		msg := ""
 		if len(msgAndArgs) > 0 {
 			msg = fmt.Sprintf(msgAndArgs[0].(string), msgAndArgs[1:]...) + ": "
 		}
-		require.Failf(t, "offsets differ", "%sgot %v, want %v", msg, got, want)
+		t.Fatalf("%sgot %v, want %v", msg, got, want)
 	}
 }
