@@ -19,7 +19,7 @@ import (
 // tokens with NewToken from parts of its own. The zero Token is never
 // issued and never valid.
 type Token struct {
-	fence    uint64 // grants so far in the domain, this one included; 0 only in the zero Token
+	fence    uint64 // grows with every grant in the domain (from above the fences of forgotten domains); 0 only in the zero Token
 	serial   uint64 // the domain's serial number within the issuing instance; never 0
 	instance uint64 // the issuer's: random per Manager; never 0
 }
