@@ -364,7 +364,7 @@ func ExampleManager_Backend() {
 	if err != nil {
 		panic(err)
 	}
-	var b worklease.Backend = m.Backend()
+	b := m.Backend() // a worklease.Backend
 	defer b.Close()
 
 	ctx := context.Background()
