@@ -3,10 +3,12 @@ package worklease
 import (
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 // These tests drive one domain's state machine directly, as a record does
@@ -472,4 +474,431 @@ func TestStateCalls(t *testing.T) {
 			require.Equal(t, tc.made, notedChanges(st))
 		})
 	}
+}
+
+// A stateModel is the contract of one domain, kept as plainly as it reads:
+// a lease or none, the backlog as a slice, the terminal offsets in maps (or
+// a watermark), and what carries over. Its calls return the answer the
+// state machine's must, and note the kinds of the changes it must make.
+type stateModel struct {
+	p      *policy
+	now    instant
+	fence  uint64 // the latest grant's
+	leased bool
+	lease  modelLease
+	// backlog is front first.
+	backlog []int64
+	done    map[int64]bool // succeeded offsets, without monotonic
+	hw      int64          // with monotonic, the highest terminal offset; -1 for none
+	failed  map[int64]deadView
+	carried map[int64]attempt
+	paused  bool
+	// revoked is the latest lease that ended without its holder.
+	revoked    Token
+	revokedErr error
+	kinds      []EventKind // the current call's changes
+}
+
+type modelLease struct {
+	offset              int64
+	tok                 Token
+	attempts, retries   int
+	acquiredAt, expires instant
+}
+
+func newStateModel(p *policy) *stateModel {
+	return &stateModel{p: p, done: map[int64]bool{}, hw: -1, failed: map[int64]deadView{}, carried: map[int64]attempt{}}
+}
+
+func (m *stateModel) note(k EventKind) { m.kinds = append(m.kinds, k) }
+
+func (m *stateModel) queued(off int64) bool { return slices.Contains(m.backlog, off) }
+
+func (m *stateModel) inFlight(off int64) bool { return m.leased && m.lease.offset == off }
+
+func (m *stateModel) isProcessed(off int64) bool {
+	if !m.p.monotonic {
+		return m.done[off]
+	}
+	_, failed := m.failed[off]
+	return off <= m.hw && !failed && !m.inFlight(off) && !m.queued(off)
+}
+
+func (m *stateModel) terminal(off int64, succeeded bool) {
+	if m.p.monotonic {
+		m.hw = max(m.hw, off)
+	} else if succeeded {
+		m.done[off] = true
+	}
+}
+
+func (m *stateModel) unqueue(off int64) {
+	m.backlog = slices.DeleteFunc(m.backlog, func(x int64) bool { return x == off })
+	delete(m.carried, off)
+}
+
+// grant leases off under a new token, carrying on the attempts it made
+// before, if any.
+func (m *stateModel) grant(off int64) {
+	l := modelLease{offset: off, attempts: 1, acquiredAt: m.now}
+	if a, ok := m.carried[off]; ok {
+		l.attempts, l.retries, l.acquiredAt = a.attempts+1, a.retries, a.acquiredAt
+	}
+	if m.p.ttl > 0 {
+		l.expires = m.now + instant(m.p.ttl)
+	}
+	m.unqueue(off)
+	m.fence++
+	l.tok = grantTok(m.fence)
+	m.leased, m.lease = true, l
+	m.note(EventAcquired)
+}
+
+// endLease ends the lease without its holder, who learns why from then on.
+func (m *stateModel) endLease(why error) {
+	m.revoked, m.revokedErr = m.lease.tok, why
+	m.leased = false
+}
+
+func (m *stateModel) requeue(off int64, a attempt) {
+	m.backlog = slices.Insert(m.backlog, 0, off)
+	m.carried[off] = a
+	m.note(EventRequeued)
+}
+
+func (m *stateModel) deadLetter(off int64, attempts int, cause error, park bool) {
+	m.note(EventDeadLettered)
+	if m.inFlight(off) {
+		m.leased = false
+	}
+	m.unqueue(off)
+	m.failed[off] = deadView{attempts, m.now, textOf(cause)}
+	m.terminal(off, false)
+	if park && !m.paused {
+		m.paused = true
+		m.note(EventPaused)
+	}
+}
+
+func (m *stateModel) expire() bool {
+	l := m.lease
+	if !m.leased || l.expires == 0 || m.now < l.expires {
+		return false
+	}
+	m.note(EventExpired)
+	m.endLease(ErrLeaseExpired)
+	if l.retries < m.p.maxRetries {
+		m.requeue(l.offset, attempt{attempts: l.attempts, retries: l.retries + 1, acquiredAt: l.acquiredAt})
+	} else {
+		m.deadLetter(l.offset, l.attempts, ErrLeaseExpired, m.p.park)
+	}
+	return true
+}
+
+func (m *stateModel) acquire(off int64) (any, error) {
+	m.expire()
+	_, failed := m.failed[off]
+	switch {
+	case m.isProcessed(off):
+		return AlreadyProcessed, nil
+	case failed:
+		return AlreadyFailed, nil
+	case m.inFlight(off):
+		return AlreadyAcquired, nil
+	case m.leased || m.paused:
+		if !m.queued(off) {
+			if m.p.lifo {
+				m.backlog = slices.Insert(m.backlog, 0, off)
+			} else {
+				m.backlog = append(m.backlog, off)
+			}
+			m.note(EventEnqueued)
+		}
+		return Enqueued, nil
+	}
+	if len(m.backlog) > 0 && m.backlog[0] != off {
+		if !m.p.bestEffort {
+			return AcquireStatus(0), &BacklogOrderError{Expected: m.backlog[0], Got: off}
+		}
+		m.note(EventOutOfOrder)
+	}
+	m.grant(off)
+	return Acquired, nil
+}
+
+func (m *stateModel) check(tok Token) error {
+	var err error
+	switch {
+	case m.leased && tok == m.lease.tok:
+		return nil
+	case !tok.IsZero() && tok == m.revoked:
+		err = m.revokedErr
+	case !m.leased:
+		err = ErrNoLease
+	default:
+		err = ErrTokenMismatch
+	}
+	m.note(EventRejected)
+	return err
+}
+
+func (m *stateModel) succeed(tok Token, next bool) (any, error) {
+	m.expire()
+	if err := m.check(tok); err != nil {
+		return SucceedResult{}, err
+	}
+	m.note(EventProcessed)
+	m.terminal(m.lease.offset, true)
+	m.leased = false
+	switch {
+	case len(m.backlog) == 0:
+		return SucceedResult{Status: NoBacklog}, nil
+	case next && !m.paused:
+		m.grant(m.backlog[0])
+		return SucceedResult{Status: NextAcquired}, nil
+	}
+	return SucceedResult{Status: NextHint, Next: m.backlog[0]}, nil
+}
+
+func (m *stateModel) fail(tok Token, cause error, next bool) (any, error) {
+	m.expire()
+	if err := m.check(tok); err != nil {
+		return FailResult{}, err
+	}
+	l := &m.lease
+	if l.retries < m.p.maxRetries {
+		l.retries++
+		l.attempts++
+		if m.p.ttl > 0 {
+			l.expires = max(l.expires, m.now+instant(m.p.ttl))
+		}
+		m.note(EventRetrying)
+		return FailResult{Status: RetryScheduled, RetryCount: l.retries}, nil
+	}
+	res := FailResult{RetryCount: l.retries}
+	m.deadLetter(l.offset, l.attempts, cause, m.p.park)
+	switch {
+	case m.paused:
+		res.Status = GiveUpParked
+	case len(m.backlog) == 0:
+		res.Status = GiveUpNoBacklog
+	case next:
+		m.grant(m.backlog[0])
+		res.Status = GiveUpNextAcquired
+	default:
+		res.Status, res.Next = GiveUpNextHint, m.backlog[0]
+	}
+	return res, nil
+}
+
+func (m *stateModel) extend(tok Token, d time.Duration) (any, error) {
+	m.expire()
+	if err := m.check(tok); err != nil {
+		return instant(0), err
+	}
+	if m.lease.expires == 0 {
+		return instant(0), nil
+	}
+	if at := m.now + instant(d); at > m.lease.expires {
+		m.lease.expires = at
+		m.note(EventExtended)
+	}
+	return m.lease.expires, nil
+}
+
+func (m *stateModel) kill(off int64, cause error) (any, error) {
+	m.expire()
+	_, failed := m.failed[off]
+	switch {
+	case m.isProcessed(off):
+		return nil, ErrAlreadyProcessed
+	case failed:
+		return nil, nil
+	case m.p.monotonic && !m.inFlight(off) && !m.queued(off):
+		return nil, ErrOffsetAhead
+	}
+	m.note(EventKilled)
+	attempts := m.carried[off].attempts // 0 unless it carries some
+	if m.inFlight(off) {
+		attempts = m.lease.attempts
+		m.endLease(ErrLeaseRevoked)
+	}
+	m.deadLetter(off, attempts, cause, false)
+	return nil, nil
+}
+
+func (m *stateModel) redrive(off int64) (any, error) {
+	m.expire()
+	if _, failed := m.failed[off]; !failed {
+		return nil, ErrNotDeadLettered
+	}
+	delete(m.failed, off)
+	m.backlog = slices.Insert(m.backlog, 0, off)
+	m.note(EventRedriven)
+	return nil, nil
+}
+
+func (m *stateModel) forceRelease() (any, error) {
+	m.expire()
+	if !m.leased {
+		return nil, ErrNoLease
+	}
+	l := m.lease
+	m.note(EventReleased)
+	m.endLease(ErrLeaseRevoked)
+	m.requeue(l.offset, attempt{attempts: l.attempts, retries: l.retries, acquiredAt: l.acquiredAt})
+	return nil, nil
+}
+
+func (m *stateModel) setPaused(paused bool) (any, error) {
+	m.expire()
+	switch {
+	case m.paused == paused:
+	case paused:
+		m.note(EventPaused)
+	default:
+		m.note(EventResumed)
+	}
+	m.paused = paused
+	return nil, nil
+}
+
+func (m *stateModel) forget() (any, error) {
+	m.expire()
+	if m.leased || len(m.backlog) > 0 || m.paused {
+		return nil, ErrDomainBusy
+	}
+	m.note(EventForgotten)
+	return nil, nil
+}
+
+// view is the model's stateView, which the state's must equal.
+func (m *stateModel) view() stateView {
+	v := stateView{leased: m.leased, paused: m.paused, issued: issued{fence: m.fence, serial: 1}}
+	if m.leased {
+		l := m.lease
+		v.lease = lease{offset: l.offset, acquiredAt: l.acquiredAt, expiresAt: l.expires, retries: l.retries}
+		v.attempts, v.leaseToken = l.attempts, l.tok
+	}
+	if len(m.backlog) > 0 {
+		v.backlog = slices.Clone(m.backlog)
+	}
+	if m.p.monotonic {
+		if m.hw >= 0 {
+			v.processed = []offsetRun{{0, m.hw}}
+		}
+		for off := range m.hw + 1 {
+			if m.isProcessed(off) {
+				v.count++
+			}
+		}
+	} else {
+		for _, off := range slices.Sorted(maps.Keys(m.done)) {
+			if n := len(v.processed); n > 0 && v.processed[n-1].hi == off-1 {
+				v.processed[n-1].hi = off
+			} else {
+				v.processed = append(v.processed, offsetRun{off, off})
+			}
+		}
+		v.count = int64(len(m.done))
+	}
+	for off := range int64(stateProbes) {
+		if m.isProcessed(off) {
+			v.probed = append(v.probed, off)
+		}
+	}
+	if len(m.failed) > 0 {
+		v.failed = maps.Clone(m.failed)
+	}
+	if len(m.carried) > 0 {
+		v.carried = maps.Clone(m.carried)
+	}
+	v.revoked, v.revokedWhy = m.revoked, textOf(m.revokedErr)
+	if !m.leased && !m.paused && len(m.backlog) > 0 {
+		v.next, v.hasNext = m.backlog[0], true
+	}
+	return v
+}
+
+// TestStateModel drives one domain's state machine and stateModel with the
+// same calls under a drawn policy, and checks after every step that they
+// agree: in the answer, in the kinds of the changes, and in the state. The
+// rig checks the invariants and that the changes, replayed alone, rebuild
+// the state.
+func TestStateModel(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		p := policy{
+			maxRetries: rapid.IntRange(0, 3).Draw(t, "maxRetries"),
+			ttl:        rapid.SampledFrom([]time.Duration{0, stateTTL}).Draw(t, "ttl"),
+			lifo:       rapid.Bool().Draw(t, "lifo"),
+			bestEffort: rapid.Bool().Draw(t, "bestEffort"),
+			park:       rapid.Bool().Draw(t, "park"),
+			monotonic:  rapid.Bool().Draw(t, "monotonic"),
+			instance:   stateInstance,
+		}
+		r := newStateRig(t, p)
+		m := newStateModel(&r.p)
+		offset := rapid.Int64Range(0, stateProbes-3)
+		cause := rapid.SampledFrom([]error{nil, errStateBoom})
+		token := func(t *rapid.T) Token {
+			switch rapid.IntRange(0, 5).Draw(t, "which token") {
+			case 0:
+				return Token{}
+			case 1:
+				return strangerTok
+			case 2:
+				return grantTok(rapid.Uint64Range(1, m.fence+1).Draw(t, "fence")) // fence+1: not issued yet
+			}
+			return grantTok(m.fence) // the latest grant's
+		}
+		// run makes the same call on the state and the model.
+		run := func(t *rapid.T, call stateCall, model func() (any, error)) {
+			m.now, m.kinds = r.now, nil
+			st, got, err := r.do(call)
+			want, wantErr := model()
+			requireStateAnswer(t, want, wantErr, got, err)
+			require.Equal(t, m.kinds, notedKinds(st), "kinds of the changes")
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"acquire": func(t *rapid.T) {
+				off := offset.Draw(t, "offset")
+				run(t, acquireOf(off), func() (any, error) { return m.acquire(off) })
+			},
+			"succeed": func(t *rapid.T) {
+				tok, next := token(t), rapid.Bool().Draw(t, "next")
+				run(t, succeedOf(tok, next), func() (any, error) { return m.succeed(tok, next) })
+			},
+			"fail": func(t *rapid.T) {
+				tok, cause, next := token(t), cause.Draw(t, "cause"), rapid.Bool().Draw(t, "next")
+				run(t, failOf(tok, cause, next), func() (any, error) { return m.fail(tok, cause, next) })
+			},
+			"extend": func(t *rapid.T) {
+				tok := token(t)
+				d := time.Duration(rapid.IntRange(1, 20).Draw(t, "seconds")) * time.Second
+				run(t, extendOf(tok, d), func() (any, error) { return m.extend(tok, d) })
+			},
+			"kill": func(t *rapid.T) {
+				off, cause := offset.Draw(t, "offset"), cause.Draw(t, "cause")
+				run(t, killOf(off, cause), func() (any, error) { return m.kill(off, cause) })
+			},
+			"redrive": func(t *rapid.T) {
+				off := offset.Draw(t, "offset")
+				run(t, redriveOf(off), func() (any, error) { return m.redrive(off) })
+			},
+			"forceRelease": func(t *rapid.T) { run(t, forceReleaseCall, m.forceRelease) },
+			"pause": func(t *rapid.T) {
+				paused := rapid.Bool().Draw(t, "paused")
+				run(t, pauseOf(paused), func() (any, error) { return m.setPaused(paused) })
+			},
+			"forget": func(t *rapid.T) { run(t, forgetCall, m.forget) },
+			"touch":  func(t *rapid.T) { run(t, touchCall, func() (any, error) { return m.expire(), nil }) },
+			"advance": func(t *rapid.T) {
+				r.now += instant(rapid.IntRange(0, 12).Draw(t, "seconds")) * stateSec
+			},
+			"": func(t *rapid.T) {
+				require.Equal(t, m.view(), stateViewOf(&r.p, &r.live), "the state differs from the model")
+			},
+		})
+	})
 }
