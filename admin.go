@@ -214,7 +214,6 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 		return Head{}, m.absent(domainError(name, domain, unknown))
 	}
 	st := step{now: now, keep: m.reporting}
-	r.state.expireIfDue(&m.policy, &st)
 	var h Head
 	err := op(&r.state, &st)
 	if err == nil {

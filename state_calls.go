@@ -49,7 +49,8 @@ func (st *step) kind(i int) EventKind {
 	return st.more[i-len(st.kinds)]
 }
 
-// The calls below are the contract's, one domain at a time. Each decides
+// The calls below are the contract's, one domain at a time. Each first
+// revokes the lease if it has expired (see expireIfDue), then decides
 // from the state what happens, and makes it happen only through changes
 // (see change), each applied as it is made: so a journal's records, which
 // replay applies with the same code, rebuild the state exactly.
@@ -285,6 +286,7 @@ func (s *domainState) deadLetter(p *policy, st *step, offset int64, attempts int
 
 // kill is Kill: it makes offset failed whatever its state, with cause.
 func (s *domainState) kill(p *policy, st *step, offset int64, cause error) error {
+	s.expireIfDue(p, st)
 	inFlight := s.leased && s.lease.offset == offset
 	switch {
 	case s.isProcessed(p, offset):
@@ -310,6 +312,7 @@ func (s *domainState) kill(p *policy, st *step, offset int64, cause error) error
 // redrive is Redrive: it puts a failed offset back at the front of the
 // line.
 func (s *domainState) redrive(p *policy, st *step, offset int64) error {
+	s.expireIfDue(p, st)
 	if !s.isFailed(offset) {
 		return ErrNotDeadLettered
 	}
@@ -320,6 +323,7 @@ func (s *domainState) redrive(p *policy, st *step, offset int64) error {
 // forceRelease is ForceRelease: it takes the lease back from its holder
 // and puts its offset back at the front of the line.
 func (s *domainState) forceRelease(p *policy, st *step) error {
+	s.expireIfDue(p, st)
 	if !s.leased {
 		return ErrNoLease
 	}
@@ -331,6 +335,7 @@ func (s *domainState) forceRelease(p *policy, st *step) error {
 
 // setPaused is Pause (paused set) and Resume.
 func (s *domainState) setPaused(p *policy, st *step, paused bool) {
+	s.expireIfDue(p, st)
 	if s.paused == paused {
 		return
 	}

@@ -70,13 +70,9 @@ func extendOf(tok Token, d time.Duration) stateCall {
 	return func(s *domainState, p *policy, st *step) (any, error) { return s.extend(p, st, tok, d) }
 }
 
-// adminOf is an admin call as the Manager makes it: the lease expires
-// first if it is due.
+// adminOf is an admin call that answers with an error only.
 func adminOf(op func(s *domainState, p *policy, st *step) error) stateCall {
-	return func(s *domainState, p *policy, st *step) (any, error) {
-		s.expireIfDue(p, st)
-		return nil, op(s, p, st)
-	}
+	return func(s *domainState, p *policy, st *step) (any, error) { return nil, op(s, p, st) }
 }
 
 func killOf(off int64, cause error) stateCall {
@@ -93,7 +89,7 @@ func pauseOf(paused bool) stateCall {
 	return adminOf(func(s *domainState, p *policy, st *step) error { s.setPaused(p, st, paused); return nil })
 }
 
-// forgetCall is Forget, which does not go through the admin calls' path.
+// forgetCall is Forget.
 var forgetCall stateCall = func(s *domainState, p *policy, st *step) (any, error) { return nil, s.forget(p, st) }
 
 // touchCall is what every other call on a domain does first (Inspect, say):
