@@ -50,7 +50,11 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	if r == nil {
 		return DomainInfo{}, m.absent(nil)
 	}
-	st := step{now: now, keep: m.reporting}
+	st := step{now: now}
+	if m.reporting {
+		var kept [stepInline]change
+		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+	}
 	s := &r.state
 	s.expireIfDue(&m.policy, &st)
 	info := DomainInfo{
@@ -213,7 +217,11 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 		}
 		return Head{}, m.absent(domainError(name, domain, unknown))
 	}
-	st := step{now: now, keep: m.reporting}
+	st := step{now: now}
+	if m.reporting {
+		var kept [stepInline]change
+		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+	}
 	var h Head
 	err := op(&r.state, &st)
 	if err == nil {
@@ -329,7 +337,11 @@ func (m *Manager) Forget(domain string) error {
 	if r == nil {
 		return m.absent(nil)
 	}
-	st := step{now: now, keep: m.reporting}
+	st := step{now: now}
+	if m.reporting {
+		var kept [stepInline]change
+		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+	}
 	if err := r.state.forget(&m.policy, &st); err != nil {
 		if ferr := m.finish(sh, r, &st); ferr != nil {
 			return ferr

@@ -217,7 +217,11 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 	if s.leased {
 		tok = s.leaseToken(&m.policy)
 	}
-	st := step{now: now, keep: m.reporting}
+	st := step{now: now}
+	if m.reporting {
+		var kept [stepInline]change
+		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+	}
 	expired := s.expireIfDue(&m.policy, &st)
 	sh.countAll(r, &st)
 	if m.reporting {

@@ -374,7 +374,11 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 	}
 	now := m.now() // read outside the lock: a caller's clock may take locks of its own
 	sh, r := m.lockRecord(domain, true)
-	st := step{now: now, keep: m.reporting}
+	st := step{now: now}
+	if m.reporting {
+		var kept [stepInline]change
+		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+	}
 	// res is filled in place: building it elsewhere and copying it costs
 	// a tenth of a cycle.
 	res.Status, err = r.state.acquire(&m.policy, &st, offset)
@@ -457,7 +461,11 @@ func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedR
 	if r == nil {
 		return SucceedResult{}, m.absent(domainError(op, domain, ErrNoLease))
 	}
-	st := step{now: now, keep: m.reporting}
+	st := step{now: now}
+	if m.reporting {
+		var kept [stepInline]change
+		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+	}
 	// res is filled in place, as in TryAcquire.
 	if next {
 		err = r.state.succeedNext(&m.policy, &st, tok, &res)
@@ -524,7 +532,11 @@ func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (re
 	if r == nil {
 		return FailResult{}, m.absent(domainError(op, domain, ErrNoLease))
 	}
-	st := step{now: now, keep: m.reporting}
+	st := step{now: now}
+	if m.reporting {
+		var kept [stepInline]change
+		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+	}
 	if next {
 		err = r.state.failNext(&m.policy, &st, tok, cause, &res)
 		if res.Status == GiveUpNextAcquired {
@@ -565,7 +577,11 @@ func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, 
 	if r == nil {
 		return time.Time{}, m.absent(domainError("Extend", domain, ErrNoLease))
 	}
-	st := step{now: now, keep: m.reporting}
+	st := step{now: now}
+	if m.reporting {
+		var kept [stepInline]change
+		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+	}
 	at, err := r.state.extend(&m.policy, &st, tok, d)
 	if ferr := m.finish(sh, r, &st); ferr != nil {
 		return time.Time{}, ferr

@@ -143,8 +143,8 @@ func (f ObserverFunc) Observe(e Event) { f(e) }
 // returns the journal's first error; nothing is journaled after it.
 func (m *Manager) report(sh *shard, r *record, st *step) error {
 	var err error
-	for i := range st.made {
-		c := &st.made[i]
+	for i := range st.n {
+		c := st.change(i)
 		if m.observer != nil {
 			q := r.extra.events
 			q.mu.Lock()

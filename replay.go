@@ -288,9 +288,11 @@ func (m *Manager) timeRestoredLeases() error {
 		if !r.state.leased || r.state.lease.expiresAt != 0 || appendErr != nil || !validDomain(domain) {
 			return
 		}
-		st := step{now: now, keep: true}
+		st := step{now: now}
+		var kept [stepInline]change
+		st.kept = &kept // set here, not through a pointer: kept stays on the stack
 		r.state.extendTo(&m.policy, &st, now.add(m.policy.ttl))
-		appendErr = m.journalRecord(r, st.made[0].record(domain, now))
+		appendErr = m.journalRecord(r, st.change(0).record(domain, now))
 		seq = max(seq, r.lastSeq)
 		sh.expiry.sync(r)
 	})

@@ -3,50 +3,76 @@ package worklease
 import "time"
 
 // A step is one call's passage through the state machine: the time it
-// happens at, and what the call changed. The caller owns it, usually on its
-// stack, and reads the changes once the call returns: their kinds always
-// (to count them), and the changes themselves if it set keep (to journal or
-// report them; tests of the state machine do too).
+// happens at, and what the call changed. The caller owns it, on its stack,
+// and reads the changes once the call returns: their kinds always (to count
+// them), and the changes themselves if it keeps them (to journal or report
+// them; tests of the state machine do too), in a buffer of its own.
 type step struct {
 	now   instant
-	keep  bool
-	n     int                  // changes made
-	kinds [stepKinds]EventKind // the kinds of the first changes
-	more  []EventKind          // the kinds of the rest, in the rare call that makes more
-	made  []change             // with keep, every change, in order
+	n     int                   // changes made
+	kinds [stepInline]EventKind // the kinds of the first stepInline changes
+	kept  *[stepInline]change   // if kept, the first stepInline changes (see keep)
+	spill *stepSpill            // the changes after the first stepInline, in the rare call that makes more
 }
 
-// stepKinds is how many changes' kinds a step holds in place: more than a
-// call makes but for a few admin calls on an expired lease.
-const stepKinds = 4
+// stepInline is how many changes a step holds in place: as many as a call
+// makes but for an admin call on an expired lease.
+const stepInline = 4
+
+// stepSpill holds the changes of a step after its first stepInline. It is
+// behind a pointer so that a step's buffer, on its caller's stack, stays
+// there.
+type stepSpill struct {
+	kinds []EventKind
+	kept  []change
+}
 
 // add notes c, a change the call made and applied.
 func (st *step) add(c *change) {
-	if st.note(c.kind) {
-		st.made = append(st.made, *c)
+	if k := st.note(c.kind); k != nil {
+		*k = *c
 	}
 }
 
-// note notes a change of kind k, which the call made and applied, and
-// reports whether the caller keeps the change itself: if so, the call
-// appends it to made. The calls on the hot path note their changes this
-// way, so that they build one only when it is kept.
-func (st *step) note(k EventKind) bool {
-	if st.n < len(st.kinds) {
-		st.kinds[st.n] = k
-	} else {
-		st.more = append(st.more, k)
-	}
+// note notes a change of kind k, which the call made and applied. If the
+// caller keeps the changes themselves, it returns where the call writes
+// this one; otherwise nil. The calls on the hot path note their changes
+// this way, so that they build one only when it is kept.
+func (st *step) note(k EventKind) *change {
+	i := st.n
 	st.n++
-	return st.keep
+	if i < stepInline {
+		st.kinds[i] = k
+		if st.kept == nil {
+			return nil
+		}
+		return &st.kept[i]
+	}
+	if st.spill == nil {
+		st.spill = new(stepSpill)
+	}
+	st.spill.kinds = append(st.spill.kinds, k)
+	if st.kept == nil {
+		return nil
+	}
+	st.spill.kept = append(st.spill.kept, change{})
+	return &st.spill.kept[len(st.spill.kept)-1]
 }
 
 // kind returns the kind of the i-th change, i in [0, n).
 func (st *step) kind(i int) EventKind {
-	if i < len(st.kinds) {
+	if i < stepInline {
 		return st.kinds[i]
 	}
-	return st.more[i-len(st.kinds)]
+	return st.spill.kinds[i-stepInline]
+}
+
+// change returns the i-th change, i in [0, n), of a step that keeps them.
+func (st *step) change(i int) *change {
+	if i < stepInline {
+		return &st.kept[i]
+	}
+	return &st.spill.kept[i-stepInline]
 }
 
 // The calls below are the contract's, one domain at a time. Each first
@@ -73,8 +99,10 @@ func (s *domainState) acquire(p *policy, st *step, offset int64) (AcquireStatus,
 		return AlreadyAcquired, nil
 	}
 	if s.leased || s.paused {
-		if s.applyEnqueued(offset, p.lifo) && st.note(EventEnqueued) { // a duplicate makes no change
-			st.made = append(st.made, change{kind: EventEnqueued, offset: offset, front: p.lifo})
+		if s.applyEnqueued(offset, p.lifo) { // a duplicate makes no change
+			if c := st.note(EventEnqueued); c != nil {
+				*c = change{kind: EventEnqueued, offset: offset, front: p.lifo}
+			}
 		}
 		return Enqueued, nil
 	}
@@ -103,8 +131,8 @@ func (s *domainState) grant(p *policy, st *step, offset int64) {
 	}
 	tok := Token{fence: s.issued.fence + 1, serial: s.issued.serial, instance: p.instance}
 	s.applyAcquired(p, l, tok, attempts)
-	if st.note(EventAcquired) {
-		st.made = append(st.made, acquiredChange(l, tok, attempts))
+	if c := st.note(EventAcquired); c != nil {
+		*c = acquiredChange(l, tok, attempts)
 	}
 }
 
@@ -145,8 +173,8 @@ func (s *domainState) succeed(p *policy, st *step, tok Token, res *SucceedResult
 	if err := s.checkToken(p, st, tok); err != nil {
 		return err
 	}
-	if st.note(EventProcessed) {
-		st.made = append(st.made, change{kind: EventProcessed, offset: s.lease.offset, attempt: s.attempts(), token: tok})
+	if c := st.note(EventProcessed); c != nil {
+		*c = change{kind: EventProcessed, offset: s.lease.offset, attempt: s.attempts(), token: tok}
 	}
 	s.applyProcessed(p, s.lease.offset)
 	res.Status = NoBacklog
@@ -172,11 +200,11 @@ func (s *domainState) fail(p *policy, st *step, tok Token, cause error, res *Fai
 			expiresAt = at
 		}
 		s.applyRetrying(retries, expiresAt)
-		if st.note(EventRetrying) {
-			st.made = append(st.made, change{
+		if c := st.note(EventRetrying); c != nil {
+			*c = change{
 				kind: EventRetrying, offset: l.offset, attempt: retries, token: tok, cause: cause,
 				retries: retries, acquiredAt: l.acquiredAt, expiresAt: expiresAt,
-			})
+			}
 		}
 		res.Status, res.RetryCount = RetryScheduled, retries
 		return nil

@@ -116,13 +116,13 @@ func newStateRig(t require.TestingT, p policy) *stateRig {
 // the twin; it checks that the twin fares alike, that the changes were
 // noted whole, replays them onto the shadow, and checks the states.
 func (r *stateRig) do(call stateCall) (*step, any, error) {
-	st := &step{now: r.now, keep: true}
+	st := keptStep(r.now)
 	got, err := call(&r.live, &r.p, st)
 	twin := &step{now: r.now}
 	twinGot, twinErr := call(&r.twin, &r.p, twin)
 	require.Equal(r.t, got, twinGot, "answer without keep")
 	require.Equal(r.t, err, twinErr, "error without keep")
-	require.Empty(r.t, twin.made, "changes kept without keep")
+	require.Nil(r.t, twin.kept, "changes kept without keep")
 	require.Equal(r.t, notedKinds(st), notedKinds(twin), "kinds without keep")
 	require.Equal(r.t, stateViewOf(&r.p, &r.live), stateViewOf(&r.p, &r.twin), "the state without keep differs")
 	r.replay(st)
@@ -141,13 +141,13 @@ func (r *stateRig) must(calls ...stateCall) {
 // does a journal's: each through its record, checked by fits first.
 func (r *stateRig) replay(st *step) {
 	t := r.t
-	require.Equal(t, st.n, len(st.made), "changes noted and kept")
-	for i := range st.made {
-		require.Equal(t, st.made[i].kind, st.kind(i), "kind of change %d", i)
+	require.NotNil(t, st.kept, "changes kept")
+	for i := range st.n {
+		require.Equal(t, st.change(i).kind, st.kind(i), "kind of change %d", i)
 	}
 	ended := int64(-1) // the offset of a lease the previous change ended without its holder
-	for i := range st.made {
-		c := &st.made[i]
+	for i := range st.n {
+		c := st.change(i)
 		if ended >= 0 {
 			require.True(t, (c.kind == EventRequeued || c.kind == EventDeadLettered) && c.offset == ended,
 				"change %d, %v of %d, follows the end of the lease on %d", i, c.kind, c.offset, ended)
@@ -242,7 +242,7 @@ type notedChange struct {
 
 func notedChanges(st *step) []notedChange {
 	var out []notedChange
-	for _, c := range st.made {
+	for _, c := range madeOf(st) {
 		out = append(out, notedChange{c.kind, c.offset, c.front, c.attempt, c.retries, c.token.fence, c.expiresAt, textOf(c.cause)})
 	}
 	return out
@@ -897,4 +897,18 @@ func TestStateModel(t *testing.T) {
 			},
 		})
 	})
+}
+
+// keptStep returns a step at now that keeps its changes.
+func keptStep(now instant) *step {
+	return &step{now: now, kept: new([stepInline]change)}
+}
+
+// madeOf returns the changes st kept, in order.
+func madeOf(st *step) []change {
+	var out []change
+	for i := range st.n {
+		out = append(out, *st.change(i))
+	}
+	return out
 }
