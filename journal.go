@@ -206,3 +206,22 @@ func causeFromText(text string) error {
 func (p *policy) settings() Record {
 	return Record{Kind: RecordSettings, Offset: -1, Monotonic: p.monotonic}
 }
+
+// changeOf returns the change a journaled record holds; its domain and
+// time are the caller's to read.
+func changeOf(rec *Record) change {
+	return change{
+		kind: rec.Kind, front: rec.Front, offset: rec.Offset, attempt: rec.Attempt, retries: rec.Retries, token: rec.Token,
+		acquiredAt: instantOf(rec.AcquiredAt), expiresAt: instantOf(rec.ExpiresAt), cause: causeFromText(rec.Cause),
+	}
+}
+
+// record returns the journal record of c, a change of domain made at at.
+// A journal keeps times as Unix time; their zone does not matter.
+func (c *change) record(domain string, at instant) Record {
+	return Record{
+		Kind: c.kind, Domain: domain, Offset: c.offset, Attempt: c.attempt, Retries: c.retries, Token: c.token, Front: c.front,
+		At: at.in(time.UTC), AcquiredAt: c.acquiredAt.in(time.UTC), ExpiresAt: c.expiresAt.in(time.UTC),
+		Cause: textOf(c.cause),
+	}
+}

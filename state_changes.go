@@ -3,7 +3,6 @@ package worklease
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // A change is one transition of a domain's state, as the state machine
@@ -244,25 +243,6 @@ func (s *domainState) fits(p *policy, now instant, c *change, ended int64) error
 		return fmt.Errorf("a %v record changes no state and is never journaled", c.kind)
 	}
 	return nil
-}
-
-// changeOf returns the change a journaled record holds; its domain and
-// time are the caller's to read.
-func changeOf(rec *Record) change {
-	return change{
-		kind: rec.Kind, front: rec.Front, offset: rec.Offset, attempt: rec.Attempt, retries: rec.Retries, token: rec.Token,
-		acquiredAt: instantOf(rec.AcquiredAt), expiresAt: instantOf(rec.ExpiresAt), cause: causeFromText(rec.Cause),
-	}
-}
-
-// record returns the journal record of c, a change of domain made at at.
-// A journal keeps times as Unix time; their zone does not matter.
-func (c *change) record(domain string, at instant) Record {
-	return Record{
-		Kind: c.kind, Domain: domain, Offset: c.offset, Attempt: c.attempt, Retries: c.retries, Token: c.token, Front: c.front,
-		At: at.in(time.UTC), AcquiredAt: c.acquiredAt.in(time.UTC), ExpiresAt: c.expiresAt.in(time.UTC),
-		Cause: textOf(c.cause),
-	}
 }
 
 // journaled reports whether c changes state, and so is journaled.
