@@ -4,6 +4,14 @@
 # dependencies. Bump deliberately.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0 # = 2026.1, supports Go 1.26
 
+# The modules of the repository: the core, and those with heavier
+# dependencies in folders of their own.
+MODULES := . pg
+
+# Runs its argument, a shell command, in each module in turn, stopping at
+# the first that fails.
+each_module = for mod in $(MODULES); do (cd $$mod && $(1)) || exit 1; done
+
 # The race detector needs cgo (a C compiler); without one, tests run without it.
 RACE := $(shell [ "$$(go env CGO_ENABLED)" = 1 ] && echo -race)
 
@@ -14,11 +22,17 @@ all: lint test
 # Property tests run this many cases each (rapid's default is 100).
 export RAPID_CHECKS ?= 500
 
-test: ## the full test suite, as CI runs it
-	go test $(RACE) -shuffle=on -count=1 ./...
+# The PostgreSQL tests need a server: scripts/with-postgres starts a
+# throwaway one for the run and removes it afterwards. Their property test
+# runs fewer cases: each step is a durable commit, a millisecond or more.
+PG_RAPID_CHECKS ?= 100
+
+test: ## the full test suite of every module, as CI runs it
+	scripts/with-postgres sh -c 'go test $(RACE) -shuffle=on -count=1 ./... && \
+		cd pg && RAPID_CHECKS=$(PG_RAPID_CHECKS) go test $(RACE) -shuffle=on -count=1 -timeout=20m ./...'
 
 short: ## a quicker run with fewer property-test cases
-	go test $(RACE) -short -count=1 ./...
+	scripts/with-postgres sh -c '$(call each_module,go test $(RACE) -short -count=1 ./...)'
 
 example: ## the README's first command
 	go run ./examples/orchestrator
@@ -87,16 +101,13 @@ fmt:
 # Also where the build differs: 32-bit ints, and the platforms without
 # flock(2) or sync_file_range(2).
 vet:
-	go vet ./...
-	GOARCH=386 go vet ./...
-	GOOS=windows go vet ./...
-	GOOS=darwin go vet ./...
+	@$(call each_module,go vet ./... && GOARCH=386 go vet ./... && GOOS=windows go vet ./... && GOOS=darwin go vet ./...)
 
 staticcheck:
-	go run $(STATICCHECK) ./...
+	@$(call each_module,go run $(STATICCHECK) ./...)
 
 tidy:
-	go mod tidy -diff
+	@$(call each_module,go mod tidy -diff)
 
 cover: ## coverage profile and per-function summary
 	go test -coverprofile=cover.out ./...

@@ -1,0 +1,146 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/worklease/worklease"
+)
+
+// statements are the calls' statements, each a call of the schema's
+// function of the same name with the Manager's policy last.
+type statements struct {
+	tryAcquire, succeed, fail, extend, touch, kill, redrive, forceRelease, setPaused, forget, reap string
+	inspect, leases, domains, deadLetters, deadLettersOf, stats                                    string
+}
+
+// answerColumns are the columns of an answer, in the order answer.dest
+// scans them.
+const answerColumns = "status, err, hint, retry_count, head, lease_off, fence, serial, attempts, retries, " +
+	"acquired_at, expires_at, paused, ev_kinds, ev_offs, ev_attempts, ev_fences, ev_whys, at"
+
+func newStatements(schema string) statements {
+	// call returns the statement of function fn with n arguments before
+	// the time and the policy.
+	call := func(fn string, n int) string {
+		args := ""
+		for i := 1; i <= n; i++ {
+			args += fmt.Sprintf("$%d, ", i)
+		}
+		p := n + 2 // the first of the policy's arguments
+		return fmt.Sprintf("SELECT %s FROM %s.%s(%s$%d, ROW($%d::int, CASE WHEN $%d::bigint = 0 THEN NULL ELSE $%d::bigint * interval '1 microsecond' END, $%d::bool, $%d::bool, $%d::bool, $%d::bool)::%s.policy)",
+			answerColumns, schema, fn, args, n+1, p, p+1, p+1, p+2, p+3, p+4, p+5, schema)
+	}
+	return statements{
+		tryAcquire:   call("try_acquire", 2),
+		succeed:      call("succeed", 5),
+		fail:         call("fail", 6),
+		extend:       call("extend", 5),
+		touch:        call("touch", 1),
+		kill:         call("kill", 4),
+		redrive:      call("redrive", 2),
+		forceRelease: call("force_release", 1),
+		setPaused:    call("set_paused", 2),
+		forget:       call("forget", 1),
+		reap: fmt.Sprintf("SELECT r.domain, r.off, r.fence, r.serial, r.attempts, r.dead, (r.a).* FROM %s.reap($1, ROW($2::int, CASE WHEN $3::bigint = 0 THEN NULL ELSE $3::bigint * interval '1 microsecond' END, $4::bool, $5::bool, $6::bool, $7::bool)::%s.policy) r",
+			schema, schema),
+		inspect: fmt.Sprintf("SELECT (SELECT coalesce(array_agg(b.off ORDER BY b.pos), '{}') FROM %[1]s.backlog b WHERE b.domain = d.domain), "+
+			"least(%[1]s.processed_count(d, $2), 9223372036854775807)::bigint, (SELECT count(*) FROM %[1]s.dead_letters x WHERE x.domain = d.domain) "+
+			"FROM %[1]s.domains d WHERE d.domain = $1 AND NOT d.forgotten", schema),
+		leases: fmt.Sprintf("SELECT domain, lease_off, fence, serial, lease_retries, lease_acquired_at, lease_expires_at "+
+			"FROM %s.domains WHERE lease_off IS NOT NULL ORDER BY domain", schema),
+		domains: fmt.Sprintf("SELECT domain FROM %s.domains WHERE NOT forgotten ORDER BY domain", schema),
+		deadLetters: fmt.Sprintf("SELECT domain, off, why, cause, attempts, at FROM %s.dead_letters ORDER BY domain, off",
+			schema),
+		deadLettersOf: fmt.Sprintf("SELECT domain, off, why, cause, attempts, at FROM %s.dead_letters WHERE domain = $1 ORDER BY off",
+			schema),
+		stats: fmt.Sprintf("SELECT (SELECT counts FROM %[1]s.meta), coalesce((SELECT array_agg(s ORDER BY i) FROM "+
+			"(SELECT i, sum(c) AS s FROM %[1]s.domains, unnest(counts) WITH ORDINALITY AS u(c, i) GROUP BY i) t), '{}')", schema),
+	}
+}
+
+// An answer is what a call's function returns (see the answer type in
+// the schema).
+type answer struct {
+	status, err          int16
+	hint                 *int64 // the backlog's head a Succeed or Fail hints at
+	retryCount           int32
+	head                 *int64 // the offset the domain grants next, if idle and running
+	leaseOff             *int64
+	fence, serial        int64
+	attempts, retries    int32
+	acquiredAt, expireAt *time.Time
+	paused               bool
+	evKinds              []int16
+	evOffs               []int64
+	evAttempts           []int32
+	evFences             []int64
+	evWhys               []int16
+	at                   *time.Time // the call's time; NULL for an unknown domain
+}
+
+// dest returns where the columns of an answer scan to.
+func (a *answer) dest() []any {
+	return []any{&a.status, &a.err, &a.hint, &a.retryCount, &a.head, &a.leaseOff, &a.fence, &a.serial, &a.attempts,
+		&a.retries, &a.acquiredAt, &a.expireAt, &a.paused, &a.evKinds, &a.evOffs, &a.evAttempts, &a.evFences, &a.evWhys, &a.at}
+}
+
+// call runs statement, a call of a function that returns an answer, with
+// args, the call's time and the policy after them.
+func (m *Manager) call(ctx context.Context, op, statement string, args ...any) (answer, error) {
+	var a answer
+	args = append(append(args, m.now()), m.policy()...)
+	if err := m.pool.QueryRow(ctx, statement, args...).Scan(a.dest()...); err != nil {
+		return answer{}, dbError(op, err)
+	}
+	return a, nil
+}
+
+// absent reports that the answer is for a domain the database does not
+// know.
+func (a *answer) absent() bool { return a.err == 10 }
+
+// lease returns the domain's lease after the call, as domain's.
+func (m *Manager) lease(domain string, a *answer) worklease.LeaseInfo {
+	if a.leaseOff == nil {
+		return worklease.LeaseInfo{}
+	}
+	return worklease.LeaseInfo{
+		Domain: domain, Offset: *a.leaseOff, Token: m.token(a.fence, a.serial),
+		AcquiredAt: timeOf(a.acquiredAt), ExpiresAt: timeOf(a.expireAt), RetryCount: int(a.retries),
+	}
+}
+
+// headOf returns the domain's head after the call.
+func headOf(a *answer) worklease.Head {
+	if a.head == nil {
+		return worklease.Head{}
+	}
+	return worklease.Head{Next: *a.head, HasNext: true}
+}
+
+// report tells the observer, if any, about the call's events: cause is
+// the cause of the call (Fail's, Kill's reason), and rejected its error,
+// and tok its token, for a rejection.
+func (m *Manager) report(domain string, a *answer, cause error, tok worklease.Token, rejected error) {
+	if m.cfg.Observer == nil {
+		return
+	}
+	for i, k := range a.evKinds {
+		ev := worklease.Event{
+			Kind: worklease.EventKind(k), Domain: domain, Offset: a.evOffs[i], Attempt: int(a.evAttempts[i]),
+			Token: m.token(a.evFences[i], a.serial), At: timeOf(a.at),
+		}
+		switch a.evWhys[i] {
+		case 1:
+			ev.Cause = worklease.ErrLeaseExpired
+		case 2:
+			ev.Cause = cause
+		}
+		if ev.Kind == worklease.EventRejected {
+			ev.Token, ev.Cause = tok, rejected
+		}
+		m.cfg.Observer.Observe(ev)
+	}
+}

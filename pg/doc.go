@@ -1,0 +1,28 @@
+// Package pg keeps the lease contract of package worklease in PostgreSQL,
+// so that any number of processes, on any number of machines, share one
+// set of domains: a domain's lease, backlog, processed and failed offsets
+// and fence live in the database, and every call is one transaction, made
+// in one round trip by a function the package installs.
+//
+// A [Manager] offers the calls of worklease.Manager with a context first,
+// and satisfies [worklease.Backend]: its results, statuses and errors are
+// the worklease package's, so errors.Is(err, worklease.ErrTokenMismatch)
+// holds for either. [Open] installs or upgrades the package's schema
+// (idempotent, and safe when processes start together) and reads the same
+// worklease.Option values as worklease.New.
+//
+// # Time
+//
+// A lease's expiry is read against the database server's clock, so that
+// processes with skewed clocks agree; worklease.WithClock replaces it, for
+// tests.
+//
+// # Tokens
+//
+// A token is made of the domain's fence, the domain's serial number (from
+// a sequence, never reused) and the database's instance (random, chosen
+// when the schema is installed), so it is unique across every process and
+// restart that shares the database. A domain's fence only grows, across
+// Forget too: a forgotten domain keeps a row with its fence and nothing
+// else, and comes back above it.
+package pg

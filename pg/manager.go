@@ -1,0 +1,162 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/worklease/worklease"
+)
+
+// DefaultSchema is the schema Open installs its tables and functions in.
+const DefaultSchema = "worklease"
+
+// A Manager grants exclusive, ordered work leases per domain, keeping them
+// in PostgreSQL: every Manager on the same database and schema, in any
+// process, shares them. It is safe for concurrent use. Its calls behave as
+// worklease.Manager's methods of the same name document.
+type Manager struct {
+	pool     *pgxpool.Pool
+	schema   string // quoted
+	cfg      worklease.Config
+	instance uint64 // the database's part of every token
+	closed   atomic.Bool
+
+	// The statements of the calls, with the schema in them.
+	sql statements
+}
+
+// Open returns a Manager on pool that keeps its state in DefaultSchema,
+// installing or upgrading the schema first. opts are worklease's options,
+// read as worklease.New reads them, with the same defaults; of the
+// in-memory Manager's own, WithJournal is refused (the database is the
+// journal) and WithShards has no effect. The pool stays the caller's:
+// Close does not close it.
+func Open(ctx context.Context, pool *pgxpool.Pool, opts ...worklease.Option) (*Manager, error) {
+	return OpenSchema(ctx, pool, DefaultSchema, opts...)
+}
+
+// OpenSchema is Open with the state in schema, which it creates if need
+// be: several independent sets of domains can share a database, each in a
+// schema of its own.
+func OpenSchema(ctx context.Context, pool *pgxpool.Pool, schema string, opts ...worklease.Option) (*Manager, error) {
+	cfg, err := worklease.NewConfig(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Journal != nil {
+		return nil, fmt.Errorf("%w: WithJournal: the database is the journal", worklease.ErrInvalidConfig)
+	}
+	if schema == "" {
+		return nil, fmt.Errorf("%w: empty schema name", worklease.ErrInvalidConfig)
+	}
+	m := &Manager{pool: pool, schema: pgx.Identifier{schema}.Sanitize(), cfg: cfg}
+	if m.instance, err = migrate(ctx, pool, m.schema); err != nil {
+		return nil, err
+	}
+	m.sql = newStatements(m.schema)
+	return m, nil
+}
+
+// Close marks the Manager closed: every later call returns an error
+// matching worklease.ErrClosed. It does not close the pool.
+func (m *Manager) Close() error {
+	if m.closed.Swap(true) {
+		return worklease.ErrClosed
+	}
+	return nil
+}
+
+// now returns the time of a call: the Clock's, or nil for the database's.
+func (m *Manager) now() any {
+	if m.cfg.Clock == nil {
+		return nil
+	}
+	return m.cfg.Clock.Now()
+}
+
+// policy returns the arguments that make the policy of the calls, in the
+// order of the policy type's fields.
+func (m *Manager) policy() []any {
+	ttl := m.cfg.LeaseTTL.Microseconds()
+	if ttl == 0 && m.cfg.LeaseTTL > 0 {
+		ttl = 1 // the database keeps microseconds
+	}
+	return []any{m.cfg.MaxRetries, ttl, m.cfg.Ordering == worklease.LIFO, m.cfg.BestEffortOrdering,
+		m.cfg.ParkOnDeadLetter, m.cfg.MonotonicOffsets}
+}
+
+// check returns the error a call with domain and offset gets before it
+// reaches the database, in the order the in-memory Manager checks them.
+func (m *Manager) check(op, domain string, offset int64) error {
+	switch {
+	case m.closed.Load():
+		return fmt.Errorf("pg: %s: %w", op, worklease.ErrClosed)
+	case domain == "" || len(domain) > worklease.MaxDomainLen:
+		return fmt.Errorf("pg: %s: %w (%d bytes)", op, worklease.ErrInvalidDomain, len(domain))
+	case offset < 0:
+		return fmt.Errorf("pg: %s %q: %w: %d", op, domain, worklease.ErrInvalidOffset, offset)
+	}
+	return nil
+}
+
+// errorOf returns the error an answer's code stands for.
+func errorOf(code int16) error {
+	switch code {
+	case 1, 10:
+		return worklease.ErrNoLease
+	case 2:
+		return worklease.ErrTokenMismatch
+	case 3:
+		return worklease.ErrLeaseExpired
+	case 4:
+		return worklease.ErrLeaseRevoked
+	case 6:
+		return worklease.ErrNotDeadLettered
+	case 7:
+		return worklease.ErrAlreadyProcessed
+	case 8:
+		return worklease.ErrDomainBusy
+	case 9:
+		return worklease.ErrOffsetAhead
+	}
+	return fmt.Errorf("pg: unknown error code %d", code)
+}
+
+// domainError wraps err, the error of call op on domain.
+func domainError(op, domain string, err error) error {
+	return fmt.Errorf("pg: %s %q: %w", op, domain, err)
+}
+
+// dbError wraps an error of the database.
+func dbError(op string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("pg: %s: %w", op, err)
+}
+
+// token returns the token of a grant with fence in the domain with serial.
+func (m *Manager) token(fence, serial int64) worklease.Token {
+	if fence <= 0 || serial <= 0 {
+		return worklease.Token{}
+	}
+	tok, err := worklease.NewToken(uint64(fence), uint64(serial), m.instance)
+	if err != nil {
+		return worklease.Token{} // unreachable: every part is non-zero
+	}
+	return tok
+}
+
+// timeOf returns t, or the zero time for a NULL.
+func timeOf(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}

@@ -1,0 +1,123 @@
+package pg
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrSchemaTooNew is returned by Open when the schema was installed by a
+// newer version of this package than the running one: it refuses to run
+// against state it may not understand.
+var ErrSchemaTooNew = errors.New("pg: schema is newer than this package")
+
+// The migrations, in order: NNN_name.sql, each with {{schema}} where the
+// schema's quoted name goes. A released migration never changes.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// A migration is one numbered step of the schema.
+type migration struct {
+	version int
+	sql     string
+}
+
+// migrations returns the embedded migrations in order.
+func migrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("pg: migration %s is not named NNN_name.sql", base)
+		}
+		text, err := migrationFiles.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{v, string(text)})
+	}
+	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
+	return out, nil
+}
+
+// migrate brings schema up to date in one transaction, and returns the
+// database's instance. Processes that start together take turns: each holds
+// a lock for the schema's name while it migrates, and finds the work done
+// by the one before it.
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (instance uint64, err error) {
+	all, err := migrations()
+	if err != nil {
+		return 0, err
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return 0, dbError("migrate", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // after Commit, a no-op
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "worklease.pg.migrate:"+schema); err != nil {
+		return 0, dbError("migrate", err)
+	}
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema+";"+
+		"CREATE TABLE IF NOT EXISTS "+schema+".migrations (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"); err != nil {
+		return 0, dbError("migrate", err)
+	}
+	var current int
+	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+schema+".migrations").Scan(&current); err != nil {
+		return 0, dbError("migrate", err)
+	}
+	if latest := all[len(all)-1].version; current > latest {
+		return 0, fmt.Errorf("%w: schema %s is at version %d, this package knows %d", ErrSchemaTooNew, schema, current, latest)
+	}
+	for _, mg := range all {
+		if mg.version <= current {
+			continue
+		}
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(mg.sql, "{{schema}}", schema)); err != nil {
+			return 0, dbError(fmt.Sprintf("migration %d", mg.version), err)
+		}
+		if mg.version == 1 {
+			if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".meta (instance) VALUES ($1)", int64(newInstance())); err != nil {
+				return 0, dbError("migrate", err)
+			}
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".migrations (version) VALUES ($1)", mg.version); err != nil {
+			return 0, dbError("migrate", err)
+		}
+	}
+	var inst int64
+	if err := tx.QueryRow(ctx, "SELECT instance FROM "+schema+".meta").Scan(&inst); err != nil {
+		return 0, dbError("migrate", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, dbError("migrate", err)
+	}
+	return uint64(inst), nil
+}
+
+// newInstance returns a random instance for a new schema: non-zero, and
+// below 2^63 so that the database's bigint holds it.
+func newInstance() uint64 {
+	var b [8]byte
+	for {
+		rand.Read(b[:]) // never fails; see crypto/rand.Read
+		if id := binary.LittleEndian.Uint64(b[:]) >> 1; id != 0 {
+			return id
+		}
+	}
+}
