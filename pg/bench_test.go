@@ -1,0 +1,152 @@
+package pg_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/pg"
+)
+
+// benchWorkers is how many goroutines the benchmarks run: workers of a
+// service, each with a connection of its own.
+const benchWorkers = 16
+
+// benchPool returns a pool with a connection for each worker.
+func benchPool(b *testing.B) *pgxpool.Pool {
+	pool := testPool(b)
+	cfg := pool.Config()
+	cfg.MaxConns = benchWorkers
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	return p
+}
+
+// runWorkers runs benchWorkers goroutines until b.N cycles are done in
+// all, worker w calling cycle(w, i) for its i-th cycle, and reports
+// cycles/s. The first error stops the benchmark.
+func runWorkers(b *testing.B, cycle func(w, i int) error) {
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := range benchWorkers {
+		wg.Go(func() {
+			for i := 0; next.Add(1) <= int64(b.N) && failed.Load() == nil; i++ {
+				if err := cycle(w, i); err != nil {
+					failed.CompareAndSwap(nil, &err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cycles/s")
+}
+
+// BenchmarkCycle is TryAcquire and Succeed on PostgreSQL: benchWorkers
+// workers, each over a share of the domains of its own (no two workers
+// contend for a domain), visited in a fixed pseudo-random order, each
+// visit the domain's next offset. Every call commits durably.
+func BenchmarkCycle(b *testing.B) {
+	for _, domains := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("domains=%d", domains), func(b *testing.B) {
+			pool := benchPool(b)
+			schema := newSchemaName()
+			b.Cleanup(func() { dropSchema(b, pool, schema) })
+			ctx := context.Background()
+			m, err := pg.OpenSchema(ctx, pool, schema)
+			if err != nil {
+				b.Fatal(err)
+			}
+			visits := shares(domains)
+			// Every domain exists, with offset 0 finished, before the timer
+			// starts: a service's domains are mostly known ones.
+			for _, visit := range visits {
+				for _, domain := range visit {
+					res, err := m.TryAcquire(ctx, domain, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := m.Succeed(ctx, domain, res.Token); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			runWorkers(b, func(w, i int) error {
+				visit := visits[w]
+				domain, offset := visit[i%len(visit)], int64(1+i/len(visit))
+				res, err := m.TryAcquire(ctx, domain, offset)
+				if err != nil {
+					return err
+				}
+				if res.Status != worklease.Acquired {
+					return fmt.Errorf("TryAcquire(%s, %d): %v", domain, offset, res.Status)
+				}
+				_, err = m.Succeed(ctx, domain, res.Token)
+				return err
+			})
+		})
+	}
+}
+
+// shares splits domains names among the workers, each share in a fixed
+// pseudo-random order.
+func shares(domains int) [][]string {
+	out := make([][]string, benchWorkers)
+	for w := range out {
+		n := domains / benchWorkers
+		rng := rand.New(rand.NewPCG(uint64(w), uint64(domains)))
+		for _, j := range rng.Perm(n) {
+			out[w] = append(out[w], fmt.Sprintf("domain-%d-%d", w, j))
+		}
+	}
+	return out
+}
+
+// BenchmarkSkipLocked is the floor BenchmarkCycle is measured against: a
+// plain job table on the same server, whose workers claim the oldest ready
+// job with FOR UPDATE SKIP LOCKED and mark it done, one autocommitted
+// statement each. Its jobs, one per cycle, are in the table before the
+// timer starts.
+func BenchmarkSkipLocked(b *testing.B) {
+	pool := benchPool(b)
+	schema := newSchemaName()
+	b.Cleanup(func() { dropSchema(b, pool, schema) })
+	ctx := context.Background()
+	s := pgx.Identifier{schema}.Sanitize()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+s+"; CREATE TABLE "+s+`.jobs (
+		id bigserial PRIMARY KEY, domain text NOT NULL, off bigint NOT NULL, state text NOT NULL DEFAULT 'ready');
+		CREATE INDEX ON `+s+".jobs (id) WHERE state = 'ready'"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+s+".jobs (domain, off) SELECT 'domain-' || (i % 1000), i FROM generate_series(1, $1) i", b.N); err != nil {
+		b.Fatal(err)
+	}
+	claim := "UPDATE " + s + ".jobs SET state = 'running' WHERE id = (SELECT id FROM " + s +
+		".jobs WHERE state = 'ready' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id"
+	complete := "UPDATE " + s + ".jobs SET state = 'done' WHERE id = $1"
+	runWorkers(b, func(int, int) error {
+		var id int64
+		if err := pool.QueryRow(ctx, claim).Scan(&id); err != nil {
+			return err
+		}
+		_, err := pool.Exec(ctx, complete, id)
+		return err
+	})
+}
