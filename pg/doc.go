@@ -11,6 +11,22 @@
 // (idempotent, and safe when processes start together) and reads the same
 // worklease.Option values as worklease.New.
 //
+// # Calls
+//
+// Every call is one round trip, Inspect two: a call of a server-side
+// function, in a transaction of its own, which locks the domain's row
+// before it reads anything else of the domain, so that calls on one domain
+// from any process are serialized and each sees the one before it. The
+// usual grant and completion are one update after the lock; other calls
+// take a few more statements on the server. A stale token is refused by
+// the statement that would apply it. No transaction is held open across
+// work, and no advisory lock stands for a lease.
+//
+// WithObserver hears the transitions of this process's calls: each call's
+// events are told, in order, by the goroutine that made the call, once it
+// returns. Calls on one domain from different goroutines may tell theirs
+// in either order. Stats counts the transitions of every process.
+//
 // # Time
 //
 // A lease's expiry is read against the database server's clock, so that
