@@ -2,8 +2,11 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/worklease/worklease"
 )
@@ -92,9 +95,27 @@ func (m *Manager) call(ctx context.Context, op, statement string, args ...any) (
 	var a answer
 	args = append(append(args, m.now()), m.policy()...)
 	if err := m.pool.QueryRow(ctx, statement, args...).Scan(a.dest()...); err != nil {
-		return answer{}, dbError(op, err)
+		return answer{}, callError(op, err)
 	}
 	return a, nil
+}
+
+// callError wraps err, the error of a call that changes state. Each call is
+// one statement in a transaction of its own: if the server refused it, or
+// it never reached the server, nothing changed; otherwise the connection or
+// the context ended after the call was sent, and it may have committed or
+// not, which ErrOutcomeUnknown says.
+func callError(op string, err error) error {
+	var pgErr *pgconn.PgError
+	var connectErr *pgconn.ConnectError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Severity == "ERROR", // the statement failed: its transaction rolled back
+		errors.As(err, &connectErr), pgconn.SafeToRetry(err),
+		err == context.Canceled, err == context.DeadlineExceeded: // done while waiting for a connection
+		return dbError(op, err)
+	}
+	// A FATAL error ends the session, maybe after the commit.
+	return fmt.Errorf("pg: %s: %w: %w", op, ErrOutcomeUnknown, err)
 }
 
 // absent reports that the answer is for a domain the database does not

@@ -13,6 +13,16 @@ import (
 	"github.com/worklease/worklease"
 )
 
+// ErrOutcomeUnknown is returned, wrapping the cause, by a call whose
+// connection or context ended after the call reached the database and
+// before its answer came back: the call may have happened or not. A retry
+// finds out, since calls are idempotent where it matters: TryAcquire
+// answers AlreadyAcquired (or AlreadyProcessed) for an offset the lost call
+// granted (or finished), and Succeed of a lease the lost call finished
+// refuses the token (ErrNoLease, or ErrTokenMismatch once the domain granted
+// another lease).
+var ErrOutcomeUnknown = errors.New("pg: outcome unknown")
+
 // DefaultSchema is the schema Open installs its tables and functions in.
 const DefaultSchema = "worklease"
 
