@@ -29,6 +29,11 @@
 // reported by its steps and their values. [Fuzz] runs the same model as a
 // fuzz target.
 //
+// The package is for tests: it imports the standard library's testing,
+// and pgregory.net/rapid for the model test, which the worklease module
+// already requires for its own tests; the worklease package itself imports
+// neither.
+//
 // # What a backend must honour
 //
 // New gets the Options the suite chose; the backend reads them with

@@ -14,14 +14,22 @@ import (
 // statements are the calls' statements, each a call of the schema's
 // function of the same name with the Manager's policy last.
 type statements struct {
-	tryAcquire, succeed, fail, extend, touch, kill, redrive, forceRelease, setPaused, forget, reap string
-	inspect, leases, domains, deadLetters, deadLettersOf, stats                                    string
+	tryAcquire, succeed, fail, extend, kill, redrive, forceRelease, setPaused, forget string
+	inspect, reap, leases, domains, deadLetters, deadLettersOf, stats                 string
 }
 
 // answerColumns are the columns of an answer, in the order answer.dest
 // scans them.
 const answerColumns = "status, err, hint, retry_count, head, lease_off, fence, serial, attempts, retries, " +
 	"acquired_at, expires_at, paused, ev_kinds, ev_offs, ev_attempts, ev_fences, ev_whys, at"
+
+// policyRow returns the SQL of the policy made of the six arguments from
+// $first on (see Manager.policy).
+func policyRow(schema string, first int) string {
+	p := first
+	return fmt.Sprintf("ROW($%d::int, CASE WHEN $%d::bigint = 0 THEN NULL ELSE $%d::bigint * interval '1 microsecond' END, $%d::bool, $%d::bool, $%d::bool, $%d::bool)::%s.policy",
+		p, p+1, p+1, p+2, p+3, p+4, p+5, schema)
+}
 
 func newStatements(schema string) statements {
 	// call returns the statement of function fn with n arguments before
@@ -31,26 +39,21 @@ func newStatements(schema string) statements {
 		for i := 1; i <= n; i++ {
 			args += fmt.Sprintf("$%d, ", i)
 		}
-		p := n + 2 // the first of the policy's arguments
-		return fmt.Sprintf("SELECT %s FROM %s.%s(%s$%d, ROW($%d::int, CASE WHEN $%d::bigint = 0 THEN NULL ELSE $%d::bigint * interval '1 microsecond' END, $%d::bool, $%d::bool, $%d::bool, $%d::bool)::%s.policy)",
-			answerColumns, schema, fn, args, n+1, p, p+1, p+1, p+2, p+3, p+4, p+5, schema)
+		return fmt.Sprintf("SELECT %s FROM %s.%s(%s$%d, %s)", answerColumns, schema, fn, args, n+1, policyRow(schema, n+2))
 	}
 	return statements{
 		tryAcquire:   call("try_acquire", 2),
 		succeed:      call("succeed", 5),
 		fail:         call("fail", 6),
 		extend:       call("extend", 5),
-		touch:        call("touch", 1),
 		kill:         call("kill", 4),
 		redrive:      call("redrive", 2),
 		forceRelease: call("force_release", 1),
 		setPaused:    call("set_paused", 2),
 		forget:       call("forget", 1),
-		reap: fmt.Sprintf("SELECT r.domain, r.off, r.fence, r.serial, r.attempts, r.dead, (r.a).* FROM %s.reap($1, ROW($2::int, CASE WHEN $3::bigint = 0 THEN NULL ELSE $3::bigint * interval '1 microsecond' END, $4::bool, $5::bool, $6::bool, $7::bool)::%s.policy) r",
-			schema, schema),
-		inspect: fmt.Sprintf("SELECT (SELECT coalesce(array_agg(b.off ORDER BY b.pos), '{}') FROM %[1]s.backlog b WHERE b.domain = d.domain), "+
-			"least(%[1]s.processed_count(d, $2), 9223372036854775807)::bigint, (SELECT count(*) FROM %[1]s.dead_letters x WHERE x.domain = d.domain) "+
-			"FROM %[1]s.domains d WHERE d.domain = $1 AND NOT d.forgotten", schema),
+		inspect:      fmt.Sprintf("SELECT i.backlog, i.processed, i.failed, (i.a).* FROM %s.inspect($1, $2, %s) i", schema, policyRow(schema, 3)),
+		reap: fmt.Sprintf("SELECT r.domain, r.off, r.fence, r.serial, r.attempts, r.dead, (r.a).* FROM %s.reap($1, %s) r",
+			schema, policyRow(schema, 2)),
 		leases: fmt.Sprintf("SELECT domain, lease_off, fence, serial, lease_retries, lease_acquired_at, lease_expires_at "+
 			"FROM %s.domains WHERE lease_off IS NOT NULL ORDER BY domain", schema),
 		domains: fmt.Sprintf("SELECT domain FROM %s.domains WHERE NOT forgotten ORDER BY domain", schema),
@@ -109,13 +112,22 @@ func callError(op string, err error) error {
 	var pgErr *pgconn.PgError
 	var connectErr *pgconn.ConnectError
 	switch {
-	case errors.As(err, &pgErr) && pgErr.Severity == "ERROR", // the statement failed: its transaction rolled back
+	case errors.As(err, &pgErr) && severity(pgErr) == "ERROR", // the statement failed: its transaction rolled back
 		errors.As(err, &connectErr), pgconn.SafeToRetry(err),
 		err == context.Canceled, err == context.DeadlineExceeded: // done while waiting for a connection
 		return dbError(op, err)
 	}
 	// A FATAL error ends the session, maybe after the commit.
 	return fmt.Errorf("pg: %s: %w: %w", op, ErrOutcomeUnknown, err)
+}
+
+// severity returns err's severity in English, whatever the server's
+// language.
+func severity(err *pgconn.PgError) string {
+	if err.SeverityUnlocalized != "" {
+		return err.SeverityUnlocalized
+	}
+	return err.Severity
 }
 
 // absent reports that the answer is for a domain the database does not

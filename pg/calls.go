@@ -140,16 +140,19 @@ func (m *Manager) Inspect(ctx context.Context, domain string) (worklease.DomainI
 	if err := m.check("Inspect", domain, 0); err != nil {
 		return worklease.DomainInfo{}, err
 	}
-	a, err := m.call(ctx, "Inspect", m.sql.touch, []byte(domain))
-	if err != nil || a.absent() {
-		return worklease.DomainInfo{}, err
+	var backlog []int64
+	var info worklease.DomainInfo
+	var a answer
+	dest := append([]any{&backlog, &info.Processed, &info.Failed}, a.dest()...)
+	args := append([]any{[]byte(domain), m.now()}, m.policy()...)
+	if err := m.pool.QueryRow(ctx, m.sql.inspect, args...).Scan(dest...); err != nil {
+		return worklease.DomainInfo{}, callError("Inspect", err)
+	}
+	if a.absent() {
+		return worklease.DomainInfo{}, nil
 	}
 	m.report(domain, &a, nil, worklease.Token{}, nil)
-	info := worklease.DomainInfo{Leased: a.leaseOff != nil, Lease: m.lease(domain, &a), Paused: a.paused}
-	var backlog []int64
-	if err := m.pool.QueryRow(ctx, m.sql.inspect, []byte(domain), m.cfg.MonotonicOffsets).Scan(&backlog, &info.Processed, &info.Failed); err != nil {
-		return worklease.DomainInfo{}, dbError("Inspect", err)
-	}
+	info.Leased, info.Lease, info.Paused = a.leaseOff != nil, m.lease(domain, &a), a.paused
 	if len(backlog) > 0 {
 		info.Backlog = backlog
 	}
@@ -334,7 +337,7 @@ func (m *Manager) Reap(ctx context.Context) ([]worklease.Expiry, error) {
 	}
 	rows, err := m.pool.Query(ctx, m.sql.reap, append([]any{m.now()}, m.policy()...)...)
 	if err != nil {
-		return nil, dbError("Reap", err)
+		return nil, callError("Reap", err)
 	}
 	defer rows.Close()
 	type reaped struct {
@@ -349,14 +352,14 @@ func (m *Manager) Reap(ctx context.Context) ([]worklease.Expiry, error) {
 		var attempts int32
 		dest := append([]any{&d, &r.exp.Offset, &fence, &serial, &attempts, &r.exp.DeadLettered}, r.a.dest()...)
 		if err := rows.Scan(dest...); err != nil {
-			return nil, dbError("Reap", err)
+			return nil, callError("Reap", err)
 		}
 		r.exp.Domain, r.exp.Token, r.exp.Attempts = string(d), m.token(fence, serial), int(attempts)
 		r.exp.Head = headOf(&r.a)
 		all = append(all, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, dbError("Reap", err)
+		return nil, callError("Reap", err)
 	}
 	var out []worklease.Expiry
 	for i := range all {

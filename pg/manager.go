@@ -53,7 +53,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts ...worklease.Option) (*M
 
 // OpenSchema is Open with the state in schema, which it creates if need
 // be: several independent sets of domains can share a database, each in a
-// schema of its own.
+// schema of its own. The name is 1 to 63 bytes of a-z, 0-9 and _, and does
+// not start with a digit.
 func OpenSchema(ctx context.Context, pool *pgxpool.Pool, schema string, opts ...worklease.Option) (*Manager, error) {
 	cfg, err := worklease.NewConfig(opts...)
 	if err != nil {
@@ -62,8 +63,8 @@ func OpenSchema(ctx context.Context, pool *pgxpool.Pool, schema string, opts ...
 	if cfg.Journal != nil {
 		return nil, fmt.Errorf("%w: WithJournal: the database is the journal", worklease.ErrInvalidConfig)
 	}
-	if schema == "" {
-		return nil, fmt.Errorf("%w: empty schema name", worklease.ErrInvalidConfig)
+	if !validSchema(schema) {
+		return nil, fmt.Errorf("%w: schema name %q: want 1 to 63 of a-z, 0-9 and _, not starting with a digit", worklease.ErrInvalidConfig, schema)
 	}
 	m := &Manager{pool: pool, schema: pgx.Identifier{schema}.Sanitize(), cfg: cfg}
 	if m.instance, err = migrate(ctx, pool, m.schema); err != nil {
@@ -71,6 +72,21 @@ func OpenSchema(ctx context.Context, pool *pgxpool.Pool, schema string, opts ...
 	}
 	m.sql = newStatements(m.schema)
 	return m, nil
+}
+
+// validSchema reports whether name is a schema name OpenSchema takes: one
+// that needs no quoting, so that it can go anywhere in the schema's SQL,
+// and that PostgreSQL keeps whole (it cuts names at 63 bytes).
+func validSchema(name string) bool {
+	if len(name) == 0 || len(name) > 63 || '0' <= name[0] && name[0] <= '9' {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Close marks the Manager closed: every later call returns an error

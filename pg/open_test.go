@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -60,8 +61,10 @@ func TestOpenRefuses(t *testing.T) {
 	if _, err := pg.OpenSchema(ctx, pool, schema, worklease.WithJournal(new(memjournal.Journal))); !errors.Is(err, worklease.ErrInvalidConfig) {
 		t.Errorf("WithJournal: %v, want ErrInvalidConfig", err)
 	}
-	if _, err := pg.OpenSchema(ctx, pool, ""); !errors.Is(err, worklease.ErrInvalidConfig) {
-		t.Errorf("empty schema: %v, want ErrInvalidConfig", err)
+	for _, bad := range []string{"", "it's", "a$$b", "Upper", "9lives", "x'||(SELECT 1)::text||'", strings.Repeat("a", 64)} {
+		if _, err := pg.OpenSchema(ctx, pool, bad); !errors.Is(err, worklease.ErrInvalidConfig) {
+			t.Errorf("schema %q: %v, want ErrInvalidConfig", bad, err)
+		}
 	}
 
 	m, err := pg.OpenSchema(ctx, pool, schema)

@@ -102,7 +102,8 @@ func (p *schemaPool) get(t testing.TB) string {
 		IF EXISTS (SELECT FROM pg_namespace WHERE nspname = `+quoteLiteral(name)+`) THEN
 			TRUNCATE `+s+`.domains, `+s+`.backlog, `+s+`.dead_letters;
 			ALTER SEQUENCE `+s+`.domain_serial RESTART;
-			UPDATE `+s+`.meta SET counts = array_fill(0::bigint, ARRAY[16]);
+			UPDATE `+s+`.meta SET counts = array_fill(0::bigint, ARRAY[16]),
+				instance = 1 + floor(random() * 4611686018427387903)::bigint; -- tokens of a previous use never match
 		END IF;
 	END $$`)
 	if err != nil {

@@ -559,20 +559,30 @@ BEGIN
 	RETURN {{schema}}._finish(p_domain, 0::smallint, c.e, NULL, 0, evs, p_now);
 END $$;
 
--- touch expires domain's lease if it is due: what Inspect does before it
--- looks. The answer is absent for an unknown domain.
-CREATE FUNCTION {{schema}}.touch(p_domain bytea, p_now timestamptz, p {{schema}}.policy)
-RETURNS {{schema}}.answer
+-- inspect is Inspect: it expires domain's lease if it is due, then
+-- reports the domain, all in one transaction: the answer (absent for an
+-- unknown domain), the backlog, front first, the number of offsets that
+-- count as processed (at most 2^63-1) and the number of failed ones.
+CREATE FUNCTION {{schema}}.inspect(p_domain bytea, p_now timestamptz, p {{schema}}.policy,
+	OUT backlog bigint[], OUT processed bigint, OUT failed bigint, OUT a {{schema}}.answer)
 LANGUAGE plpgsql AS $$
 DECLARE
 	d {{schema}}.domains;
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
+	backlog := '{}';
+	processed := 0;
+	failed := 0;
 	d := {{schema}}._lock(p_domain, false);
 	IF d.domain IS NULL THEN
-		RETURN {{schema}}._absent();
+		a := {{schema}}._absent();
+		RETURN;
 	END IF;
-	RETURN {{schema}}._finish(p_domain, 0::smallint, 0::smallint, NULL, 0, {{schema}}._expire(p_domain, p_now, p), p_now);
+	a := {{schema}}._finish(p_domain, 0::smallint, 0::smallint, NULL, 0, {{schema}}._expire(p_domain, p_now, p), p_now);
+	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain;
+	SELECT coalesce(array_agg(b.off ORDER BY b.pos), '{}') INTO backlog FROM {{schema}}.backlog b WHERE b.domain = p_domain;
+	processed := least({{schema}}.processed_count(d, p.monotonic), 9223372036854775807)::bigint;
+	SELECT count(*) INTO failed FROM {{schema}}.dead_letters x WHERE x.domain = p_domain;
 END $$;
 
 -- processed_count is the number of offsets of d that count as processed
