@@ -330,7 +330,9 @@ func (m *Manager) admin(ctx context.Context, op, domain string, offset int64, un
 	return headOf(&a), nil
 }
 
-// Reap is worklease.Manager.Reap.
+// Reap is worklease.Manager.Reap, in one transaction: it revokes every
+// lease due by then, except on a domain another call holds at that moment,
+// which that call expires itself if the lease is still due.
 func (m *Manager) Reap(ctx context.Context) ([]worklease.Expiry, error) {
 	if m.closed.Load() {
 		return nil, fmt.Errorf("pg: Reap: %w", worklease.ErrClosed)
