@@ -395,6 +395,22 @@ BEGIN
 	RETURN {{schema}}._finish(p_domain, st, e, NULL, 0, evs, p_now);
 END $$;
 
+-- _open locks domain (creating it if p_create is set), expires its lease
+-- if due, and returns the domain after that and the events so far; d is
+-- NULL for an unknown domain. Every call but the fast paths begins so.
+CREATE FUNCTION {{schema}}._open(p_domain bytea, p_create bool, p_now timestamptz, p {{schema}}.policy,
+	OUT d {{schema}}.domains, OUT evs {{schema}}.event[])
+LANGUAGE plpgsql AS $$
+BEGIN
+	d := {{schema}}._lock(p_domain, p_create);
+	IF d.domain IS NULL THEN
+		d := NULL;
+		RETURN;
+	END IF;
+	evs := {{schema}}._expire(p_domain, p_now, p);
+	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain;
+END $$;
+
 -- _holder locks domain, expires its lease if due, and checks a holder's
 -- token (fence, serial; p_same says whether its instance is the
 -- database's). It returns the domain, its events so far and the error,
@@ -403,14 +419,15 @@ END $$;
 CREATE FUNCTION {{schema}}._holder(p_domain bytea, p_fence bigint, p_serial bigint, p_same bool, p_now timestamptz,
 	p {{schema}}.policy, OUT d {{schema}}.domains, OUT evs {{schema}}.event[], OUT e smallint)
 LANGUAGE plpgsql AS $$
+DECLARE
+	o record;
 BEGIN
-	d := {{schema}}._lock(p_domain, false);
-	IF d.domain IS NULL THEN
-		d := NULL;
+	SELECT * INTO o FROM {{schema}}._open(p_domain, false, p_now, p);
+	IF o.d IS NULL THEN
 		RETURN;
 	END IF;
-	evs := {{schema}}._expire(p_domain, p_now, p);
-	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain;
+	d := o.d;
+	evs := o.evs;
 	e := {{schema}}._check(d, p_fence, p_serial, p_same);
 	IF e <> 0 THEN
 		evs := evs || {{schema}}._reject(d);
@@ -613,6 +630,7 @@ CREATE FUNCTION {{schema}}.kill(p_domain bytea, p_off bigint, p_reason bytea, p_
 RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
+	c record;
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
 	in_flight bool;
@@ -622,12 +640,12 @@ DECLARE
 	why smallint := CASE WHEN p_reason IS NULL THEN 0 ELSE 2 END;
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
-	d := {{schema}}._lock(p_domain, p_create);
-	IF d.domain IS NULL THEN
+	SELECT * INTO c FROM {{schema}}._open(p_domain, p_create, p_now, p);
+	IF c.d IS NULL THEN
 		RETURN {{schema}}._absent();
 	END IF;
-	evs := {{schema}}._expire(p_domain, p_now, p);
-	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain;
+	d := c.d;
+	evs := c.evs;
 	in_flight := d.lease_off IS NOT DISTINCT FROM p_off;
 	queued := EXISTS (SELECT FROM {{schema}}.backlog b WHERE b.domain = p_domain AND b.off = p_off);
 	IF {{schema}}._processed(d, p_off, p.monotonic) THEN
@@ -658,15 +676,16 @@ CREATE FUNCTION {{schema}}.redrive(p_domain bytea, p_off bigint, p_now timestamp
 RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
+	c record;
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
-	d := {{schema}}._lock(p_domain, false);
-	IF d.domain IS NULL THEN
+	SELECT * INTO c FROM {{schema}}._open(p_domain, false, p_now, p);
+	IF c.d IS NULL THEN
 		RETURN {{schema}}._absent();
 	END IF;
-	evs := {{schema}}._expire(p_domain, p_now, p);
+	evs := c.evs;
 	DELETE FROM {{schema}}.dead_letters x WHERE x.domain = p_domain AND x.off = p_off;
 	IF NOT FOUND THEN
 		RETURN {{schema}}._finish(p_domain, 0::smallint, 6::smallint, NULL, 0, evs, p_now);
@@ -681,16 +700,17 @@ CREATE FUNCTION {{schema}}.force_release(p_domain bytea, p_now timestamptz, p {{
 RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
+	c record;
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
-	d := {{schema}}._lock(p_domain, false);
-	IF d.domain IS NULL THEN
+	SELECT * INTO c FROM {{schema}}._open(p_domain, false, p_now, p);
+	IF c.d IS NULL THEN
 		RETURN {{schema}}._absent();
 	END IF;
-	evs := {{schema}}._expire(p_domain, p_now, p);
-	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain;
+	d := c.d;
+	evs := c.evs;
 	IF d.lease_off IS NULL THEN
 		RETURN {{schema}}._finish(p_domain, 0::smallint, 1::smallint, NULL, 0, evs, p_now);
 	END IF;
@@ -707,16 +727,17 @@ CREATE FUNCTION {{schema}}.set_paused(p_domain bytea, p_paused bool, p_now times
 RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
+	c record;
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
-	d := {{schema}}._lock(p_domain, p_paused);
-	IF d.domain IS NULL THEN
+	SELECT * INTO c FROM {{schema}}._open(p_domain, p_paused, p_now, p);
+	IF c.d IS NULL THEN
 		RETURN {{schema}}._absent();
 	END IF;
-	evs := {{schema}}._expire(p_domain, p_now, p);
-	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain;
+	d := c.d;
+	evs := c.evs;
 	IF d.paused <> p_paused THEN
 		UPDATE {{schema}}.domains x SET paused = p_paused WHERE x.domain = p_domain;
 		evs := evs || ROW(CASE WHEN p_paused THEN 14 ELSE 15 END, -1, 0, 0, 0)::{{schema}}.event;
@@ -731,17 +752,18 @@ CREATE FUNCTION {{schema}}.forget(p_domain bytea, p_now timestamptz, p {{schema}
 RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
+	c record;
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
 	a {{schema}}.answer;
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
-	d := {{schema}}._lock(p_domain, false);
-	IF d.domain IS NULL THEN
+	SELECT * INTO c FROM {{schema}}._open(p_domain, false, p_now, p);
+	IF c.d IS NULL THEN
 		RETURN {{schema}}._absent();
 	END IF;
-	evs := {{schema}}._expire(p_domain, p_now, p);
-	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain;
+	d := c.d;
+	evs := c.evs;
 	IF d.lease_off IS NOT NULL OR d.paused OR EXISTS (SELECT FROM {{schema}}.backlog b WHERE b.domain = p_domain) THEN
 		RETURN {{schema}}._finish(p_domain, 0::smallint, 8::smallint, NULL, 0, evs, p_now);
 	END IF;
