@@ -13,8 +13,7 @@
 //
 // # Calls
 //
-// Every call is one round trip, Inspect two: a call of a server-side
-// function, in a transaction of its own, which locks the domain's row
+// Every call is one round trip: a call of a server-side function, in a transaction of its own, which locks the domain's row
 // before it reads anything else of the domain, so that calls on one domain
 // from any process are serialized and each sees the one before it. The
 // usual grant and completion are one update after the lock; other calls
