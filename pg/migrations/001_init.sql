@@ -160,6 +160,16 @@ LANGUAGE sql AS $$
 	WHERE domain = p_domain
 $$;
 
+-- _revoke ends domain's lease, whose fence is p_fence, without its holder,
+-- who learns why from then on: 1, it expired; 2, an operator took it.
+CREATE FUNCTION {{schema}}._revoke(p_domain bytea, p_fence bigint, p_why smallint) RETURNS void
+LANGUAGE sql AS $$
+	UPDATE {{schema}}.domains
+	SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL,
+		revoked_fence = p_fence, revoked_why = p_why
+	WHERE domain = p_domain
+$$;
+
 -- _dead_letter makes off failed after attempts attempts: a lease on it
 -- ends, it leaves the backlog, and the domain is parked if park is set.
 CREATE FUNCTION {{schema}}._dead_letter(p_domain bytea, p_off bigint, p_attempts int, p_fence bigint,
@@ -201,8 +211,7 @@ BEGIN
 		RETURN '{}';
 	END IF;
 	evs := ARRAY[ROW(6, d.lease_off, d.lease_attempts, d.fence, 0)::{{schema}}.event];
-	PERFORM {{schema}}._release(p_domain);
-	UPDATE {{schema}}.domains SET revoked_fence = d.fence, revoked_why = 1 WHERE domain = p_domain;
+	PERFORM {{schema}}._revoke(p_domain, d.fence, 1::smallint);
 	IF d.lease_retries < p.max_retries THEN
 		PERFORM {{schema}}._push(p_domain, d.lease_off, true, d.lease_attempts, d.lease_retries + 1, d.lease_acquired_at);
 		evs := evs || ROW(7, d.lease_off, d.lease_attempts, 0, 0)::{{schema}}.event;
@@ -660,8 +669,7 @@ BEGIN
 	IF in_flight THEN
 		n := d.lease_attempts;
 		f := d.fence;
-		PERFORM {{schema}}._release(p_domain);
-		UPDATE {{schema}}.domains x SET revoked_fence = d.fence, revoked_why = 2 WHERE x.domain = p_domain;
+		PERFORM {{schema}}._revoke(p_domain, d.fence, 2::smallint);
 	ELSIF queued THEN
 		SELECT coalesce(b.carried_attempts, 0) INTO n FROM {{schema}}.backlog b WHERE b.domain = p_domain AND b.off = p_off;
 	END IF;
@@ -677,7 +685,6 @@ RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
 	c record;
-	d {{schema}}.domains;
 	evs {{schema}}.event[];
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
@@ -715,8 +722,7 @@ BEGIN
 		RETURN {{schema}}._finish(p_domain, 0::smallint, 1::smallint, NULL, 0, evs, p_now);
 	END IF;
 	evs := evs || ROW(13, d.lease_off, d.lease_attempts, d.fence, 0)::{{schema}}.event;
-	PERFORM {{schema}}._release(p_domain);
-	UPDATE {{schema}}.domains x SET revoked_fence = d.fence, revoked_why = 2 WHERE x.domain = p_domain;
+	PERFORM {{schema}}._revoke(p_domain, d.fence, 2::smallint);
 	PERFORM {{schema}}._push(p_domain, d.lease_off, true, d.lease_attempts, d.lease_retries, d.lease_acquired_at);
 	evs := evs || ROW(7, d.lease_off, d.lease_attempts, 0, 0)::{{schema}}.event;
 	RETURN {{schema}}._finish(p_domain, 0::smallint, 0::smallint, NULL, 0, evs, p_now);
