@@ -35,8 +35,10 @@ func benchPool(b *testing.B) *pgxpool.Pool {
 
 // runWorkers runs benchWorkers goroutines until b.N cycles are done in
 // all, worker w calling cycle(w, i) for its i-th cycle, and reports
-// cycles/s. The first error stops the benchmark.
-func runWorkers(b *testing.B, cycle func(w, i int) error) {
+// cycles/s and the bytes of write-ahead log the server wrote per cycle
+// (pool is to read its position). The first error stops the benchmark.
+func runWorkers(b *testing.B, pool *pgxpool.Pool, cycle func(w, i int) error) {
+	walStart := walPosition(b, pool)
 	var next atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
@@ -57,13 +59,23 @@ func runWorkers(b *testing.B, cycle func(w, i int) error) {
 		b.Fatal(*err)
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cycles/s")
+	b.ReportMetric(float64(walPosition(b, pool)-walStart)/float64(b.N), "WAL-B/cycle")
 }
 
-// BenchmarkCycle is TryAcquire and Succeed on PostgreSQL: benchWorkers
+// walPosition returns the server's write-ahead log position, in bytes.
+func walPosition(b *testing.B, pool *pgxpool.Pool) int64 {
+	var lsn int64
+	if err := pool.QueryRow(context.Background(), "SELECT pg_current_wal_insert_lsn() - '0/0'").Scan(&lsn); err != nil {
+		b.Fatal(err)
+	}
+	return lsn
+}
+
+// BenchmarkPostgresCycle is TryAcquire and Succeed on PostgreSQL: benchWorkers
 // workers, each over a share of the domains of its own (no two workers
 // contend for a domain), visited in a fixed pseudo-random order, each
 // visit the domain's next offset. Every call commits durably.
-func BenchmarkCycle(b *testing.B) {
+func BenchmarkPostgresCycle(b *testing.B) {
 	for _, domains := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("domains=%d", domains), func(b *testing.B) {
 			pool := benchPool(b)
@@ -88,7 +100,7 @@ func BenchmarkCycle(b *testing.B) {
 					}
 				}
 			}
-			runWorkers(b, func(w, i int) error {
+			runWorkers(b, pool, func(w, i int) error {
 				visit := visits[w]
 				domain, offset := visit[i%len(visit)], int64(1+i/len(visit))
 				res, err := m.TryAcquire(ctx, domain, offset)
@@ -119,12 +131,12 @@ func shares(domains int) [][]string {
 	return out
 }
 
-// BenchmarkSkipLocked is the floor BenchmarkCycle is measured against: a
+// BenchmarkPostgresSkipLocked is the floor BenchmarkPostgresCycle is measured against: a
 // plain job table on the same server, whose workers claim the oldest ready
 // job with FOR UPDATE SKIP LOCKED and mark it done, one autocommitted
 // statement each. Its jobs, one per cycle, are in the table before the
 // timer starts.
-func BenchmarkSkipLocked(b *testing.B) {
+func BenchmarkPostgresSkipLocked(b *testing.B) {
 	pool := benchPool(b)
 	schema := newSchemaName()
 	b.Cleanup(func() { dropSchema(b, pool, schema) })
@@ -141,7 +153,7 @@ func BenchmarkSkipLocked(b *testing.B) {
 	claim := "UPDATE " + s + ".jobs SET state = 'running' WHERE id = (SELECT id FROM " + s +
 		".jobs WHERE state = 'ready' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id"
 	complete := "UPDATE " + s + ".jobs SET state = 'done' WHERE id = $1"
-	runWorkers(b, func(int, int) error {
+	runWorkers(b, pool, func(int, int) error {
 		var id int64
 		if err := pool.QueryRow(ctx, claim).Scan(&id); err != nil {
 			return err

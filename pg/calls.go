@@ -17,7 +17,10 @@ func (m *Manager) TryAcquire(ctx context.Context, domain string, offset int64) (
 	if err := m.check("TryAcquire", domain, offset); err != nil {
 		return worklease.AcquireResult{}, err
 	}
-	a, err := m.call(ctx, "TryAcquire", m.sql.tryAcquire, []byte(domain), offset)
+	a, ok, err := m.tryAcquireFast(ctx, domain, offset)
+	if err == nil && !ok {
+		a, err = m.call(ctx, "TryAcquire", m.sql.tryAcquire, []byte(domain), offset)
+	}
 	if err != nil {
 		return worklease.AcquireResult{}, err
 	}
@@ -52,7 +55,11 @@ func (m *Manager) succeed(ctx context.Context, op, domain string, tok worklease.
 	if err := m.check(op, domain, 0); err != nil {
 		return worklease.SucceedResult{}, err
 	}
-	a, err := m.call(ctx, op, m.sql.succeed, append(m.holderArgs(domain, tok), next)...)
+	holder := m.holderArgs(domain, tok)
+	a, ok, err := m.succeedFast(ctx, op, holder)
+	if err == nil && !ok {
+		a, err = m.call(ctx, op, m.sql.succeed, append(holder, next)...)
+	}
 	if err != nil {
 		return worklease.SucceedResult{}, err
 	}

@@ -2,8 +2,12 @@ package pg_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/worklease/worklease"
 	"github.com/worklease/worklease/leasetest"
@@ -40,5 +44,36 @@ func TestConformance(t *testing.T) {
 			return open(t, schema, opts...)
 		},
 		Events: true,
+		Check: func(b worklease.Backend) error {
+			mu.Lock()
+			schema := schemas[b]
+			mu.Unlock()
+			return checkCounts(context.Background(), pool, schema)
+		},
 	})
+}
+
+// checkCounts checks that every domain's row counts its backlog and dead
+// letters, as the fast statements rely on.
+func checkCounts(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	s := pgx.Identifier{schema}.Sanitize()
+	rows, err := pool.Query(ctx, "SELECT d.domain, d.queued, d.failed, "+
+		"(SELECT count(*) FROM "+s+".backlog b WHERE b.domain = d.domain), "+
+		"(SELECT count(*) FROM "+s+".dead_letters f WHERE f.domain = d.domain) FROM "+s+".domains d")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var domain []byte
+		var queued, failed int32
+		var backlog, dead int64
+		if err := rows.Scan(&domain, &queued, &failed, &backlog, &dead); err != nil {
+			return err
+		}
+		if int64(queued) != backlog || int64(failed) != dead {
+			return fmt.Errorf("domain %q counts %d queued and %d failed; its tables hold %d and %d", domain, queued, failed, backlog, dead)
+		}
+	}
+	return rows.Err()
 }

@@ -37,7 +37,9 @@ func TestDroppedConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = holder.Rollback(ctx) }()
-	if _, err := holder.Exec(ctx, "SELECT FROM "+pgx.Identifier{schema}.Sanitize()+".domains WHERE domain = $1 FOR UPDATE", []byte("d")); err != nil {
+	var holderPID int
+	if err := holder.QueryRow(ctx, "SELECT pg_backend_pid() FROM "+pgx.Identifier{schema}.Sanitize()+".domains WHERE domain = $1 FOR UPDATE",
+		[]byte("d")).Scan(&holderPID); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -50,7 +52,7 @@ func TestDroppedConnection(t *testing.T) {
 	for {
 		var n int
 		if err := pool.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "+
-			"WHERE wait_event_type = 'Lock' AND query LIKE '%.succeed(%'").Scan(&n); err != nil {
+			"WHERE wait_event_type = 'Lock' AND $1 = ANY(pg_blocking_pids(pid))", holderPID).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {

@@ -38,7 +38,8 @@ type Manager struct {
 	closed   atomic.Bool
 
 	// The statements of the calls, with the schema in them.
-	sql statements
+	sql  statements
+	fast fastStatements
 }
 
 // Open returns a Manager on pool that keeps its state in DefaultSchema,
@@ -70,7 +71,7 @@ func OpenSchema(ctx context.Context, pool *pgxpool.Pool, schema string, opts ...
 	if m.instance, err = migrate(ctx, pool, m.schema); err != nil {
 		return nil, err
 	}
-	m.sql = newStatements(m.schema)
+	m.sql, m.fast = newStatements(m.schema), newFastStatements(m.schema)
 	return m, nil
 }
 
@@ -109,12 +110,17 @@ func (m *Manager) now() any {
 // policy returns the arguments that make the policy of the calls, in the
 // order of the policy type's fields.
 func (m *Manager) policy() []any {
+	return []any{m.cfg.MaxRetries, m.ttl(), m.cfg.Ordering == worklease.LIFO, m.cfg.BestEffortOrdering,
+		m.cfg.ParkOnDeadLetter, m.cfg.MonotonicOffsets}
+}
+
+// ttl returns the lease TTL in microseconds, 0 for none.
+func (m *Manager) ttl() int64 {
 	ttl := m.cfg.LeaseTTL.Microseconds()
 	if ttl == 0 && m.cfg.LeaseTTL > 0 {
 		ttl = 1 // the database keeps microseconds
 	}
-	return []any{m.cfg.MaxRetries, ttl, m.cfg.Ordering == worklease.LIFO, m.cfg.BestEffortOrdering,
-		m.cfg.ParkOnDeadLetter, m.cfg.MonotonicOffsets}
+	return ttl
 }
 
 // check returns the error a call with domain and offset gets before it

@@ -121,6 +121,21 @@ var rows = []row{
 		value:   median(quantity{"BenchmarkManagerReplay", 0, "records/s"}),
 		atMost:  false, target: 1e6,
 	},
+	{
+		measure: "BenchmarkPostgresCycle/domains=1000 ÷ BenchmarkPostgresSkipLocked, cycles/s",
+		meaning: "on PostgreSQL, a lease cycle runs at least as fast as a plain SKIP LOCKED job table's claim and complete",
+		value: ratio(
+			quantity{"BenchmarkPostgresCycle/domains=1000", 0, "cycles/s"},
+			quantity{"BenchmarkPostgresSkipLocked", 0, "cycles/s"}),
+		atMost: false, target: 1,
+	},
+	{
+		measure: "BenchmarkPostgresCycle, most ÷ fewest cycles/s of domains=100, 1000, 10000",
+		meaning: "on PostgreSQL, a cycle costs the same from 100 to 10,000 domains, within 25 %",
+		value: spread("cycles/s",
+			"BenchmarkPostgresCycle/domains=100", "BenchmarkPostgresCycle/domains=1000", "BenchmarkPostgresCycle/domains=10000"),
+		atMost: true, target: 1.25,
+	},
 }
 
 // cycleRow compares BenchmarkCycle with a floor: BenchmarkFloorCycle reads
@@ -279,6 +294,23 @@ func ratio2(num, den func(results) (float64, bool)) func(results) (float64, bool
 			return 0, false
 		}
 		return n / d, true
+	}
+}
+
+// spread returns a row value: the largest median of unit among the
+// benchmarks names divided by the smallest, each at the lowest GOMAXPROCS
+// the input has for it.
+func spread(unit string, names ...string) func(results) (float64, bool) {
+	return func(r results) (float64, bool) {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, name := range names {
+			v, ok := median(quantity{name, 0, unit})(r)
+			if !ok || v <= 0 {
+				return 0, false
+			}
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		return hi / lo, true
 	}
 }
 

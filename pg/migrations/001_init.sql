@@ -29,6 +29,15 @@ CREATE TABLE {{schema}}.domains (
 	processed nummultirange NOT NULL DEFAULT '{}', -- with monotonic offsets, [0, hw]
 	front_pos bigint NOT NULL DEFAULT 0, -- the backlog's positions run from front_pos
 	back_pos bigint NOT NULL DEFAULT 0,  -- to back_pos, excluded
+	-- queued and failed count the domain's backlog and dead letters: the
+	-- fast statements (see fast.go) read them in the row they lock, where
+	-- a subquery would read an older snapshot after waiting for the lock.
+	queued int NOT NULL DEFAULT 0,
+	failed int NOT NULL DEFAULT 0,
+	-- The offset and attempts of the lease the fast Succeed ended last: its
+	-- RETURNING reads them back, as PostgreSQL 15 returns no old values.
+	ended_off bigint,
+	ended_attempts int,
 	counts bigint[] NOT NULL DEFAULT array_fill(0::bigint, ARRAY[16])
 ) WITH (fillfactor = 50); -- room on each page for the next version of a row: updates stay HOT
 
@@ -137,9 +146,9 @@ BEGIN
 		RETURN false;
 	END IF;
 	IF p_front THEN
-		UPDATE {{schema}}.domains SET front_pos = front_pos - 1 WHERE domain = p_domain RETURNING front_pos INTO p;
+		UPDATE {{schema}}.domains SET front_pos = front_pos - 1, queued = queued + 1 WHERE domain = p_domain RETURNING front_pos INTO p;
 	ELSE
-		UPDATE {{schema}}.domains SET back_pos = back_pos + 1 WHERE domain = p_domain RETURNING back_pos - 1 INTO p;
+		UPDATE {{schema}}.domains SET back_pos = back_pos + 1, queued = queued + 1 WHERE domain = p_domain RETURNING back_pos - 1 INTO p;
 	END IF;
 	INSERT INTO {{schema}}.backlog (domain, off, pos, carried_attempts, carried_retries, carried_acquired_at)
 	VALUES (p_domain, p_off, p, p_attempts, p_retries, p_acquired_at);
@@ -183,8 +192,12 @@ BEGIN
 	SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL
 	WHERE domain = p_domain AND lease_off = p_off;
 	DELETE FROM {{schema}}.backlog WHERE domain = p_domain AND off = p_off;
+	IF FOUND THEN
+		UPDATE {{schema}}.domains SET queued = queued - 1 WHERE domain = p_domain;
+	END IF;
 	INSERT INTO {{schema}}.dead_letters (domain, off, why, cause, attempts, at)
 	VALUES (p_domain, p_off, p_why, p_cause, p_attempts, p_now);
+	UPDATE {{schema}}.domains SET failed = failed + 1 WHERE domain = p_domain;
 	PERFORM {{schema}}._terminal(p_domain, p_off, false, p_monotonic);
 	evs := ARRAY[ROW(5, p_off, p_attempts, p_fence, p_why)::{{schema}}.event];
 	IF p_park THEN
@@ -231,13 +244,16 @@ DECLARE
 	cat timestamptz;
 	f bigint;
 	n int;
+	was_queued bool;
 BEGIN
 	DELETE FROM {{schema}}.backlog WHERE domain = p_domain AND off = p_off
 	RETURNING carried_attempts, carried_retries, carried_acquired_at INTO ca, cr, cat;
+	was_queued := FOUND;
 	n := coalesce(ca, 0) + 1;
 	UPDATE {{schema}}.domains
 	SET fence = fence + 1, lease_off = p_off, lease_attempts = n, lease_retries = coalesce(cr, 0),
-		lease_acquired_at = coalesce(cat, p_now), lease_expires_at = p_now + p.ttl
+		lease_acquired_at = coalesce(cat, p_now), lease_expires_at = p_now + p.ttl,
+		queued = queued - CASE WHEN was_queued THEN 1 ELSE 0 END
 	WHERE domain = p_domain
 	RETURNING fence INTO f;
 	RETURN ARRAY[ROW(1, p_off, n, f, 0)::{{schema}}.event];
@@ -324,17 +340,6 @@ BEGIN
 	RETURN a;
 END $$;
 
--- _quick is the answer of a call the fast path made: status, hint and one
--- event (kind, offset, attempt, fence) on d, the domain after the call,
--- whose head is h, counted by the call's own update.
-CREATE FUNCTION {{schema}}._quick(d {{schema}}.domains, p_status smallint, p_hint bigint, p_head bigint,
-	p_kind smallint, p_off bigint, p_attempt int, p_fence bigint, p_now timestamptz) RETURNS {{schema}}.answer
-LANGUAGE sql IMMUTABLE AS $$
-	SELECT ROW(p_status, 0, p_hint, 0, p_head, d.lease_off, d.fence, d.serial, d.lease_attempts, d.lease_retries,
-		d.lease_acquired_at, d.lease_expires_at, d.paused,
-		ARRAY[p_kind], ARRAY[p_off], ARRAY[p_attempt], ARRAY[p_fence], ARRAY[0::smallint], p_now)::{{schema}}.answer
-$$;
-
 -- _absent is the answer for a domain the database does not know.
 CREATE FUNCTION {{schema}}._absent() RETURNS {{schema}}.answer
 LANGUAGE sql IMMUTABLE AS $$
@@ -359,22 +364,6 @@ DECLARE
 	e smallint := 0;
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
-	-- The fast path, for the usual grant: a running domain with neither a
-	-- lease nor a backlog granting an offset neither processed nor failed,
-	-- in one update after the lock. Anything else takes the general path.
-	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain FOR UPDATE;
-	IF FOUND AND NOT d.forgotten AND d.lease_off IS NULL AND NOT d.paused AND NOT d.processed @> p_off::numeric THEN
-		UPDATE {{schema}}.domains x
-		SET fence = x.fence + 1, lease_off = p_off, lease_attempts = 1, lease_retries = 0,
-			lease_acquired_at = p_now, lease_expires_at = p_now + p.ttl, counts[1] = x.counts[1] + 1
-		WHERE x.domain = p_domain AND x.lease_off IS NULL
-			AND NOT EXISTS (SELECT FROM {{schema}}.backlog b WHERE b.domain = p_domain)
-			AND NOT EXISTS (SELECT FROM {{schema}}.dead_letters f WHERE f.domain = p_domain AND f.off = p_off)
-		RETURNING x.* INTO d;
-		IF FOUND THEN
-			RETURN {{schema}}._quick(d, 1::smallint, NULL, NULL, 1::smallint, p_off, 1, d.fence, p_now);
-		END IF;
-	END IF;
 	PERFORM {{schema}}._lock(p_domain, true);
 	evs := {{schema}}._expire(p_domain, p_now, p);
 	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain;
@@ -406,7 +395,7 @@ END $$;
 
 -- _open locks domain (creating it if p_create is set), expires its lease
 -- if due, and returns the domain after that and the events so far; d is
--- NULL for an unknown domain. Every call but the fast paths begins so.
+-- NULL for an unknown domain. Every call's function begins so.
 CREATE FUNCTION {{schema}}._open(p_domain bytea, p_create bool, p_now timestamptz, p {{schema}}.policy,
 	OUT d {{schema}}.domains, OUT evs {{schema}}.event[])
 LANGUAGE plpgsql AS $$
@@ -454,30 +443,9 @@ DECLARE
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
 	h bigint;
-	n int;
 	st smallint;
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
-	-- The fast path, for the holder of a lease that is not due and leaves
-	-- no backlog to take: one update after the lock, with the token in its
-	-- condition. Anything else takes the general path.
-	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain FOR UPDATE;
-	IF FOUND AND NOT d.forgotten AND d.lease_off IS NOT NULL AND (d.lease_expires_at IS NULL OR p_now < d.lease_expires_at)
-		AND NOT EXISTS (SELECT FROM {{schema}}.backlog b WHERE b.domain = p_domain) THEN
-		h := d.lease_off;
-		n := d.lease_attempts;
-		UPDATE {{schema}}.domains x
-		SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL,
-			processed = CASE WHEN p.monotonic
-				THEN nummultirange(numrange(0, greatest(coalesce(upper(x.processed), 0), x.lease_off::numeric + 1)))
-				ELSE x.processed + nummultirange(numrange(x.lease_off, x.lease_off::numeric + 1)) END,
-			counts[3] = x.counts[3] + 1
-		WHERE x.domain = p_domain AND x.lease_off IS NOT NULL AND p_same AND x.serial = p_serial AND x.fence = p_fence
-		RETURNING x.* INTO d;
-		IF FOUND THEN
-			RETURN {{schema}}._quick(d, 1::smallint, NULL, NULL, 3::smallint, h, n, d.fence, p_now);
-		END IF;
-	END IF;
 	SELECT * INTO c FROM {{schema}}._holder(p_domain, p_fence, p_serial, p_same, p_now, p);
 	IF c.d IS NULL THEN
 		RETURN {{schema}}._absent();
@@ -643,7 +611,7 @@ DECLARE
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
 	in_flight bool;
-	queued bool;
+	is_queued bool;
 	n int := 0;
 	f bigint := 0;
 	why smallint := CASE WHEN p_reason IS NULL THEN 0 ELSE 2 END;
@@ -656,21 +624,21 @@ BEGIN
 	d := c.d;
 	evs := c.evs;
 	in_flight := d.lease_off IS NOT DISTINCT FROM p_off;
-	queued := EXISTS (SELECT FROM {{schema}}.backlog b WHERE b.domain = p_domain AND b.off = p_off);
+	is_queued := EXISTS (SELECT FROM {{schema}}.backlog b WHERE b.domain = p_domain AND b.off = p_off);
 	IF {{schema}}._processed(d, p_off, p.monotonic) THEN
 		RETURN {{schema}}._finish(p_domain, 0::smallint, 7::smallint, NULL, 0, evs, p_now);
 	END IF;
 	IF EXISTS (SELECT FROM {{schema}}.dead_letters x WHERE x.domain = p_domain AND x.off = p_off) THEN
 		RETURN {{schema}}._finish(p_domain, 0::smallint, 0::smallint, NULL, 0, evs, p_now);
 	END IF;
-	IF p.monotonic AND NOT in_flight AND NOT queued THEN
+	IF p.monotonic AND NOT in_flight AND NOT is_queued THEN
 		RETURN {{schema}}._finish(p_domain, 0::smallint, 9::smallint, NULL, 0, evs, p_now);
 	END IF;
 	IF in_flight THEN
 		n := d.lease_attempts;
 		f := d.fence;
 		PERFORM {{schema}}._revoke(p_domain, d.fence, 2::smallint);
-	ELSIF queued THEN
+	ELSIF is_queued THEN
 		SELECT coalesce(b.carried_attempts, 0) INTO n FROM {{schema}}.backlog b WHERE b.domain = p_domain AND b.off = p_off;
 	END IF;
 	evs := evs || ROW(11, p_off, n, f, why)::{{schema}}.event;
@@ -697,6 +665,7 @@ BEGIN
 	IF NOT FOUND THEN
 		RETURN {{schema}}._finish(p_domain, 0::smallint, 6::smallint, NULL, 0, evs, p_now);
 	END IF;
+	UPDATE {{schema}}.domains SET failed = failed - 1 WHERE domain = p_domain;
 	PERFORM {{schema}}._push(p_domain, p_off, true);
 	evs := evs || ROW(12, p_off, 0, 0, 0)::{{schema}}.event;
 	RETURN {{schema}}._finish(p_domain, 0::smallint, 0::smallint, NULL, 0, evs, p_now);
@@ -779,7 +748,8 @@ BEGIN
 	UPDATE {{schema}}.meta m
 	SET counts = (SELECT array_agg(u.x + u.y ORDER BY u.i) FROM unnest(m.counts, (SELECT counts FROM {{schema}}.domains x WHERE x.domain = p_domain)) WITH ORDINALITY AS u(x, y, i));
 	UPDATE {{schema}}.domains x
-	SET forgotten = true, processed = '{}', revoked_fence = 0, revoked_why = 0, front_pos = 0, back_pos = 0,
+	SET forgotten = true, processed = '{}', revoked_fence = 0, revoked_why = 0, front_pos = 0, back_pos = 0, failed = 0,
+		ended_off = NULL, ended_attempts = NULL,
 		counts = array_fill(0::bigint, ARRAY[16])
 	WHERE x.domain = p_domain;
 	RETURN a;
