@@ -3,10 +3,14 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/worklease/worklease"
 	"github.com/worklease/worklease/pg"
@@ -85,5 +89,118 @@ func TestDroppedConnection(t *testing.T) {
 	res, err := m.TryAcquire(ctx, "d", 1)
 	if err != nil || res.Status != worklease.AlreadyProcessed {
 		t.Fatalf("TryAcquire of the finished offset: %v, %v", res.Status, err)
+	}
+}
+
+// A server that crashes and restarts while workers are mid-call loses
+// nothing a call acknowledged, and each call that fails says whether it
+// may have happened: one that returns an error other than
+// ErrOutcomeUnknown changed nothing. Workers run cycles on domains of
+// their own through the crash; each failed call is settled by repeating
+// it once the server is back, which tells what the failed one did.
+func TestServerRestart(t *testing.T) {
+	const workers, domains, cycles = 8, 4, 60
+	srv := startPrivateServer(t)
+	cfg, err := pgxpool.ParseConfig(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ctx := context.Background()
+	m, err := pg.Open(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var unknown, refused atomic.Int64 // calls that failed, by kind
+	var mu sync.Mutex                  // guards acked
+	acked := make(map[string]int64)    // each domain's offsets up to this one were acknowledged as done
+	// settle repeats call until it gets an answer, counting the failures,
+	// which must be ErrOutcomeUnknown or, when the call changed nothing,
+	// any other error; it returns the answer, and whether a failure may
+	// have happened.
+	settle := func(call func() error) (err error, maybe bool) {
+		for {
+			err := call()
+			switch {
+			case errors.Is(err, pg.ErrOutcomeUnknown):
+				unknown.Add(1)
+				maybe = true
+			case err != nil && !errors.Is(err, worklease.ErrNoLease) && !errors.Is(err, worklease.ErrTokenMismatch):
+				refused.Add(1)
+			default:
+				return err, maybe
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[string]
+	fail := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		failed.CompareAndSwap(nil, &msg)
+	}
+	for w := range workers {
+		wg.Go(func() {
+			for i := range cycles * domains {
+				domain, offset := fmt.Sprintf("w%d-d%d", w, i%domains), int64(i/domains)
+				var res worklease.AcquireResult
+				_, maybe := settle(func() (err error) {
+					res, err = m.TryAcquire(ctx, domain, offset)
+					return err
+				})
+				// A grant that failed with any error but ErrOutcomeUnknown did
+				// not happen: the repeat makes it.
+				if res.Status != worklease.Acquired && !(maybe && res.Status == worklease.AlreadyAcquired) {
+					fail("TryAcquire(%s, %d) after failures (outcome unknown: %v): %v", domain, offset, maybe, res.Status)
+					return
+				}
+				err, maybe := settle(func() error {
+					_, err := m.Succeed(ctx, domain, res.Token)
+					return err
+				})
+				// A Succeed that failed with any error but ErrOutcomeUnknown
+				// did not happen: the repeat makes it. One whose outcome is
+				// unknown may have: the repeat then finds no lease.
+				if err != nil && !(maybe && errors.Is(err, worklease.ErrNoLease)) {
+					fail("Succeed(%s, %d) after failures (outcome unknown: %v): %v", domain, offset, maybe, err)
+					return
+				}
+				mu.Lock()
+				acked[domain] = offset
+				mu.Unlock()
+			}
+		})
+	}
+	// Crash the server once the workers are well under way.
+	time.Sleep(300 * time.Millisecond)
+	if err := srv.crash(); err != nil {
+		t.Error(err)
+	}
+	wg.Wait()
+	if msg := failed.Load(); msg != nil {
+		t.Fatal(*msg)
+	}
+	if unknown.Load()+refused.Load() == 0 {
+		t.Fatal("no call failed: the crash came after the work")
+	}
+	t.Logf("calls failed by the crash: %d with their outcome unknown, %d refused", unknown.Load(), refused.Load())
+
+	// Every acknowledged offset is done, and nothing else happened.
+	for domain, last := range acked {
+		info, err := m.Inspect(ctx, domain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Leased || len(info.Backlog) > 0 || info.Processed != last+1 {
+			t.Errorf("domain %s after the crash: %+v; want offsets 0 to %d processed, nothing else", domain, info, last)
+		}
+	}
+	if len(acked) != workers*domains {
+		t.Errorf("%d domains acknowledged offsets; want %d", len(acked), workers*domains)
 	}
 }

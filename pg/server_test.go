@@ -4,7 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -114,3 +118,92 @@ func (p *schemaPool) get(t testing.TB) string {
 
 // quoteLiteral quotes s as an SQL string literal; s has no quote in it.
 func quoteLiteral(s string) string { return "'" + s + "'" }
+
+// A privateServer is a PostgreSQL server of one test's own, for a test
+// that stops or restarts it. It uses the programs and the user of the test
+// server (see scripts/with-postgres).
+type privateServer struct {
+	bin, user string // the programs' directory; the user that runs them, if not this one
+	dir       string // the data directory's parent, which holds its socket and log
+	port      int
+	URL       string
+}
+
+// startPrivateServer starts a server for t, in a temporary directory,
+// stopped and removed when t ends. Without a test server's programs the
+// test is skipped, or fails under CI=true.
+func startPrivateServer(t *testing.T) *privateServer {
+	t.Helper()
+	bin := os.Getenv("WORKLEASE_PG_BIN")
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("WORKLEASE_PG_BIN is not set: run the tests with make test, which sets it")
+		}
+		t.Skip("WORKLEASE_PG_BIN is not set (make test sets it)")
+	}
+	s := &privateServer{bin: bin, user: os.Getenv("WORKLEASE_PG_USER")}
+	dir, err := os.MkdirTemp("", "worklease-pg-private")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.pgCtl("stop", "-m", "immediate")
+		_ = os.RemoveAll(dir)
+	})
+	s.dir = dir
+	if s.user != "" {
+		if out, err := exec.Command("chown", s.user, dir).CombinedOutput(); err != nil {
+			t.Fatalf("chown: %v: %s", err, out)
+		}
+	}
+	if out, err := s.command("initdb", "-D", s.data(), "-U", "worklease", "-A", "trust", "-E", "UTF8", "--no-locale").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v: %s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s.URL = fmt.Sprintf("postgres://worklease@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+	if err := s.pgCtl("start"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *privateServer) data() string { return filepath.Join(s.dir, "data") }
+
+// command returns the command that runs PostgreSQL's program name, as the
+// server's user.
+func (s *privateServer) command(name string, args ...string) *exec.Cmd {
+	path := filepath.Join(s.bin, name)
+	if s.user == "" {
+		return exec.Command(path, args...)
+	}
+	return exec.Command("runuser", append([]string{"-u", s.user, "--", path}, args...)...)
+}
+
+// pgCtl runs pg_ctl with args; start starts the server as the test server
+// is started.
+func (s *privateServer) pgCtl(args ...string) error {
+	if args[0] == "start" {
+		args = append(args, "-l", filepath.Join(s.dir, "server.log"), "-t", "60",
+			"-o", fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=on", s.port, s.dir))
+	}
+	out, err := s.command("pg_ctl", append([]string{"-D", s.data(), "-w"}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_ctl %s: %v: %s", args[0], err, out)
+	}
+	return nil
+}
+
+// crash stops the server at once, as a crash of its processes would (no
+// checkpoint: its next start recovers from its write-ahead log), and
+// starts it again.
+func (s *privateServer) crash() error {
+	if err := s.pgCtl("stop", "-m", "immediate"); err != nil {
+		return err
+	}
+	return s.pgCtl("start")
+}
