@@ -52,8 +52,8 @@ func newStatements(schema string) statements {
 		setPaused:    call("set_paused", 2),
 		forget:       call("forget", 1),
 		inspect:      fmt.Sprintf("SELECT i.backlog, i.processed, i.failed, (i.a).* FROM %s.inspect($1, $2, %s) i", schema, policyRow(schema, 3)),
-		reap: fmt.Sprintf("SELECT r.domain, r.off, r.fence, r.serial, r.attempts, r.dead, (r.a).* FROM %s.reap($1, %s) r",
-			schema, policyRow(schema, 2)),
+		reap: fmt.Sprintf("SELECT r.domain, r.off, r.fence, r.serial, r.attempts, r.dead, (r.a).* FROM %s.reap($1, $2, %s) r",
+			schema, policyRow(schema, 3)),
 		leases: fmt.Sprintf("SELECT domain, lease_off, fence, serial, lease_retries, lease_acquired_at, lease_expires_at "+
 			"FROM %s.domains WHERE lease_off IS NOT NULL ORDER BY domain", schema),
 		domains: fmt.Sprintf("SELECT domain FROM %s.domains WHERE NOT forgotten ORDER BY domain", schema),

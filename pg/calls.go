@@ -337,14 +337,37 @@ func (m *Manager) admin(ctx context.Context, op, domain string, offset int64, un
 	return headOf(&a), nil
 }
 
-// Reap is worklease.Manager.Reap, in one transaction: it revokes every
-// lease due by then, except on a domain another call holds at that moment,
-// which that call expires itself if the lease is still due.
+// Reap is worklease.Manager.Reap, in transactions of up to 100 leases
+// each, so that it never holds many domains at once: it revokes every
+// lease due, except on a domain another call holds at that moment, which
+// that call expires itself if the lease is still due. If a transaction
+// fails, Reap returns its error with the expiries of those before it,
+// which committed.
 func (m *Manager) Reap(ctx context.Context) ([]worklease.Expiry, error) {
 	if m.closed.Load() {
 		return nil, fmt.Errorf("pg: Reap: %w", worklease.ErrClosed)
 	}
-	rows, err := m.pool.Query(ctx, m.sql.reap, append([]any{m.now()}, m.policy()...)...)
+	var out []worklease.Expiry
+	for {
+		batch, err := m.reap(ctx)
+		out = append(out, batch...)
+		if err != nil {
+			return out, err
+		}
+		if len(batch) < reapBatch {
+			return out, nil
+		}
+	}
+}
+
+// reapBatch is how many leases a transaction of Reap expires at most: the
+// locks of the domains it expires are held until it commits.
+const reapBatch = 100
+
+// reap expires up to reapBatch leases due, in one transaction, and reports
+// their events once it has committed.
+func (m *Manager) reap(ctx context.Context) ([]worklease.Expiry, error) {
+	rows, err := m.pool.Query(ctx, m.sql.reap, append([]any{reapBatch, m.now()}, m.policy()...)...)
 	if err != nil {
 		return nil, callError("Reap", err)
 	}
@@ -370,7 +393,7 @@ func (m *Manager) Reap(ctx context.Context) ([]worklease.Expiry, error) {
 	if err := rows.Err(); err != nil {
 		return nil, callError("Reap", err)
 	}
-	var out []worklease.Expiry
+	out := make([]worklease.Expiry, 0, len(all))
 	for i := range all {
 		m.report(all[i].exp.Domain, &all[i].a, nil, worklease.Token{}, nil)
 		out = append(out, all[i].exp)

@@ -755,9 +755,9 @@ BEGIN
 	RETURN a;
 END $$;
 
--- reap expires every lease due at p_now, one domain at a time, skipping
--- domains another call holds (it expires their lease itself).
-CREATE FUNCTION {{schema}}.reap(p_now timestamptz, p {{schema}}.policy)
+-- reap expires up to p_limit leases due at p_now, one domain at a time,
+-- skipping domains another call holds (it expires their lease itself).
+CREATE FUNCTION {{schema}}.reap(p_limit int, p_now timestamptz, p {{schema}}.policy)
 RETURNS TABLE (domain bytea, off bigint, fence bigint, serial bigint, attempts int, dead bool, a {{schema}}.answer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -766,9 +766,10 @@ DECLARE
 	evs {{schema}}.event[];
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
-	FOR dom IN SELECT x.domain FROM {{schema}}.domains x WHERE x.lease_expires_at <= p_now ORDER BY x.domain LOOP
-		SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = dom FOR UPDATE SKIP LOCKED;
-		CONTINUE WHEN NOT FOUND;
+	FOR dom IN SELECT x.domain FROM {{schema}}.domains x WHERE x.lease_expires_at <= p_now
+		ORDER BY x.domain LIMIT p_limit FOR UPDATE SKIP LOCKED
+	LOOP
+		SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = dom;
 		evs := {{schema}}._expire(dom, p_now, p);
 		CONTINUE WHEN cardinality(evs) = 0;
 		domain := dom;
