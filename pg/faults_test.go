@@ -117,8 +117,8 @@ func TestServerRestart(t *testing.T) {
 	}
 
 	var unknown, refused atomic.Int64 // calls that failed, by kind
-	var mu sync.Mutex                  // guards acked
-	acked := make(map[string]int64)    // each domain's offsets up to this one were acknowledged as done
+	var mu sync.Mutex                 // guards acked
+	acked := make(map[string]int64)   // each domain's offsets up to this one were acknowledged as done
 	// settle repeats call until it gets an answer, counting the failures,
 	// which must be ErrOutcomeUnknown or, when the call changed nothing,
 	// any other error; it returns the answer, and whether a failure may
