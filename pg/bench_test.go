@@ -162,3 +162,43 @@ func BenchmarkPostgresSkipLocked(b *testing.B) {
 		return err
 	})
 }
+
+// BenchmarkPostgresStorage measures what a domain's processed offsets cost
+// in its row: b.N offsets succeed in order, one in every holeEvery skipped
+// (never offered, so never processed), and the bytes the row stores for
+// them are reported per offset.
+func BenchmarkPostgresStorage(b *testing.B) {
+	for _, holeEvery := range []int{0, 100} {
+		b.Run(fmt.Sprintf("hole-every=%d", holeEvery), func(b *testing.B) {
+			pool := testPool(b)
+			schema := newSchemaName()
+			b.Cleanup(func() { dropSchema(b, pool, schema) })
+			ctx := context.Background()
+			m, err := pg.OpenSchema(ctx, pool, schema)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				offset := int64(i)
+				if holeEvery > 0 && i%holeEvery == holeEvery-1 {
+					continue
+				}
+				res, err := m.TryAcquire(ctx, "d", offset)
+				if err != nil || res.Status != worklease.Acquired {
+					b.Fatalf("TryAcquire(d, %d): %v, %v", offset, res.Status, err)
+				}
+				if _, err := m.Succeed(ctx, "d", res.Token); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			var size int64
+			if err := pool.QueryRow(ctx, "SELECT pg_column_size(processed) FROM "+pgx.Identifier{schema}.Sanitize()+".domains").Scan(&size); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(size), "B")
+			b.ReportMetric(float64(size)/float64(b.N), "B/offset")
+		})
+	}
+}

@@ -1,8 +1,7 @@
 // Package pg keeps the lease contract of package worklease in PostgreSQL,
 // so that any number of processes, on any number of machines, share one
 // set of domains: a domain's lease, backlog, processed and failed offsets
-// and fence live in the database, and every call is one transaction, made
-// in one round trip by a function the package installs.
+// and fence live in the database, and every call is one transaction.
 //
 // A [Manager] offers the calls of worklease.Manager with a context first,
 // and satisfies [worklease.Backend]: its results, statuses and errors are
@@ -13,13 +12,20 @@
 //
 // # Calls
 //
-// Every call is one round trip: a call of a server-side function, in a transaction of its own, which locks the domain's row
+// Each call is a transaction of its own, which locks the domain's row
 // before it reads anything else of the domain, so that calls on one domain
-// from any process are serialized and each sees the one before it. The
-// usual grant and completion are one update after the lock; other calls
-// take a few more statements on the server. A stale token is refused by
-// the statement that would apply it. No transaction is held open across
-// work, and no advisory lock stands for a lease.
+// from any process are serialized and each sees the one before it. A
+// stale token is refused by the statement that would apply it. No
+// transaction is held open across work, and no advisory lock stands for a
+// lease.
+//
+// The usual cycle is two round trips, each one UPDATE of the domain's row:
+// TryAcquire that grants an idle, running domain with nothing queued or
+// failed, and Succeed (or SucceedNext) that finishes a lease with nothing
+// queued behind it. When its shortcut does not apply, that UPDATE changes
+// nothing and the call's server-side function decides, in a second round
+// trip. Every other call is one round trip, a server-side function of a
+// few statements, except Reap, one for each hundred leases it expires.
 //
 // WithObserver hears the transitions of this process's calls: each call's
 // events are told, in order, by the goroutine that made the call, once it

@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -44,4 +45,157 @@ func Example() {
 	if done.Status == worklease.NextAcquired {
 		fmt.Println("next:", done.Lease.Offset)
 	}
+}
+
+// The examples below use a Manager from Open, and a store of their own
+// whose writes carry the lease's fence.
+var (
+	ctx = context.Background()
+	m   *pg.Manager
+)
+
+// A worker offers each event of a domain as it arrives; the status says
+// what to do with it.
+func ExampleManager_TryAcquire() {
+	res, err := m.TryAcquire(ctx, "tenant-7", 42)
+	if err != nil {
+		log.Fatal(err)
+	}
+	switch res.Status {
+	case worklease.Acquired:
+		fmt.Println("work on offset 42, fence", res.Token.Fence())
+	case worklease.Enqueued:
+		fmt.Println("queued behind the lease in flight, in any process")
+	case worklease.AlreadyAcquired, worklease.AlreadyProcessed, worklease.AlreadyFailed:
+		fmt.Println("a duplicate: nothing to do")
+	}
+}
+
+// SucceedNext finishes a lease and takes the domain's next queued offset
+// in the same transaction, so no other process can take it in between.
+func ExampleManager_SucceedNext() {
+	res, err := m.TryAcquire(ctx, "tenant-7", 42)
+	if err != nil || res.Status != worklease.Acquired {
+		return
+	}
+	tok := res.Token
+	for {
+		// ... work on the lease's offset, writing with tok.Fence() ...
+		done, err := m.SucceedNext(ctx, "tenant-7", tok)
+		if err != nil {
+			log.Fatal(err) // errors.Is(err, worklease.ErrLeaseExpired): another worker took over
+		}
+		if done.Status != worklease.NextAcquired {
+			return // nothing queued: the domain is idle
+		}
+		tok = done.Lease.Token
+	}
+}
+
+// A failed attempt keeps its lease, to try again after a backoff, until its
+// retries run out and the offset becomes a dead letter.
+func ExampleManager_Fail() {
+	res, err := m.TryAcquire(ctx, "tenant-7", 42)
+	if err != nil || res.Status != worklease.Acquired {
+		return
+	}
+	failed, err := m.Fail(ctx, "tenant-7", res.Token, errors.New("upstream timed out"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	switch failed.Status {
+	case worklease.RetryScheduled:
+		fmt.Println("try offset 42 again after a backoff, under the same token; retries so far:", failed.RetryCount)
+	default:
+		fmt.Println("offset 42 is a dead letter")
+	}
+}
+
+// A long piece of work keeps its lease by extending it before it runs out.
+func ExampleManager_Extend() {
+	res, err := m.TryAcquire(ctx, "tenant-7", 42)
+	if err != nil || res.Status != worklease.Acquired {
+		return
+	}
+	expires, err := m.Extend(ctx, "tenant-7", res.Token, time.Minute)
+	if err != nil {
+		log.Fatal(err) // the lease was lost: stop working on it
+	}
+	fmt.Println("the lease now runs until", expires)
+}
+
+// One process, or several, reap the leases of workers that died, and offer
+// each domain's head again.
+func ExampleManager_Reap() {
+	expired, err := m.Reap(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range expired {
+		if e.HasNext {
+			fmt.Printf("offer %s's offset %d again\n", e.Domain, e.Next)
+		}
+	}
+}
+
+// An operator puts a dead letter back at the front of its domain's line.
+func ExampleManager_Redrive() {
+	letters, err := m.DeadLetters(ctx, "tenant-7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range letters {
+		head, err := m.Redrive(ctx, "tenant-7", l.Offset)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if head.HasNext {
+			fmt.Println("offer offset", head.Next)
+		}
+	}
+}
+
+// Pausing a domain lets its lease in flight finish and holds everything
+// after it, in every process, until Resume.
+func ExampleManager_Pause() {
+	if err := m.Pause(ctx, "tenant-7"); err != nil {
+		log.Fatal(err)
+	}
+	// ... a migration of tenant-7's data ...
+	head, err := m.Resume(ctx, "tenant-7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if head.HasNext {
+		fmt.Println("offer offset", head.Next)
+	}
+}
+
+// Inspect reads one domain; Stats counts every process's transitions.
+func ExampleManager_Inspect() {
+	info, err := m.Inspect(ctx, "tenant-7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leased:", info.Leased, "queued:", len(info.Backlog), "processed:", info.Processed)
+	stats, err := m.Stats(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("acquired in all:", stats.Acquired)
+}
+
+// Several independent sets of domains can share a database, each in a
+// schema of its own.
+func ExampleOpenSchema() {
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	billing, err := pg.OpenSchema(ctx, pool, "billing_leases", worklease.WithMaxRetries(5))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer billing.Close()
 }

@@ -1,7 +1,9 @@
 -- The lease contract's state: one row per domain (the lease, the fence,
 -- the processed offsets, the order of its backlog), its backlog and its
 -- dead letters, and one function per call, so that each call is one round
--- trip and one transaction. {{schema}} is the schema's quoted name.
+-- trip and one transaction (the usual grant and Succeed are first tried as
+-- one UPDATE of the domain's row: see fast.go). {{schema}} is the schema's
+-- quoted name.
 
 CREATE TABLE {{schema}}.meta (
 	singleton bool PRIMARY KEY DEFAULT true CHECK (singleton),
