@@ -16,6 +16,7 @@ import (
 type statements struct {
 	tryAcquire, succeed, fail, extend, kill, redrive, forceRelease, setPaused, forget string
 	inspect, reap, leases, domains, deadLetters, deadLettersOf, stats                 string
+	enqueue, claim, retry                                                             string
 }
 
 // answerColumns are the columns of an answer, in the order answer.dest
@@ -51,7 +52,11 @@ func newStatements(schema string) statements {
 		forceRelease: call("force_release", 1),
 		setPaused:    call("set_paused", 2),
 		forget:       call("forget", 1),
-		inspect:      fmt.Sprintf("SELECT i.backlog, i.processed, i.failed, (i.a).* FROM %s.inspect($1, $2, %s) i", schema, policyRow(schema, 3)),
+		enqueue:      call("enqueue", 3),
+		retry:        call("retry", 6),
+		claim: fmt.Sprintf("SELECT c.domain, c.off, c.payload, (c.a).* FROM %s.claim($1, $2, %s) c",
+			schema, policyRow(schema, 3)),
+		inspect: fmt.Sprintf("SELECT i.backlog, i.processed, i.failed, (i.a).* FROM %s.inspect($1, $2, %s) i", schema, policyRow(schema, 3)),
 		reap: fmt.Sprintf("SELECT r.domain, r.off, r.fence, r.serial, r.attempts, r.dead, (r.a).* FROM %s.reap($1, $2, %s) r",
 			schema, policyRow(schema, 3)),
 		leases: fmt.Sprintf("SELECT domain, lease_off, fence, serial, lease_retries, lease_acquired_at, lease_expires_at "+

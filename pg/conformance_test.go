@@ -48,18 +48,24 @@ func TestConformance(t *testing.T) {
 			mu.Lock()
 			schema := schemas[b]
 			mu.Unlock()
-			return checkCounts(context.Background(), pool, schema)
+			return checkRows(context.Background(), pool, schema)
 		},
 	})
 }
 
-// checkCounts checks that every domain's row counts its backlog and dead
-// letters, as the fast statements rely on.
-func checkCounts(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+// checkRows checks what every domain's row keeps of its other tables, as
+// the fast statements and claims rely on: its counts of queued offsets and
+// dead letters, whether its lease has a payload, and that it is ready for
+// claims exactly when it is idle, running and has offsets queued.
+func checkRows(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	s := pgx.Identifier{schema}.Sanitize()
 	rows, err := pool.Query(ctx, "SELECT d.domain, d.queued, d.failed, "+
 		"(SELECT count(*) FROM "+s+".backlog b WHERE b.domain = d.domain), "+
-		"(SELECT count(*) FROM "+s+".dead_letters f WHERE f.domain = d.domain) FROM "+s+".domains d")
+		"(SELECT count(*) FROM "+s+".dead_letters f WHERE f.domain = d.domain), "+
+		"d.lease_off IS NOT NULL AND d.lease_payload IS DISTINCT FROM "+
+		"EXISTS (SELECT FROM "+s+".payloads p WHERE p.domain = d.domain AND p.off = d.lease_off), "+
+		"(d.ready_at IS NOT NULL) <> (d.lease_off IS NULL AND d.queued > 0 AND NOT d.paused) "+
+		"FROM "+s+".domains d")
 	if err != nil {
 		return err
 	}
@@ -68,11 +74,17 @@ func checkCounts(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		var domain []byte
 		var queued, failed int32
 		var backlog, dead int64
-		if err := rows.Scan(&domain, &queued, &failed, &backlog, &dead); err != nil {
+		var badPayload, badReady bool
+		if err := rows.Scan(&domain, &queued, &failed, &backlog, &dead, &badPayload, &badReady); err != nil {
 			return err
 		}
-		if int64(queued) != backlog || int64(failed) != dead {
+		switch {
+		case int64(queued) != backlog || int64(failed) != dead:
 			return fmt.Errorf("domain %q counts %d queued and %d failed; its tables hold %d and %d", domain, queued, failed, backlog, dead)
+		case badPayload:
+			return fmt.Errorf("domain %q: its lease's payload flag is wrong", domain)
+		case badReady:
+			return fmt.Errorf("domain %q: ready for claims when it should not be, or not when it should", domain)
 		}
 	}
 	return rows.Err()

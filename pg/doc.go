@@ -27,6 +27,16 @@
 // trip. Every other call is one round trip, a server-side function of a
 // few statements, except Reap, one for each hundred leases it expires.
 //
+// # Pulling work
+//
+// [Manager.Enqueue] stores an offset with a payload without granting it,
+// and [Manager.Claim] leases the heads of ready domains to whichever
+// worker asks, in any process, with their payloads; [Manager.Retry] ends
+// a failed attempt so that the offset waits out a delay at the front of
+// its domain's line, for any worker to claim. Claims take over domains
+// whose lease is due, and serve the domains that have waited longest
+// first.
+//
 // WithObserver hears the transitions of this process's calls: each call's
 // events are told, in order, by the goroutine that made the call, once it
 // returns. Calls on one domain from different goroutines may tell theirs

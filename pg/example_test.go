@@ -199,3 +199,31 @@ func ExampleOpenSchema() {
 	}
 	defer billing.Close()
 }
+
+// A producer stores each event with its payload; any worker of any
+// process claims ready domains' heads, and a failure waits out its delay
+// at the front of its domain's line without holding the worker.
+func ExampleManager_Claim() {
+	if _, err := m.Enqueue(ctx, "tenant-7", 42, []byte(`{"amount": 10}`)); err != nil {
+		log.Fatal(err)
+	}
+	var backoff worklease.Backoff
+	claims, err := m.Claim(ctx, 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range claims {
+		if err := handle(c.Payload, c.Token.Fence()); err != nil {
+			if _, err := m.Retry(ctx, c.Domain, c.Token, err, backoff.Delay(c.Attempt)); err != nil {
+				log.Print(err) // the lease was lost: another worker has the offset
+			}
+			continue
+		}
+		if _, err := m.Succeed(ctx, c.Domain, c.Token); err != nil {
+			log.Print(err)
+		}
+	}
+}
+
+// handle is the examples' work: it writes through fence.
+func handle(payload []byte, fence uint64) error { return nil }

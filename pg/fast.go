@@ -38,7 +38,7 @@ func newFastStatements(schema string) fastStatements {
 SET fence = x.fence + 1, lease_off = $2::bigint, lease_attempts = 1, lease_retries = 0,
 	lease_acquired_at = %[2]s,
 	lease_expires_at = %[2]s + CASE WHEN $4::bigint = 0 THEN NULL ELSE $4::bigint * interval '1 microsecond' END,
-	counts[1] = x.counts[1] + 1
+	lease_payload = false, counts[1] = x.counts[1] + 1
 WHERE x.domain = $1 AND NOT x.forgotten AND x.lease_off IS NULL AND NOT x.paused
 	AND x.queued = 0 AND x.failed = 0 AND NOT x.processed @> $2::bigint::numeric
 RETURNING x.fence, x.serial, x.lease_acquired_at, x.lease_expires_at`, schema, callNow(3)),
@@ -52,13 +52,14 @@ SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at =
 		ELSE x.processed + nummultirange(numrange(x.lease_off, x.lease_off::numeric + 1)) END,
 	counts[3] = x.counts[3] + 1
 WHERE x.domain = $1 AND x.lease_off IS NOT NULL AND $4::bool AND x.serial = $3::bigint AND x.fence = $2::bigint
-	AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at) AND x.queued = 0
+	AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at) AND x.queued = 0 AND NOT x.lease_payload
 RETURNING x.ended_off, x.ended_attempts, x.fence, x.serial, %[2]s`, schema, callNow(5)),
 	}
 }
 
 // tryAcquireFast grants offset of domain if the domain is known, running
-// and idle, has nothing queued or failed, and offset is not processed. ok
+// and idle, has nothing queued or failed (so no payload is stored for
+// offset), and offset is not processed. ok
 // reports whether it did; if not, nothing changed.
 func (m *Manager) tryAcquireFast(ctx context.Context, domain string, offset int64) (a answer, ok bool, err error) {
 	var at time.Time
@@ -75,8 +76,9 @@ func (m *Manager) tryAcquireFast(ctx context.Context, domain string, offset int6
 	return a, true, nil
 }
 
-// succeedFast ends the lease of tok's holder on domain if it is not due and
-// nothing is queued behind it: the usual Succeed, whose answer is Done.
+// succeedFast ends the lease of tok's holder on domain if it is not due,
+// nothing is queued behind it and it has no payload to delete: the usual
+// Succeed, whose answer is Done.
 // ok reports whether it did; if not, nothing changed.
 func (m *Manager) succeedFast(ctx context.Context, op string, holder []any) (a answer, ok bool, err error) {
 	var off int64

@@ -40,10 +40,18 @@ CREATE TABLE {{schema}}.domains (
 	-- RETURNING reads them back, as PostgreSQL 15 returns no old values.
 	ended_off bigint,
 	ended_attempts int,
+	lease_payload bool NOT NULL DEFAULT false, -- the offset in flight has a stored payload
+	-- ready_at is set while the domain is idle, running and has offsets
+	-- queued, the only time a claim may take its head: to when it became
+	-- so (or when a retry's delay ends). Claims take the highest priority
+	-- first, then the longest waiting.
+	ready_at timestamptz,
+	priority int NOT NULL DEFAULT 0,
 	counts bigint[] NOT NULL DEFAULT array_fill(0::bigint, ARRAY[16])
 ) WITH (fillfactor = 50); -- room on each page for the next version of a row: updates stay HOT
 
 CREATE INDEX domains_expiry ON {{schema}}.domains (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
+CREATE INDEX domains_ready ON {{schema}}.domains (priority DESC, ready_at) WHERE ready_at IS NOT NULL;
 
 CREATE TABLE {{schema}}.backlog (
 	domain bytea NOT NULL,
@@ -58,6 +66,16 @@ CREATE TABLE {{schema}}.backlog (
 );
 
 CREATE UNIQUE INDEX backlog_order ON {{schema}}.backlog (domain, pos);
+
+-- payloads holds what Enqueue stored with an offset, from then until the
+-- offset succeeds (or its domain is forgotten): while it is queued, in
+-- flight, and failed.
+CREATE TABLE {{schema}}.payloads (
+	domain bytea NOT NULL,
+	off bigint NOT NULL,
+	payload bytea NOT NULL,
+	PRIMARY KEY (domain, off)
+);
 
 CREATE TABLE {{schema}}.dead_letters (
 	domain bytea NOT NULL,
@@ -134,12 +152,17 @@ BEGIN
 		SET processed = processed + nummultirange(numrange(p_off, p_off::numeric + 1))
 		WHERE domain = p_domain;
 	END IF;
+	IF p_succeeded THEN
+		DELETE FROM {{schema}}.payloads WHERE domain = p_domain AND off = p_off;
+	END IF;
 END $$;
 
--- _push queues off in domain, at the front or the back, unless it is
--- queued already, and reports whether it was added.
+-- _push queues off in domain, at the front or the back, with its payload
+-- if it has one, unless it is queued already, and reports whether it was
+-- added.
 CREATE FUNCTION {{schema}}._push(p_domain bytea, p_off bigint, p_front bool,
-	p_attempts int DEFAULT NULL, p_retries int DEFAULT NULL, p_acquired_at timestamptz DEFAULT NULL) RETURNS bool
+	p_attempts int DEFAULT NULL, p_retries int DEFAULT NULL, p_acquired_at timestamptz DEFAULT NULL,
+	p_payload bytea DEFAULT NULL) RETURNS bool
 LANGUAGE plpgsql AS $$
 DECLARE
 	p bigint;
@@ -154,6 +177,10 @@ BEGIN
 	END IF;
 	INSERT INTO {{schema}}.backlog (domain, off, pos, carried_attempts, carried_retries, carried_acquired_at)
 	VALUES (p_domain, p_off, p, p_attempts, p_retries, p_acquired_at);
+	IF p_payload IS NOT NULL THEN
+		INSERT INTO {{schema}}.payloads (domain, off, payload) VALUES (p_domain, p_off, p_payload)
+		ON CONFLICT (domain, off) DO NOTHING;
+	END IF;
 	RETURN true;
 END $$;
 
@@ -255,7 +282,8 @@ BEGIN
 	UPDATE {{schema}}.domains
 	SET fence = fence + 1, lease_off = p_off, lease_attempts = n, lease_retries = coalesce(cr, 0),
 		lease_acquired_at = coalesce(cat, p_now), lease_expires_at = p_now + p.ttl,
-		queued = queued - CASE WHEN was_queued THEN 1 ELSE 0 END
+		queued = queued - CASE WHEN was_queued THEN 1 ELSE 0 END,
+		lease_payload = EXISTS (SELECT FROM {{schema}}.payloads x WHERE x.domain = p_domain AND x.off = p_off)
 	WHERE domain = p_domain
 	RETURNING fence INTO f;
 	RETURN ARRAY[ROW(1, p_off, n, f, 0)::{{schema}}.event];
@@ -318,6 +346,10 @@ DECLARE
 	a {{schema}}.answer;
 BEGIN
 	PERFORM {{schema}}._count(p_domain, evs);
+	UPDATE {{schema}}.domains x
+	SET ready_at = CASE WHEN x.lease_off IS NULL AND x.queued > 0 AND NOT x.paused THEN coalesce(x.ready_at, p_now) END
+	WHERE x.domain = p_domain
+		AND x.ready_at IS DISTINCT FROM CASE WHEN x.lease_off IS NULL AND x.queued > 0 AND NOT x.paused THEN coalesce(x.ready_at, p_now) END;
 	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain;
 	a.status := p_status;
 	a.err := p_err;
@@ -354,8 +386,11 @@ LANGUAGE sql IMMUTABLE AS $$
 	SELECT ROW(9, coalesce(d.lease_off, -1), 0, 0, 0)::{{schema}}.event
 $$;
 
--- try_acquire is TryAcquire. Statuses are worklease.AcquireStatus.
-CREATE FUNCTION {{schema}}.try_acquire(p_domain bytea, p_off bigint, p_now timestamptz, p {{schema}}.policy)
+-- try_acquire is TryAcquire, and Enqueue with p_grant unset: an offset
+-- is queued, with p_payload, even on an idle domain. Statuses are
+-- worklease.AcquireStatus.
+CREATE FUNCTION {{schema}}.try_acquire(p_domain bytea, p_off bigint, p_now timestamptz, p {{schema}}.policy,
+	p_grant bool DEFAULT true, p_payload bytea DEFAULT NULL)
 RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -375,9 +410,9 @@ BEGIN
 		st := 5;
 	ELSIF d.lease_off = p_off THEN
 		st := 2;
-	ELSIF d.lease_off IS NOT NULL OR d.paused THEN
+	ELSIF d.lease_off IS NOT NULL OR d.paused OR NOT p_grant THEN
 		st := 3;
-		IF {{schema}}._push(p_domain, p_off, p.lifo) THEN
+		IF {{schema}}._push(p_domain, p_off, p.lifo, p_payload => p_payload) THEN
 			evs := evs || ROW(2, p_off, 0, 0, 0)::{{schema}}.event;
 		END IF;
 	ELSE
@@ -747,6 +782,7 @@ BEGIN
 	evs := evs || ROW(16, -1, 0, 0, 0)::{{schema}}.event;
 	a := {{schema}}._finish(p_domain, 0::smallint, 0::smallint, NULL, 0, evs, p_now);
 	DELETE FROM {{schema}}.dead_letters x WHERE x.domain = p_domain;
+	DELETE FROM {{schema}}.payloads x WHERE x.domain = p_domain;
 	UPDATE {{schema}}.meta m
 	SET counts = (SELECT array_agg(u.x + u.y ORDER BY u.i) FROM unnest(m.counts, (SELECT counts FROM {{schema}}.domains x WHERE x.domain = p_domain)) WITH ORDINALITY AS u(x, y, i));
 	UPDATE {{schema}}.domains x
@@ -783,4 +819,85 @@ BEGIN
 		a := {{schema}}._finish(dom, 0::smallint, 0::smallint, NULL, 0, evs, p_now);
 		RETURN NEXT;
 	END LOOP;
+END $$;
+
+-- enqueue is Enqueue: try_acquire that never grants.
+CREATE FUNCTION {{schema}}.enqueue(p_domain bytea, p_off bigint, p_payload bytea, p_now timestamptz, p {{schema}}.policy)
+RETURNS {{schema}}.answer
+LANGUAGE sql AS $$
+	SELECT {{schema}}.try_acquire(p_domain, p_off, p_now, p, false, p_payload)
+$$;
+
+-- claim is Claim: it takes over up to p_limit domains whose lease is due
+-- (their rows carry no offset, only the expiry's events), then leases the
+-- heads of up to p_limit ready domains, highest priority first, then the
+-- longest waiting, skipping domains another call holds.
+CREATE FUNCTION {{schema}}.claim(p_limit int, p_now timestamptz, p {{schema}}.policy)
+RETURNS TABLE (domain bytea, off bigint, payload bytea, a {{schema}}.answer)
+LANGUAGE plpgsql AS $$
+DECLARE
+	dom bytea;
+	evs {{schema}}.event[];
+	h bigint;
+BEGIN
+	p_now := coalesce(p_now, clock_timestamp());
+	FOR dom IN SELECT x.domain FROM {{schema}}.domains x WHERE x.lease_expires_at <= p_now
+		ORDER BY x.lease_expires_at LIMIT p_limit FOR UPDATE SKIP LOCKED
+	LOOP
+		evs := {{schema}}._expire(dom, p_now, p);
+		CONTINUE WHEN cardinality(evs) = 0;
+		domain := dom;
+		off := NULL;
+		payload := NULL;
+		a := {{schema}}._finish(dom, 0::smallint, 0::smallint, NULL, 0, evs, p_now);
+		RETURN NEXT;
+	END LOOP;
+	FOR dom IN SELECT x.domain FROM {{schema}}.domains x WHERE x.ready_at <= p_now
+		ORDER BY x.priority DESC, x.ready_at LIMIT p_limit FOR UPDATE SKIP LOCKED
+	LOOP
+		h := {{schema}}._head(dom);
+		CONTINUE WHEN h IS NULL;
+		evs := {{schema}}._grant(dom, h, p_now, p);
+		domain := dom;
+		off := h;
+		SELECT x.payload INTO payload FROM {{schema}}.payloads x WHERE x.domain = dom AND x.off = h;
+		a := {{schema}}._finish(dom, 1::smallint, 0::smallint, NULL, 0, evs, p_now);
+		RETURN NEXT;
+	END LOOP;
+END $$;
+
+-- retry is Retry: the holder's attempt failed, and the offset waits at
+-- the front of its domain's line until p_delay has passed, for any worker
+-- to claim; past its retries it is a dead letter with p_cause instead.
+-- Status 1: retried; 2: dead-lettered.
+CREATE FUNCTION {{schema}}.retry(p_domain bytea, p_fence bigint, p_serial bigint, p_same bool, p_cause bytea,
+	p_delay interval, p_now timestamptz, p {{schema}}.policy)
+RETURNS {{schema}}.answer
+LANGUAGE plpgsql AS $$
+DECLARE
+	c record;
+	d {{schema}}.domains;
+	evs {{schema}}.event[];
+BEGIN
+	p_now := coalesce(p_now, clock_timestamp());
+	SELECT * INTO c FROM {{schema}}._holder(p_domain, p_fence, p_serial, p_same, p_now, p);
+	IF c.d IS NULL THEN
+		RETURN {{schema}}._absent();
+	END IF;
+	d := c.d;
+	evs := c.evs;
+	IF c.e <> 0 THEN
+		RETURN {{schema}}._finish(p_domain, 0::smallint, c.e, NULL, 0, evs, p_now);
+	END IF;
+	IF d.lease_retries >= p.max_retries THEN
+		evs := evs || {{schema}}._dead_letter(p_domain, d.lease_off, d.lease_attempts, d.fence, 2::smallint, p_cause, p_now,
+			p.park, p.monotonic);
+		RETURN {{schema}}._finish(p_domain, 2::smallint, 0::smallint, NULL, d.lease_retries, evs, p_now);
+	END IF;
+	evs := evs || ROW(4, d.lease_off, d.lease_retries + 1, d.fence, 2)::{{schema}}.event;
+	PERFORM {{schema}}._release(p_domain);
+	PERFORM {{schema}}._push(p_domain, d.lease_off, true, d.lease_attempts, d.lease_retries + 1, d.lease_acquired_at);
+	evs := evs || ROW(7, d.lease_off, d.lease_attempts, 0, 0)::{{schema}}.event;
+	UPDATE {{schema}}.domains x SET ready_at = p_now + p_delay WHERE x.domain = p_domain AND NOT x.paused;
+	RETURN {{schema}}._finish(p_domain, 1::smallint, 0::smallint, NULL, d.lease_retries + 1, evs, p_now);
 END $$;

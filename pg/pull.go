@@ -1,0 +1,152 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/worklease/worklease"
+)
+
+// The pull queue: a producer stores offsets with their payloads (Enqueue),
+// and any worker of any process claims the heads of ready domains (Claim),
+// each under a lease, and finishes it with Succeed, or with Retry to let
+// another attempt wait out a delay without holding a worker. A domain's
+// order, its single lease, its fences and its dead letters are the
+// contract's, as with TryAcquire.
+
+// ErrInvalidClaim is returned, wrapped, by Claim for a count below 1.
+var ErrInvalidClaim = errors.New("pg: claim count must be at least 1")
+
+// A Claim is one lease Claim granted: the head of its domain, with what
+// Enqueue stored with it.
+type Claim struct {
+	Domain    string
+	Offset    int64
+	Payload   []byte // nil if the offset was stored without one
+	Token     worklease.Token
+	Attempt   int       // this grant's attempt number: 1, then one more after each failed attempt
+	ExpiresAt time.Time // zero if leases never expire
+}
+
+// Enqueue stores offset at the back of domain's backlog (the front, with
+// LIFO ordering) with payload, for Claim to lease in its turn. It never
+// grants a lease itself, even on an idle domain. The status is Enqueued,
+// also for an offset queued already, which is stored once, with the
+// payload it was first stored with; AlreadyAcquired for the offset in
+// flight; AlreadyProcessed or AlreadyFailed for a terminal one, whose
+// answer never changes, so that (domain, offset) is an idempotency key.
+// A nil payload stores none. The payload is deleted when the offset
+// succeeds.
+func (m *Manager) Enqueue(ctx context.Context, domain string, offset int64, payload []byte) (worklease.AcquireStatus, error) {
+	if err := m.check("Enqueue", domain, offset); err != nil {
+		return 0, err
+	}
+	a, err := m.call(ctx, "Enqueue", m.sql.enqueue, []byte(domain), offset, payloadArg(payload))
+	if err != nil {
+		return 0, err
+	}
+	m.report(domain, &a, nil, worklease.Token{}, nil)
+	return worklease.AcquireStatus(a.status), nil
+}
+
+// payloadArg returns payload as a statement's argument: NULL for nil.
+func payloadArg(payload []byte) any {
+	if payload == nil {
+		return nil
+	}
+	return payload
+}
+
+// Claim leases the heads of up to n ready domains, in one transaction,
+// and returns them with their payloads: domains that are idle, running,
+// have offsets queued and whose retry delay, if any, is over, the highest
+// priority first, then the longest waiting. A domain whose offset just
+// finished waits behind those ready before it, so that a long backlog
+// does not starve the others. A claim first takes over up to n domains
+// whose lease is due (the expiry counts as a failed attempt, as Reap
+// counts it), so that a crashed worker's domain comes back without a
+// separate Reap. Domains another call holds at that moment are skipped.
+// Claim returns no claims, and no error, when nothing is ready.
+func (m *Manager) Claim(ctx context.Context, n int) ([]Claim, error) {
+	if m.closed.Load() {
+		return nil, fmt.Errorf("pg: Claim: %w", worklease.ErrClosed)
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: %d", ErrInvalidClaim, n)
+	}
+	rows, err := m.pool.Query(ctx, m.sql.claim, append([]any{n, m.now()}, m.policy()...)...)
+	if err != nil {
+		return nil, callError("Claim", err)
+	}
+	defer rows.Close()
+	type claimed struct {
+		domain  string
+		off     *int64
+		payload []byte
+		a       answer
+	}
+	var all []claimed
+	for rows.Next() {
+		var c claimed
+		var d []byte
+		if err := rows.Scan(append([]any{&d, &c.off, &c.payload}, c.a.dest()...)...); err != nil {
+			return nil, callError("Claim", err)
+		}
+		c.domain = string(d)
+		all = append(all, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, callError("Claim", err)
+	}
+	var out []Claim
+	for i := range all {
+		c := &all[i]
+		m.report(c.domain, &c.a, nil, worklease.Token{}, nil)
+		if c.off == nil { // a takeover's expiry, with no grant
+			continue
+		}
+		l := m.lease(c.domain, &c.a)
+		out = append(out, Claim{
+			Domain: c.domain, Offset: *c.off, Payload: c.payload, Token: l.Token,
+			Attempt: int(c.a.attempts), ExpiresAt: l.ExpiresAt,
+		})
+	}
+	return out, nil
+}
+
+// A RetryResult is what Retry did.
+type RetryResult struct {
+	// DeadLettered: the offset ran out of retries and is failed, with the
+	// cause given; otherwise it waits at the front of its domain's line.
+	DeadLettered bool
+	// RetryCount is the offset's failed attempts so far, this one
+	// included: pass it to worklease.Backoff.Delay for the next delay.
+	RetryCount int
+}
+
+// Retry ends tok's lease on domain as a failed attempt without holding a
+// worker while the offset waits: if it has retries left (see
+// worklease.WithMaxRetries) the offset goes back to the front of its
+// domain's line, and the domain becomes ready for Claim once delay has
+// passed, for any worker; nothing of the domain overtakes it. Otherwise
+// the offset becomes a dead letter with cause, as Fail would make it. The
+// token is spent either way. Errors are those of Fail.
+func (m *Manager) Retry(ctx context.Context, domain string, tok worklease.Token, cause error, delay time.Duration) (RetryResult, error) {
+	if err := m.check("Retry", domain, 0); err != nil {
+		return RetryResult{}, err
+	}
+	if delay < 0 {
+		return RetryResult{}, domainError("Retry", domain, fmt.Errorf("%w: %v", worklease.ErrInvalidDuration, delay))
+	}
+	cause = keepCause(cause)
+	a, err := m.call(ctx, "Retry", m.sql.retry, append(m.holderArgs(domain, tok), causeText(cause), delay)...)
+	if err != nil {
+		return RetryResult{}, err
+	}
+	if err := m.refused("Retry", domain, &a, cause, tok); err != nil {
+		return RetryResult{}, err
+	}
+	return RetryResult{DeadLettered: a.status == 2, RetryCount: int(a.retryCount)}, nil
+}

@@ -1,0 +1,240 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/leasetest"
+	"github.com/worklease/worklease/pg"
+)
+
+// pullEnv is a Manager on a fresh schema, with a clock of its own.
+type pullEnv struct {
+	t      *testing.T
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	schema string
+	clock  *leasetest.Clock
+	m      *pg.Manager
+}
+
+func newPullEnv(t *testing.T, opts ...worklease.Option) *pullEnv {
+	t.Helper()
+	e := &pullEnv{t: t, ctx: context.Background(), pool: testPool(t), schema: newSchemaName(),
+		clock: leasetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	t.Cleanup(func() { dropSchema(t, e.pool, e.schema) })
+	m, err := pg.OpenSchema(e.ctx, e.pool, e.schema, append([]worklease.Option{worklease.WithClock(e.clock)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m = m
+	t.Cleanup(func() {
+		if err := checkRows(e.ctx, e.pool, e.schema); err != nil {
+			t.Error(err)
+		}
+	})
+	return e
+}
+
+func (e *pullEnv) enqueue(domain string, offset int64, payload string, want worklease.AcquireStatus) {
+	e.t.Helper()
+	st, err := e.m.Enqueue(e.ctx, domain, offset, []byte(payload))
+	if err != nil || st != want {
+		e.t.Fatalf("Enqueue(%s, %d) = %v, %v; want %v", domain, offset, st, err, want)
+	}
+}
+
+// claim claims up to n, and returns "domain/offset:payload@attempt" for each.
+func (e *pullEnv) claim(n int) ([]pg.Claim, []string) {
+	e.t.Helper()
+	cs, err := e.m.Claim(e.ctx, n)
+	if err != nil {
+		e.t.Fatalf("Claim(%d): %v", n, err)
+	}
+	var s []string
+	for _, c := range cs {
+		s = append(s, fmt.Sprintf("%s/%d:%s@%d", c.Domain, c.Offset, c.Payload, c.Attempt))
+	}
+	return cs, s
+}
+
+func (e *pullEnv) count(table string) int {
+	e.t.Helper()
+	var n int
+	if err := e.pool.QueryRow(e.ctx, "SELECT count(*) FROM "+pgx.Identifier{e.schema}.Sanitize()+"."+table).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func equal(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+// Enqueued offsets are claimed in order, one lease per domain at a time,
+// with their payloads, which are deleted when they succeed; an offset is
+// stored once, and a finished one answers so forever.
+func TestEnqueueAndClaim(t *testing.T) {
+	e := newPullEnv(t)
+	e.enqueue("a", 1, "a1", worklease.Enqueued)
+	e.enqueue("a", 2, "a2", worklease.Enqueued)
+	e.enqueue("a", 2, "again", worklease.Enqueued) // queued already: stored once
+	e.enqueue("b", 7, "b7", worklease.Enqueued)
+	e.clock.Advance(time.Second)
+
+	cs, got := e.claim(10)
+	if want := []string{"a/1:a1@1", "b/7:b7@1"}; !equal(got, want) {
+		t.Fatalf("first claim: %v; want %v", got, want)
+	}
+	if _, got := e.claim(10); len(got) != 0 {
+		t.Fatalf("claim while both are leased: %v; want none", got)
+	}
+	e.enqueue("a", 1, "", worklease.AlreadyAcquired)
+	if _, err := e.m.Succeed(e.ctx, "a", cs[0].Token); err != nil {
+		t.Fatal(err)
+	}
+	e.enqueue("a", 1, "", worklease.AlreadyProcessed)
+	cs2, got := e.claim(10)
+	if want := []string{"a/2:a2@1"}; !equal(got, want) {
+		t.Fatalf("claim after a/1 succeeded: %v; want %v", got, want)
+	}
+	for _, c := range []pg.Claim{cs[1], cs2[0]} {
+		if _, err := e.m.Succeed(e.ctx, c.Domain, c.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.count("payloads"); n != 0 {
+		t.Fatalf("%d payloads left after every offset succeeded", n)
+	}
+	if _, got := e.claim(10); len(got) != 0 {
+		t.Fatalf("claim with nothing queued: %v", got)
+	}
+	if _, err := e.m.Claim(e.ctx, 0); !errors.Is(err, pg.ErrInvalidClaim) {
+		t.Fatalf("Claim(0): %v; want ErrInvalidClaim", err)
+	}
+}
+
+// A failed attempt waits out its delay at the front of its domain's line,
+// keeping its payload; past its retries it is a dead letter, which Redrive
+// makes claimable again.
+func TestRetry(t *testing.T) {
+	e := newPullEnv(t, worklease.WithMaxRetries(1))
+	e.enqueue("a", 1, "a1", worklease.Enqueued)
+	e.enqueue("a", 2, "a2", worklease.Enqueued)
+	cs, _ := e.claim(1)
+
+	res, err := e.m.Retry(e.ctx, "a", cs[0].Token, errors.New("flaky"), time.Minute)
+	if err != nil || res.DeadLettered || res.RetryCount != 1 {
+		t.Fatalf("Retry: %+v, %v; want a retry, the first", res, err)
+	}
+	if _, err := e.m.Succeed(e.ctx, "a", cs[0].Token); !errors.Is(err, worklease.ErrNoLease) {
+		t.Fatalf("Succeed with the retried token: %v; want ErrNoLease", err)
+	}
+	e.clock.Advance(59 * time.Second)
+	if _, got := e.claim(5); len(got) != 0 {
+		t.Fatalf("claim before the delay ends: %v; want none (a/2 must not overtake a/1)", got)
+	}
+	e.clock.Advance(time.Second)
+	cs, got := e.claim(5)
+	if want := []string{"a/1:a1@2"}; !equal(got, want) {
+		t.Fatalf("claim after the delay: %v; want %v", got, want)
+	}
+
+	res, err = e.m.Retry(e.ctx, "a", cs[0].Token, errors.New("flaky again"), time.Minute)
+	if err != nil || !res.DeadLettered {
+		t.Fatalf("Retry past the retries: %+v, %v; want a dead letter", res, err)
+	}
+	letters, err := e.m.DeadLetters(e.ctx, "a")
+	if err != nil || len(letters) != 1 || letters[0].Offset != 1 || letters[0].Cause == nil || letters[0].Cause.Error() != "flaky again" {
+		t.Fatalf("DeadLetters: %+v, %v", letters, err)
+	}
+	_, got = e.claim(5)
+	if want := []string{"a/2:a2@1"}; !equal(got, want) {
+		t.Fatalf("claim after the dead letter: %v; want %v", got, want)
+	}
+	if n := e.count("payloads"); n != 2 {
+		t.Fatalf("%d payloads; want 2: the dead letter's and the lease's", n)
+	}
+}
+
+// A claim takes over a domain whose lease is due, as the next attempt of
+// the same offset; the late holder is refused.
+func TestClaimTakesOverExpired(t *testing.T) {
+	e := newPullEnv(t, worklease.WithLeaseTTL(time.Minute))
+	e.enqueue("a", 1, "a1", worklease.Enqueued)
+	first, _ := e.claim(1)
+	e.clock.Advance(time.Minute)
+	cs, got := e.claim(1)
+	if want := []string{"a/1:a1@2"}; !equal(got, want) {
+		t.Fatalf("claim after the lease ran out: %v; want %v", got, want)
+	}
+	if !cs[0].ExpiresAt.Equal(e.clock.Now().Add(time.Minute)) {
+		t.Fatalf("the new lease expires at %v; want %v", cs[0].ExpiresAt, e.clock.Now().Add(time.Minute))
+	}
+	if _, err := e.m.Succeed(e.ctx, "a", first[0].Token); !errors.Is(err, worklease.ErrLeaseExpired) {
+		t.Fatalf("Succeed by the late holder: %v; want ErrLeaseExpired", err)
+	}
+	if _, err := e.m.Succeed(e.ctx, "a", cs[0].Token); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A paused domain is not claimed until it resumes.
+func TestClaimSkipsPaused(t *testing.T) {
+	e := newPullEnv(t)
+	e.enqueue("a", 1, "a1", worklease.Enqueued)
+	if err := e.m.Pause(e.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := e.claim(1); len(got) != 0 {
+		t.Fatalf("claim of a paused domain: %v", got)
+	}
+	if _, err := e.m.Resume(e.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := e.claim(1); !equal(got, []string{"a/1:a1@1"}) {
+		t.Fatalf("claim after Resume: %v", got)
+	}
+}
+
+// Claims go round the ready domains: a domain whose offset just finished
+// goes behind the others, so one with a deep backlog does not starve the
+// rest. Here one domain has 1,000 offsets queued and 99 have 10 each; a
+// worker claims one at a time, and the 99 are done while the deep one has
+// finished no more than its share.
+func TestClaimIsFair(t *testing.T) {
+	const deep, shallow, each = 1000, 99, 10
+	e := newPullEnv(t)
+	for i := range deep {
+		e.enqueue("deep", int64(i), "", worklease.Enqueued)
+	}
+	for d := range shallow {
+		for i := range each {
+			e.enqueue(fmt.Sprintf("s%02d", d), int64(i), "", worklease.Enqueued)
+		}
+	}
+	left, deepDone := shallow*each, 0
+	for left > 0 {
+		e.clock.Advance(time.Millisecond)
+		cs, _ := e.claim(1)
+		if len(cs) != 1 {
+			t.Fatalf("claim with %d shallow offsets left: %d claims", left, len(cs))
+		}
+		if cs[0].Domain == "deep" {
+			deepDone++
+		} else {
+			left--
+		}
+		if _, err := e.m.Succeed(e.ctx, cs[0].Domain, cs[0].Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if deepDone > each+1 {
+		t.Fatalf("the deep domain finished %d offsets before the %d shallow ones were done; want at most %d", deepDone, shallow, each+1)
+	}
+}
