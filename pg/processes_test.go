@@ -24,7 +24,7 @@ import (
 // The tests below start processes of their own: the test binary again,
 // running one of the child tests with these variables set.
 const (
-	childRole   = "WORKLEASE_PG_CHILD"        // which child test to be: "work" or "race"
+	childRole   = "WORKLEASE_PG_CHILD"        // which child test to be: "work", "pull" or "race"
 	childSchema = "WORKLEASE_PG_CHILD_SCHEMA" // the schema the processes share
 	childIndex  = "WORKLEASE_PG_CHILD_INDEX"  // this process's number
 )
@@ -73,7 +73,7 @@ func startChildren(t *testing.T, role, schema string, n int) []*exec.Cmd {
 func TestChild(t *testing.T) {
 	role := os.Getenv(childRole)
 	if role == "" {
-		t.Skip("a child process's test, run by TestManyProcesses and TestOneWinner")
+		t.Skip("a child process's test, run by TestManyProcesses, TestManyProcessesPull and TestOneWinner")
 	}
 	index, _ := strconv.Atoi(os.Getenv(childIndex))
 	pool := testPool(t)
@@ -82,6 +82,8 @@ func TestChild(t *testing.T) {
 		childWork(t, pool, os.Getenv(childSchema), index)
 	case "race":
 		childRace(t, pool, os.Getenv(childSchema), index)
+	case "pull":
+		childPull(t, pool, os.Getenv(childSchema), index)
 	}
 }
 
@@ -105,12 +107,8 @@ func TestManyProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := pgx.Identifier{schema}.Sanitize()
-	if _, err := pool.Exec(ctx, "CREATE TABLE "+s+".fences (domain text PRIMARY KEY, fence bigint NOT NULL);"+
-		"CREATE TABLE "+s+".succeeded (domain text NOT NULL, off bigint NOT NULL, fence bigint NOT NULL, pid int NOT NULL, ok bool NOT NULL);"+
-		"CREATE TABLE "+s+".stale (domain text NOT NULL, off bigint NOT NULL, fence bigint NOT NULL, accepted bool NOT NULL);"+
-		"CREATE TABLE "+s+".offers (domain text PRIMARY KEY, next bigint NOT NULL);"+
-		"CREATE TABLE "+s+".attempts (domain text NOT NULL, off bigint NOT NULL, fence bigint NOT NULL, pid int NOT NULL)"); err != nil {
+	s := createHistory(t, pool, schema)
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+s+".offers (domain text PRIMARY KEY, next bigint NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	for d := range mpDomains {
@@ -154,26 +152,53 @@ func TestManyProcesses(t *testing.T) {
 		}
 		drain(t, ctx, m, pool, s, domain)
 	}
-	// A success the killed process recorded but did not confirm happened
-	// if and only if nobody succeeded its offset later: a processed offset
-	// is never leased again.
-	if _, err := pool.Exec(ctx, "UPDATE "+s+".succeeded a SET ok = NOT EXISTS (SELECT FROM "+s+
-		".succeeded x WHERE x.domain = a.domain AND x.off = a.off AND x.fence > a.fence) WHERE NOT ok AND pid = $1", cmds[0].Process.Pid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, "DELETE FROM "+s+".succeeded WHERE NOT ok AND pid = $1", cmds[0].Process.Pid); err != nil {
-		t.Fatal(err)
-	}
+	settleKilled(t, pool, s, cmds[0].Process.Pid)
 	checkHistory(t, pool, s)
-	// The killed process's last attempts, which it never finished, were
-	// taken over: each offset succeeded later, under a larger fence.
+	checkTakenOver(t, pool, s, cmds[0].Process.Pid)
+}
+
+// createHistory creates the tables in schema where the workers of the
+// multi-process tests record what they do, and returns the schema's
+// quoted name: each domain's latest fence written (the store the work
+// writes through), each success (recorded before Succeed, confirmed
+// after), the writes a later holder's fence refused, and each attempt.
+func createHistory(t *testing.T, pool *pgxpool.Pool, schema string) string {
+	s := pgx.Identifier{schema}.Sanitize()
+	if _, err := pool.Exec(context.Background(), "CREATE TABLE "+s+".fences (domain text PRIMARY KEY, fence bigint NOT NULL);"+
+		"CREATE TABLE "+s+".succeeded (domain text NOT NULL, off bigint NOT NULL, fence bigint NOT NULL, pid int NOT NULL, ok bool NOT NULL);"+
+		"CREATE TABLE "+s+".stale (domain text NOT NULL, off bigint NOT NULL, fence bigint NOT NULL, accepted bool NOT NULL);"+
+		"CREATE TABLE "+s+".attempts (domain text NOT NULL, off bigint NOT NULL, fence bigint NOT NULL, pid int NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// settleKilled settles the successes process pid recorded but never
+// confirmed, as it was killed: one happened if and only if nobody
+// succeeded its offset later, as a processed offset is never leased again.
+func settleKilled(t *testing.T, pool *pgxpool.Pool, s string, pid int) {
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "UPDATE "+s+".succeeded a SET ok = NOT EXISTS (SELECT FROM "+s+
+		".succeeded x WHERE x.domain = a.domain AND x.off = a.off AND x.fence > a.fence) WHERE NOT ok AND pid = $1", pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM "+s+".succeeded WHERE NOT ok AND pid = $1", pid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkTakenOver checks that the last attempts of the killed process pid,
+// which it never finished, were taken over: each offset succeeded later,
+// under a larger fence.
+func checkTakenOver(t *testing.T, pool *pgxpool.Pool, s string, pid int) {
+	ctx := context.Background()
 	var orphans, takenOver int
 	if err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (
 			SELECT FROM `+s+`.succeeded x WHERE x.ok AND x.domain = a.domain AND x.off = a.off AND x.fence > a.fence))
 		FROM `+s+`.attempts a
 		WHERE a.pid = $1 AND NOT EXISTS (SELECT FROM `+s+`.succeeded x WHERE x.ok AND x.domain = a.domain AND x.fence = a.fence)
 			AND a.fence = (SELECT max(b.fence) FROM `+s+`.attempts b WHERE b.domain = a.domain AND b.pid = a.pid)`,
-		cmds[0].Process.Pid).Scan(&orphans, &takenOver); err != nil {
+		pid).Scan(&orphans, &takenOver); err != nil {
 		t.Fatal(err)
 	}
 	if orphans == 0 {

@@ -51,6 +51,61 @@ func (m *Manager) Enqueue(ctx context.Context, domain string, offset int64, payl
 	return worklease.AcquireStatus(a.status), nil
 }
 
+// An Item is an offset of a domain to enqueue, with its payload.
+type Item struct {
+	Domain  string
+	Offset  int64
+	Payload []byte // nil for none
+}
+
+// EnqueueMany is Enqueue for each item, in one round trip and one
+// transaction: all are stored, or none. The statuses are in the order of
+// items. A domain's items are queued in the order given. If an item is
+// invalid (an empty domain, a negative offset), EnqueueMany returns its
+// error and stores nothing.
+func (m *Manager) EnqueueMany(ctx context.Context, items []Item) ([]worklease.AcquireStatus, error) {
+	domains, offsets, payloads := make([][]byte, len(items)), make([]int64, len(items)), make([][]byte, len(items))
+	for i, it := range items {
+		if err := m.check("EnqueueMany", it.Domain, it.Offset); err != nil {
+			return nil, err
+		}
+		domains[i], offsets[i], payloads[i] = []byte(it.Domain), it.Offset, it.Payload
+	}
+	if len(items) == 0 {
+		return nil, nil
+	}
+	rows, err := m.pool.Query(ctx, m.sql.enqueueMany, append([]any{domains, offsets, payloads, m.now()}, m.policy()...)...)
+	if err != nil {
+		return nil, callError("EnqueueMany", err)
+	}
+	defer rows.Close()
+	type enqueued struct {
+		i int32
+		a answer
+	}
+	var all []enqueued
+	for rows.Next() {
+		var e enqueued
+		if err := rows.Scan(append([]any{&e.i}, e.a.dest()...)...); err != nil {
+			return nil, callError("EnqueueMany", err)
+		}
+		all = append(all, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, callError("EnqueueMany", err)
+	}
+	if len(all) != len(items) {
+		return nil, fmt.Errorf("pg: EnqueueMany: %d answers for %d items", len(all), len(items))
+	}
+	out := make([]worklease.AcquireStatus, len(items))
+	for _, e := range all {
+		it := items[e.i-1]
+		m.report(it.Domain, &e.a, nil, worklease.Token{}, nil)
+		out[e.i-1] = worklease.AcquireStatus(e.a.status)
+	}
+	return out, nil
+}
+
 // payloadArg returns payload as a statement's argument: NULL for nil.
 func payloadArg(payload []byte) any {
 	if payload == nil {

@@ -84,6 +84,7 @@ func TestEnqueueAndClaim(t *testing.T) {
 	e.enqueue("a", 1, "a1", worklease.Enqueued)
 	e.enqueue("a", 2, "a2", worklease.Enqueued)
 	e.enqueue("a", 2, "again", worklease.Enqueued) // queued already: stored once
+	e.clock.Advance(time.Millisecond)              // b is ready after a
 	e.enqueue("b", 7, "b7", worklease.Enqueued)
 	e.clock.Advance(time.Second)
 
@@ -236,5 +237,96 @@ func TestClaimIsFair(t *testing.T) {
 	}
 	if deepDone > each+1 {
 		t.Fatalf("the deep domain finished %d offsets before the %d shallow ones were done; want at most %d", deepDone, shallow, each+1)
+	}
+}
+
+// EnqueueMany stores a batch in one transaction, each domain's items in the
+// order given, and answers for each item as Enqueue would; an invalid item
+// stores nothing.
+func TestEnqueueMany(t *testing.T) {
+	e := newPullEnv(t)
+	e.enqueue("a", 1, "a1", worklease.Enqueued)
+	cs, _ := e.claim(1)
+	if _, err := e.m.Succeed(e.ctx, "a", cs[0].Token); err != nil {
+		t.Fatal(err)
+	}
+	items := []pg.Item{
+		{Domain: "b", Offset: 5, Payload: []byte("b5")},
+		{Domain: "a", Offset: 1, Payload: []byte("again")}, // processed
+		{Domain: "a", Offset: 3, Payload: []byte("a3")},
+		{Domain: "b", Offset: 4, Payload: []byte("b4")}, // after 5: queued in the order given
+		{Domain: "a", Offset: 3, Payload: []byte("twice")},
+		{Domain: "c", Offset: 0},
+	}
+	got, err := e.m.EnqueueMany(e.ctx, items)
+	want := []worklease.AcquireStatus{worklease.Enqueued, worklease.AlreadyProcessed, worklease.Enqueued,
+		worklease.Enqueued, worklease.Enqueued, worklease.Enqueued}
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("EnqueueMany: %v, %v; want %v", got, err, want)
+	}
+	order := make(map[string][]string) // each domain's claims, in order
+	for {
+		e.clock.Advance(time.Millisecond)
+		cs, got := e.claim(10)
+		if len(cs) == 0 {
+			break
+		}
+		for i, c := range cs {
+			order[c.Domain] = append(order[c.Domain], got[i])
+		}
+		for _, c := range cs {
+			if _, err := e.m.Succeed(e.ctx, c.Domain, c.Token); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want2 := map[string][]string{"a": {"a/3:a3@1"}, "b": {"b/5:b5@1", "b/4:b4@1"}, "c": {"c/0:@1"}}
+	if fmt.Sprint(order) != fmt.Sprint(want2) {
+		t.Fatalf("claims by domain: %v; want %v", order, want2)
+	}
+
+	bad := []pg.Item{{Domain: "d", Offset: 1}, {Domain: "", Offset: 2}}
+	if _, err := e.m.EnqueueMany(e.ctx, bad); !errors.Is(err, worklease.ErrInvalidDomain) {
+		t.Fatalf("EnqueueMany with an empty domain: %v; want ErrInvalidDomain", err)
+	}
+	if info, err := e.m.Inspect(e.ctx, "d"); err != nil || len(info.Backlog) != 0 {
+		t.Fatalf("domain d after the refused batch: %+v, %v; want nothing stored", info, err)
+	}
+}
+
+// Batches that share domains, in opposite orders, run side by side
+// without a deadlock.
+func TestEnqueueManyConcurrently(t *testing.T) {
+	const batches, domains = 20, 8
+	e := newPullEnv(t)
+	errs := make(chan error, 2)
+	for w := range 2 {
+		go func() {
+			for b := range batches {
+				var items []pg.Item
+				for d := range domains {
+					if w == 1 {
+						d = domains - 1 - d
+					}
+					items = append(items, pg.Item{Domain: fmt.Sprintf("d%d", d), Offset: int64(2*b + w)})
+				}
+				if _, err := e.m.EnqueueMany(e.ctx, items); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for d := range domains {
+		info, err := e.m.Inspect(e.ctx, fmt.Sprintf("d%d", d))
+		if err != nil || len(info.Backlog) != 2*batches {
+			t.Fatalf("d%d: %d queued, %v; want %d", d, len(info.Backlog), err, 2*batches)
+		}
 	}
 }

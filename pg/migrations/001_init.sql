@@ -901,3 +901,19 @@ BEGIN
 	UPDATE {{schema}}.domains x SET ready_at = p_now + p_delay WHERE x.domain = p_domain AND NOT x.paused;
 	RETURN {{schema}}._finish(p_domain, 1::smallint, 0::smallint, NULL, d.lease_retries + 1, evs, p_now);
 END $$;
+
+-- enqueue_many is EnqueueMany: enqueue for each item, all in one
+-- transaction, taking the domains in the order of their names (each
+-- domain's items in the order given), so that batches that share domains
+-- lock them in the same order and never deadlock. Rows come in that
+-- order, each with its item's index, from 1.
+CREATE FUNCTION {{schema}}.enqueue_many(p_domains bytea[], p_offs bigint[], p_payloads bytea[], p_now timestamptz,
+	p {{schema}}.policy)
+RETURNS TABLE (i int, a {{schema}}.answer)
+LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN SELECT u.n FROM unnest(p_domains) WITH ORDINALITY AS u(dom, n) ORDER BY u.dom, u.n LOOP
+		a := {{schema}}.try_acquire(p_domains[i], p_offs[i], p_now, p, false, p_payloads[i]);
+		RETURN NEXT;
+	END LOOP;
+END $$;

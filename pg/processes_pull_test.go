@@ -1,0 +1,238 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/pg"
+)
+
+// The pull queue shared by processes: a producer enqueues every domain's
+// offsets in order, with payloads, while worker processes claim ready
+// domains' heads, fail some attempts (which wait out a short delay before
+// any worker claims them again), stall past their lease's TTL on others,
+// and one process is killed with SIGKILL while it holds leases. Afterwards,
+// with the work finished by claims alone (no Reap): every domain's offsets
+// succeeded in order, each exactly once, each claim carried its offset's
+// payload, no stale holder's Succeed was accepted, the killed process's
+// leases were taken over, and no payload is left.
+func TestManyProcessesPull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes for seconds")
+	}
+	pool := testPool(t)
+	schema := newSchemaName()
+	t.Cleanup(func() { dropSchema(t, pool, schema) })
+	ctx := context.Background()
+	m, err := pg.OpenSchema(ctx, pool, schema, worklease.WithLeaseTTL(mpTTL), worklease.WithMaxRetries(mpRetries))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := createHistory(t, pool, schema)
+
+	// The producer offers the domains' offsets in order, the domains
+	// interleaved at random, while the workers run.
+	produced := make(chan error, 1)
+	go func() {
+		rng := rand.New(rand.NewPCG(1, 2))
+		next := make([]int64, mpDomains)
+		for left := mpDomains * mpOffsets; left > 0; {
+			d := rng.IntN(mpDomains)
+			if next[d] == mpOffsets {
+				continue
+			}
+			st, err := m.Enqueue(ctx, domainName(d), next[d], pullPayload(domainName(d), next[d]))
+			if err == nil && st != worklease.Enqueued {
+				err = fmt.Errorf("Enqueue(%s, %d): %v", domainName(d), next[d], st)
+			}
+			if err != nil {
+				produced <- err
+				return
+			}
+			next[d]++
+			left--
+			if left%8 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		produced <- nil
+	}()
+
+	cmds := startChildren(t, "pull", schema, mpProcesses)
+	time.Sleep(mpRun / 2)
+	if err := cmds[0].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cmds {
+		if err := c.Wait(); i > 0 && err != nil {
+			t.Fatalf("process %d: %v", i, err)
+		}
+	}
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	// Finish what is left by claims alone, as a process that starts
+	// afterwards would: the killed process's leases come back once due.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var queued int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+quoted(schema)+".backlog").Scan(&queued); err != nil {
+			t.Fatal(err)
+		}
+		leases, err := m.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims, err := m.Claim(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claims) == 0 && len(leases) == 0 && queued == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the work is not finished: %d offsets queued, %d leases held", queued, len(leases))
+		}
+		for _, c := range claims {
+			if err := workClaim(ctx, m, pool, s, c, "succeed"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(claims) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	settleKilled(t, pool, s, cmds[0].Process.Pid)
+	checkHistory(t, pool, s)
+	checkTakenOver(t, pool, s, cmds[0].Process.Pid)
+	var payloads int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+quoted(schema)+".payloads").Scan(&payloads); err != nil {
+		t.Fatal(err)
+	}
+	if payloads != 0 {
+		t.Errorf("%d payloads left after every offset succeeded", payloads)
+	}
+}
+
+// pullPayload is what the producer stores with an offset.
+func pullPayload(domain string, offset int64) []byte {
+	return fmt.Appendf(nil, "%s/%d", domain, offset)
+}
+
+// childPull is one worker process of TestManyProcessesPull: its workers
+// claim a few ready domains at a time and work each claim.
+func childPull(t *testing.T, pool *pgxpool.Pool, schema string, index int) {
+	deadline := time.Now().Add(mpRun)
+	ctx := context.Background()
+	m, err := pg.OpenSchema(ctx, pool, schema, worklease.WithLeaseTTL(mpTTL), worklease.WithMaxRetries(mpRetries))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := quoted(schema)
+	var wg sync.WaitGroup
+	for g := range mpGoroutines {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(index), uint64(g)))
+			for time.Now().Before(deadline) {
+				claims, err := m.Claim(ctx, 1+rng.IntN(3))
+				if err != nil {
+					t.Errorf("process %d: %v", index, err)
+					return
+				}
+				if len(claims) == 0 {
+					time.Sleep(time.Duration(1+rng.IntN(3)) * time.Millisecond)
+				}
+				for _, c := range claims {
+					how := "succeed"
+					switch r := rng.IntN(100); {
+					case r < 10:
+						how = "fail"
+					case r < 14:
+						how = "stall"
+					}
+					if err := workClaim(ctx, m, pool, s, c, how); err != nil {
+						t.Errorf("process %d: %v", index, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// workClaim works one claim: it records the attempt, writes through the
+// claim's fence, and ends the attempt as how says: "succeed", "fail"
+// (Retry after a short delay), or "stall" (past the lease's TTL, then
+// succeed: a later holder may have the offset by then).
+func workClaim(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, c pg.Claim, how string) error {
+	if want := pullPayload(c.Domain, c.Offset); string(c.Payload) != string(want) {
+		return fmt.Errorf("claim of %s/%d carried payload %q; want %q", c.Domain, c.Offset, c.Payload, want)
+	}
+	fence := int64(c.Token.Fence())
+	if _, err := pool.Exec(ctx, "INSERT INTO "+s+".attempts VALUES ($1, $2, $3, $4)", c.Domain, c.Offset, fence, os.Getpid()); err != nil {
+		return err
+	}
+	time.Sleep(mpWork)
+	if how == "stall" {
+		time.Sleep(mpTTL + mpTTL/2)
+	}
+	tag, err := pool.Exec(ctx, "INSERT INTO "+s+".fences AS f (domain, fence) VALUES ($1, $2) "+
+		"ON CONFLICT (domain) DO UPDATE SET fence = $2 WHERE f.fence <= $2", c.Domain, fence)
+	if err != nil {
+		return err
+	}
+	stale := tag.RowsAffected() == 0
+	if how == "fail" {
+		_, err := m.Retry(ctx, c.Domain, c.Token, errors.New("boom"), 5*time.Millisecond)
+		if lost(err) {
+			return nil
+		}
+		return err
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+s+".succeeded VALUES ($1, $2, $3, $4, false)", c.Domain, c.Offset, fence, os.Getpid()); err != nil {
+		return err
+	}
+	_, err = m.Succeed(ctx, c.Domain, c.Token)
+	accepted := err == nil
+	confirm := "UPDATE " + s + ".succeeded SET ok = true WHERE domain = $1 AND fence = $2"
+	if !accepted {
+		confirm = "DELETE FROM " + s + ".succeeded WHERE domain = $1 AND fence = $2"
+	}
+	if _, err := pool.Exec(ctx, confirm, c.Domain, fence); err != nil {
+		return err
+	}
+	if stale {
+		if _, err := pool.Exec(ctx, "INSERT INTO "+s+".stale VALUES ($1, $2, $3, $4)", c.Domain, c.Offset, fence, accepted); err != nil {
+			return err
+		}
+	}
+	if lost(err) {
+		return nil // the lease expired while stalled: another holder has the offset
+	}
+	return err
+}
+
+// lost reports whether err says that the caller's lease is gone: it
+// expired and was taken over, by now maybe by several holders in turn, so
+// that the token is the latest revoked one (ErrLeaseExpired), or an older
+// one (ErrTokenMismatch while another lease is held, ErrNoLease when none
+// is).
+func lost(err error) bool {
+	return errors.Is(err, worklease.ErrLeaseExpired) || errors.Is(err, worklease.ErrTokenMismatch) ||
+		errors.Is(err, worklease.ErrNoLease)
+}
+
+// quoted returns schema's quoted name.
+func quoted(schema string) string { return pgx.Identifier{schema}.Sanitize() }
