@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0 # = 2026.1, supports Go
 
 # The modules of the repository: the core, and those with heavier
 # dependencies in folders of their own.
-MODULES := . pg
+MODULES := . pg pg/riverbench
 
 # Runs its argument, a shell command, in each module in turn, stopping at
 # the first that fails.
@@ -27,9 +27,12 @@ export RAPID_CHECKS ?= 500
 # runs fewer cases: each step is a durable commit, a millisecond or more.
 PG_RAPID_CHECKS ?= 100
 
+# pg/riverbench holds benchmarks only: each runs a few iterations, to show
+# it works.
 test: ## the full test suite of every module, as CI runs it
 	scripts/with-postgres sh -c 'go test $(RACE) -shuffle=on -count=1 ./... && \
-		cd pg && RAPID_CHECKS=$(PG_RAPID_CHECKS) go test $(RACE) -shuffle=on -count=1 -timeout=20m ./...'
+		(cd pg && RAPID_CHECKS=$(PG_RAPID_CHECKS) go test $(RACE) -shuffle=on -count=1 -timeout=20m ./...) && \
+		cd pg/riverbench && go test -count=1 -run="^$$" -bench=. -benchtime=200x ./...'
 
 short: ## a quicker run with fewer property-test cases
 	scripts/with-postgres sh -c '$(call each_module,go test $(RACE) -short -count=1 ./...)'
@@ -56,6 +59,9 @@ BENCHTIME_WAL ?= 2s
 # one job for each.
 BENCH_PG := ^(BenchmarkPostgresCycle|BenchmarkPostgresSkipLocked)$$
 BENCHTIME_PG ?= 20000x
+# The pull queue against River, burning down the same number of jobs.
+BENCH_RIVER := ^(BenchmarkPullBurnDown|BenchmarkRiverBurnDown)$$
+BENCHTIME_RIVER ?= 30000x
 
 # BENCH_ROUNDS fresh processes each run every benchmark once: a benchmark
 # and its floor then run seconds apart, not minutes, and a process that
@@ -67,14 +73,15 @@ BENCH_ROUNDS ?= 5
 bench: ## the performance benchmarks, then a table of their ratios against the targets
 	@status=$$(mktemp); bin=$$(mktemp -d); \
 	{ go test -c -o "$$bin/worklease.test" . && go test -c -o "$$bin/wal.test" ./wal && \
-	  (cd pg && go test -c -o "$$bin/pg.test" .) && \
+	  (cd pg && go test -c -o "$$bin/pg.test" .) && (cd pg/riverbench && go test -c -o "$$bin/riverbench.test" .) && \
 	  i=0 && while [ $$i -lt $(BENCH_ROUNDS) ] && \
 	    "$$bin/worklease.test" -test.run='^$$' -test.bench='$(BENCH_TIMED)' -test.benchtime=$(BENCHTIME) -test.count=1 -test.cpu=1,2 -test.benchmem && \
 	    "$$bin/wal.test" -test.run='^$$' -test.bench='$(BENCH_WAL)' -test.benchtime=$(BENCHTIME_WAL) -test.count=1 -test.benchmem; \
 	    do i=$$((i+1)); done && [ $$i -eq $(BENCH_ROUNDS) ] && \
 	  "$$bin/worklease.test" -test.run='^$$' -test.bench='^BenchmarkMemory$$' -test.benchtime=1x -test.count=5 && \
 	  BIN=$$bin scripts/with-postgres sh -c 'i=0 && while [ $$i -lt $(BENCH_ROUNDS) ] && \
-	    "$$BIN/pg.test" -test.run="^$$" -test.bench="$(BENCH_PG)" -test.benchtime=$(BENCHTIME_PG) -test.count=1; \
+	    "$$BIN/pg.test" -test.run="^$$" -test.bench="$(BENCH_PG)" -test.benchtime=$(BENCHTIME_PG) -test.count=1 && \
+	    "$$BIN/riverbench.test" -test.run="^$$" -test.bench="$(BENCH_RIVER)" -test.benchtime=$(BENCHTIME_RIVER) -test.count=1; \
 	    do i=$$((i+1)); done && [ $$i -eq $(BENCH_ROUNDS) ]'; \
 	  echo $$? >"$$status"; } | go run ./internal/benchtable; \
 	s=$$(cat "$$status"); rm -rf "$$status" "$$bin"; exit $$s

@@ -136,6 +136,14 @@ var rows = []row{
 			"BenchmarkPostgresCycle/domains=100", "BenchmarkPostgresCycle/domains=1000", "BenchmarkPostgresCycle/domains=10000"),
 		atMost: true, target: 1.25,
 	},
+	{
+		measure: "BenchmarkPullBurnDown ÷ BenchmarkRiverBurnDown, jobs/s",
+		meaning: "the pull queue, in order per domain and fenced, burns down jobs at least as fast as River",
+		value: ratio(
+			quantity{"BenchmarkPullBurnDown", 0, "jobs/s"},
+			quantity{"BenchmarkRiverBurnDown", 0, "jobs/s"}),
+		atMost: false, target: 1,
+	},
 }
 
 // cycleRow compares BenchmarkCycle with a floor: BenchmarkFloorCycle reads

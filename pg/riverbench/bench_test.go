@@ -1,0 +1,212 @@
+package riverbench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/worklease/worklease/pg"
+)
+
+// testPool returns a pool of conns connections on the server of
+// WORKLEASE_PG_URL (make bench starts one), or skips the benchmark.
+func testPool(b *testing.B, conns int32) *pgxpool.Pool {
+	url := os.Getenv("WORKLEASE_PG_URL")
+	if url == "" {
+		if os.Getenv("CI") == "true" {
+			b.Fatal("WORKLEASE_PG_URL is not set: run the benchmarks with make, which starts a PostgreSQL server")
+		}
+		b.Skip("no PostgreSQL server: WORKLEASE_PG_URL is not set (make bench starts one and sets it)")
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = conns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool
+}
+
+// newSchema creates a schema for b, dropped when b ends.
+func newSchema(b *testing.B, pool *pgxpool.Pool) string {
+	var r [6]byte
+	rand.Read(r[:])
+	name := "b_" + hex.EncodeToString(r[:])
+	b.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
+			b.Errorf("dropping schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// report reports the rate at which b.N jobs finished since start.
+func report(b *testing.B, start time.Time) {
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+}
+
+// The number of domains the pull queue's jobs are spread over: each
+// domain's offsets are worked in order, one at a time.
+const burnDomains = 1000
+
+// The workers of the pull queue's burn-down, each with a connection.
+const burnWorkers = 16
+
+// BenchmarkPullBurnDown burns down b.N offsets spread evenly over
+// burnDomains domains, stored with EnqueueMany before the timer starts:
+// burnWorkers workers each claim up to claimBatch ready domains' heads at a
+// time and succeed each. Every domain's offsets finish in order, one at a
+// time, under fenced leases.
+func BenchmarkPullBurnDown(b *testing.B) {
+	const claimBatch = 10
+	pool := testPool(b, burnWorkers+1)
+	ctx := context.Background()
+	m, err := pg.OpenSchema(ctx, pool, newSchema(b, pool))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var items []pg.Item
+	flush := func() {
+		if _, err := m.EnqueueMany(ctx, items); err != nil {
+			b.Fatal(err)
+		}
+		items = items[:0]
+	}
+	for i := range b.N {
+		items = append(items, pg.Item{Domain: fmt.Sprintf("domain-%04d", i%burnDomains), Offset: int64(i / burnDomains)})
+		if len(items) == 1000 {
+			flush()
+		}
+	}
+	if len(items) > 0 {
+		flush()
+	}
+	var done atomic.Int64
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range burnWorkers {
+		wg.Go(func() {
+			for done.Load() < int64(b.N) && failed.Load() == nil {
+				claims, err := m.Claim(ctx, claimBatch)
+				if err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+				for _, c := range claims {
+					if _, err := m.Succeed(ctx, c.Domain, c.Token); err != nil {
+						failed.CompareAndSwap(nil, &err)
+						return
+					}
+				}
+				done.Add(int64(len(claims)))
+				if len(claims) == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	report(b, start)
+}
+
+// riverArgs is the River job of BenchmarkRiverBurnDown.
+type riverArgs struct {
+	Num int `json:"num"`
+}
+
+func (riverArgs) Kind() string { return "benchmark" }
+
+type riverWorker struct {
+	river.WorkerDefaults[riverArgs]
+}
+
+func (*riverWorker) Work(context.Context, *river.Job[riverArgs]) error { return nil }
+
+// BenchmarkRiverBurnDown burns down b.N River jobs, inserted before the
+// timer starts, with River's own benchmark settings (2,000 workers, a
+// 2 ms fetch cooldown, a 20 ms poll): River's fetches and completions are
+// batched, and its jobs have no order and no key.
+func BenchmarkRiverBurnDown(b *testing.B) {
+	pool := testPool(b, 100)
+	ctx := context.Background()
+	schema := newSchema(b, pool)
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		b.Fatal(err)
+	}
+	driver := riverpgxv5.New(pool)
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		b.Fatal(err)
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &riverWorker{})
+	client, err := river.NewClient(driver, &river.Config{
+		FetchCooldown:     2 * time.Millisecond,
+		FetchPollInterval: 20 * time.Millisecond,
+		Logger:            quiet,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2_000}},
+		Schema:            schema,
+		Workers:           workers,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]river.InsertManyParams, 0, 1000)
+	for i := range b.N {
+		batch = append(batch, river.InsertManyParams{Args: riverArgs{Num: i}})
+		if len(batch) == cap(batch) || i == b.N-1 {
+			if _, err := client.InsertMany(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: b.N + 1000,
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed},
+	})
+	defer cancel()
+	b.ResetTimer()
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		ev := <-events
+		if ev.Kind != river.EventKindJobCompleted {
+			b.Fatalf("a job ended %s", ev.Kind)
+		}
+	}
+	b.StopTimer()
+	report(b, start)
+	if err := client.Stop(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
