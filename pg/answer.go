@@ -16,7 +16,7 @@ import (
 type statements struct {
 	tryAcquire, succeed, fail, extend, kill, redrive, forceRelease, setPaused, forget string
 	inspect, reap, leases, domains, deadLetters, deadLettersOf, stats                 string
-	enqueue, enqueueMany, claim, retry                                                string
+	enqueue, enqueueMany, claim, retry, succeedMany                                   string
 }
 
 // answerColumns are the columns of an answer, in the order answer.dest
@@ -55,7 +55,8 @@ func newStatements(schema string) statements {
 		enqueue:      call("enqueue", 3),
 		enqueueMany: fmt.Sprintf("SELECT e.i, (e.a).* FROM %s.enqueue_many($1, $2, $3, $4, %s) e",
 			schema, policyRow(schema, 5)),
-		retry: call("retry", 6),
+		retry:       call("retry", 6),
+		succeedMany: fmt.Sprintf("SELECT domain, off, attempts, fence, at FROM %s.succeed_many($1, $2, $3, $4, $5, $6)", schema),
 		claim: fmt.Sprintf("SELECT c.domain, c.off, c.payload, (c.a).* FROM %s.claim($1, $2, %s) c",
 			schema, policyRow(schema, 3)),
 		inspect: fmt.Sprintf("SELECT i.backlog, i.processed, i.failed, (i.a).* FROM %s.inspect($1, $2, %s) i", schema, policyRow(schema, 3)),

@@ -20,7 +20,7 @@ import (
 
 // The pull queue shared by processes: a producer enqueues every domain's
 // offsets in order, with payloads, while worker processes claim ready
-// domains' heads, fail some attempts (which wait out a short delay before
+// domains' heads, end some in batches with SucceedMany, fail some attempts (which wait out a short delay before
 // any worker claims them again), stall past their lease's TTL on others,
 // and one process is killed with SIGKILL while it holds leases. Afterwards,
 // with the work finished by claims alone (no Reap): every domain's offsets
@@ -153,6 +153,9 @@ func childPull(t *testing.T, pool *pgxpool.Pool, schema string, index int) {
 				if len(claims) == 0 {
 					time.Sleep(time.Duration(1+rng.IntN(3)) * time.Millisecond)
 				}
+				// Claims that will succeed at once go in one SucceedMany, half
+				// the time; the others are worked one by one.
+				var batch []pg.Claim
 				for _, c := range claims {
 					how := "succeed"
 					switch r := rng.IntN(100); {
@@ -161,10 +164,18 @@ func childPull(t *testing.T, pool *pgxpool.Pool, schema string, index int) {
 					case r < 14:
 						how = "stall"
 					}
+					if how == "succeed" && rng.IntN(2) == 0 {
+						batch = append(batch, c)
+						continue
+					}
 					if err := workClaim(ctx, m, pool, s, c, how); err != nil {
 						t.Errorf("process %d: %v", index, err)
 						return
 					}
+				}
+				if err := workBatch(ctx, m, pool, s, batch); err != nil {
+					t.Errorf("process %d: %v", index, err)
+					return
 				}
 			}
 		})
@@ -222,6 +233,58 @@ func workClaim(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string,
 		return nil // the lease expired while stalled: another holder has the offset
 	}
 	return err
+}
+
+// workBatch works claims as workClaim works each with "succeed", ending
+// them with one SucceedMany.
+func workBatch(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, claims []pg.Claim) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	stale := make([]bool, len(claims))
+	for i, c := range claims {
+		if want := pullPayload(c.Domain, c.Offset); string(c.Payload) != string(want) {
+			return fmt.Errorf("claim of %s/%d carried payload %q; want %q", c.Domain, c.Offset, c.Payload, want)
+		}
+		fence := int64(c.Token.Fence())
+		if _, err := pool.Exec(ctx, "INSERT INTO "+s+".attempts VALUES ($1, $2, $3, $4)", c.Domain, c.Offset, fence, os.Getpid()); err != nil {
+			return err
+		}
+		tag, err := pool.Exec(ctx, "INSERT INTO "+s+".fences AS f (domain, fence) VALUES ($1, $2) "+
+			"ON CONFLICT (domain) DO UPDATE SET fence = $2 WHERE f.fence <= $2", c.Domain, fence)
+		if err != nil {
+			return err
+		}
+		stale[i] = tag.RowsAffected() == 0
+		if _, err := pool.Exec(ctx, "INSERT INTO "+s+".succeeded VALUES ($1, $2, $3, $4, false)", c.Domain, c.Offset, fence, os.Getpid()); err != nil {
+			return err
+		}
+	}
+	time.Sleep(mpWork)
+	errs, err := m.SucceedMany(ctx, claims)
+	if err != nil {
+		return err
+	}
+	for i, c := range claims {
+		fence := int64(c.Token.Fence())
+		accepted := errs[i] == nil
+		confirm := "UPDATE " + s + ".succeeded SET ok = true WHERE domain = $1 AND fence = $2"
+		if !accepted {
+			confirm = "DELETE FROM " + s + ".succeeded WHERE domain = $1 AND fence = $2"
+		}
+		if _, err := pool.Exec(ctx, confirm, c.Domain, fence); err != nil {
+			return err
+		}
+		if stale[i] {
+			if _, err := pool.Exec(ctx, "INSERT INTO "+s+".stale VALUES ($1, $2, $3, $4)", c.Domain, c.Offset, fence, accepted); err != nil {
+				return err
+			}
+		}
+		if errs[i] != nil && !lost(errs[i]) {
+			return errs[i]
+		}
+	}
+	return nil
 }
 
 // lost reports whether err says that the caller's lease is gone: it

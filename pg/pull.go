@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/worklease/worklease"
@@ -204,4 +205,78 @@ func (m *Manager) Retry(ctx context.Context, domain string, tok worklease.Token,
 		return RetryResult{}, err
 	}
 	return RetryResult{DeadLettered: a.status == 2, RetryCount: int(a.retryCount)}, nil
+}
+
+// SucceedMany is Succeed for each claim's lease, in one round trip and one
+// transaction for those it can end at once: each lease not due whose token
+// is its domain's. The others, and any claim of a domain given twice, are
+// each answered by Succeed. It returns nil for each lease that succeeded,
+// and Succeed's error for each that did not, in the order of claims. A
+// domain with offsets queued becomes ready for Claim, behind the domains
+// ready before it: SucceedMany reads no backlog and hints at no next
+// offset. It returns an error of its own, and no errors for the claims,
+// if the batch failed as a whole.
+func (m *Manager) SucceedMany(ctx context.Context, claims []Claim) ([]error, error) {
+	if m.closed.Load() {
+		return nil, fmt.Errorf("pg: SucceedMany: %w", worklease.ErrClosed)
+	}
+	errs := make([]error, len(claims))
+	domains, fences, serials := make([][]byte, 0, len(claims)), make([]int64, 0, len(claims)), make([]int64, 0, len(claims))
+	pending := make(map[string]int, len(claims)) // the claim of each domain in the batch, by index
+	var rest []int                               // claims left for Succeed
+	for i, c := range claims {
+		if err := m.check("SucceedMany", c.Domain, 0); err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, dup := pending[c.Domain]; dup || c.Token.Instance() != m.instance {
+			rest = append(rest, i)
+			continue
+		}
+		pending[c.Domain] = i
+		domains = append(domains, []byte(c.Domain))
+		fences, serials = append(fences, int64(c.Token.Fence())), append(serials, int64(c.Token.Serial()))
+	}
+	if len(domains) > 0 {
+		rows, err := m.pool.Query(ctx, m.sql.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets)
+		if err != nil {
+			return nil, callError("SucceedMany", err)
+		}
+		type ended struct {
+			domain     []byte
+			off, fence int64
+			attempts   int32
+			at         time.Time
+		}
+		var all []ended
+		for rows.Next() {
+			var e ended
+			if err := rows.Scan(&e.domain, &e.off, &e.attempts, &e.fence, &e.at); err != nil {
+				rows.Close()
+				return nil, callError("SucceedMany", err)
+			}
+			all = append(all, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, callError("SucceedMany", err)
+		}
+		for _, e := range all {
+			i := pending[string(e.domain)]
+			delete(pending, string(e.domain))
+			if m.cfg.Observer != nil {
+				a := answer{serial: int64(claims[i].Token.Serial()), at: &e.at}
+				a.event(3, e.off, e.attempts, e.fence)
+				m.report(claims[i].Domain, &a, nil, worklease.Token{}, nil)
+			}
+		}
+		for _, i := range pending { // not ended at once
+			rest = append(rest, i)
+		}
+	}
+	slices.Sort(rest)
+	for _, i := range rest {
+		_, errs[i] = m.Succeed(ctx, claims[i].Domain, claims[i].Token)
+	}
+	return errs, nil
 }

@@ -330,3 +330,46 @@ func TestEnqueueManyConcurrently(t *testing.T) {
 		}
 	}
 }
+
+// SucceedMany ends a batch of leases at once; a token that is not its
+// domain's current one gets Succeed's error, and changes nothing.
+func TestSucceedMany(t *testing.T) {
+	e := newPullEnv(t, worklease.WithLeaseTTL(time.Minute))
+	e.enqueue("a", 1, "a1", worklease.Enqueued)
+	e.enqueue("a", 2, "a2", worklease.Enqueued)
+	e.enqueue("b", 1, "b1", worklease.Enqueued)
+	e.enqueue("c", 1, "c1", worklease.Enqueued)
+	e.clock.Advance(time.Millisecond)
+	first, _ := e.claim(1) // a's lease, which will expire
+	if first[0].Domain != "a" {
+		t.Fatalf("first claim: %v", first[0].Domain)
+	}
+	e.clock.Advance(time.Minute)
+	cs, got := e.claim(10)
+	// a, taken over, became ready again after b and c.
+	if want := []string{"b/1:b1@1", "c/1:c1@1", "a/1:a1@2"}; !equal(got, want) {
+		t.Fatalf("claims: %v; want %v", got, want)
+	}
+	batch := append(cs, first[0], cs[1]) // a stale token, and c twice
+	errs, err := e.m.SucceedMany(e.ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []error{nil, nil, nil, worklease.ErrLeaseExpired, worklease.ErrNoLease} {
+		if !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil) {
+			t.Errorf("claim %d (%s): %v; want %v", i, batch[i].Domain, errs[i], want)
+		}
+	}
+	if n := e.count("payloads"); n != 1 {
+		t.Fatalf("%d payloads; want 1, a/2's", n)
+	}
+	e.clock.Advance(time.Millisecond)
+	if _, got := e.claim(10); !equal(got, []string{"a/2:a2@1"}) {
+		t.Fatalf("claim after the batch: %v; want a's next offset", got)
+	}
+	for _, d := range []string{"b", "c"} {
+		if res, err := e.m.TryAcquire(e.ctx, d, 1); err != nil || res.Status != worklease.AlreadyProcessed {
+			t.Fatalf("TryAcquire(%s, 1): %v, %v; want AlreadyProcessed", d, res.Status, err)
+		}
+	}
+}

@@ -837,8 +837,8 @@ RETURNS TABLE (domain bytea, off bigint, payload bytea, a {{schema}}.answer)
 LANGUAGE plpgsql AS $$
 DECLARE
 	dom bytea;
+	doms bytea[];
 	evs {{schema}}.event[];
-	h bigint;
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
 	FOR dom IN SELECT x.domain FROM {{schema}}.domains x WHERE x.lease_expires_at <= p_now
@@ -852,18 +852,38 @@ BEGIN
 		a := {{schema}}._finish(dom, 0::smallint, 0::smallint, NULL, 0, evs, p_now);
 		RETURN NEXT;
 	END LOOP;
-	FOR dom IN SELECT x.domain FROM {{schema}}.domains x WHERE x.ready_at <= p_now
-		ORDER BY x.priority DESC, x.ready_at LIMIT p_limit FOR UPDATE SKIP LOCKED
-	LOOP
-		h := {{schema}}._head(dom);
-		CONTINUE WHEN h IS NULL;
-		evs := {{schema}}._grant(dom, h, p_now, p);
-		domain := dom;
-		off := h;
-		SELECT x.payload INTO payload FROM {{schema}}.payloads x WHERE x.domain = dom AND x.off = h;
-		a := {{schema}}._finish(dom, 1::smallint, 0::smallint, NULL, 0, evs, p_now);
-		RETURN NEXT;
-	END LOOP;
+	-- Lock the ready domains first, and read their heads in the next
+	-- statement, whose snapshot comes after the locks: one statement that
+	-- did both would read heads as they were before the locks.
+	SELECT array_agg(r.domain) INTO doms FROM (
+		SELECT x.domain FROM {{schema}}.domains x WHERE x.ready_at <= p_now
+		ORDER BY x.priority DESC, x.ready_at LIMIT p_limit FOR UPDATE SKIP LOCKED) r;
+	IF doms IS NULL THEN
+		RETURN;
+	END IF;
+	RETURN QUERY
+	WITH h AS (
+		SELECT r.dom, b.off FROM unnest(doms) AS r(dom),
+			LATERAL (SELECT y.off FROM {{schema}}.backlog y WHERE y.domain = r.dom ORDER BY y.pos LIMIT 1) b
+	), taken AS (
+		DELETE FROM {{schema}}.backlog y USING h WHERE y.domain = h.dom AND y.off = h.off
+		RETURNING y.domain AS dom, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
+	), g AS (
+		UPDATE {{schema}}.domains x
+		SET fence = x.fence + 1, lease_off = t.off, lease_attempts = coalesce(t.carried_attempts, 0) + 1,
+			lease_retries = coalesce(t.carried_retries, 0), lease_acquired_at = coalesce(t.carried_acquired_at, p_now),
+			lease_expires_at = p_now + p.ttl, queued = x.queued - 1, ready_at = NULL,
+			lease_payload = EXISTS (SELECT FROM {{schema}}.payloads y WHERE y.domain = t.dom AND y.off = t.off),
+			counts[1] = x.counts[1] + 1
+		FROM taken t WHERE x.domain = t.dom
+		RETURNING x.*
+	)
+	SELECT g.domain, g.lease_off, y.payload,
+		ROW(1, 0, NULL, 0, NULL, g.lease_off, g.fence, g.serial, g.lease_attempts, g.lease_retries,
+			g.lease_acquired_at, g.lease_expires_at, g.paused, ARRAY[1::smallint], ARRAY[g.lease_off],
+			ARRAY[g.lease_attempts], ARRAY[g.fence], ARRAY[0::smallint], p_now)::{{schema}}.answer
+	FROM g LEFT JOIN {{schema}}.payloads y ON y.domain = g.domain AND y.off = g.lease_off
+	ORDER BY array_position(doms, g.domain);
 END $$;
 
 -- retry is Retry: the holder's attempt failed, and the offset waits at
@@ -916,4 +936,38 @@ BEGIN
 		a := {{schema}}.try_acquire(p_domains[i], p_offs[i], p_now, p, false, p_payloads[i]);
 		RETURN NEXT;
 	END LOOP;
+END $$;
+
+-- succeed_many is SucceedMany: it ends each holder's lease that is not due,
+-- as Succeed would, without reading any backlog: a domain with offsets
+-- queued becomes ready for claims, behind those ready before it. The
+-- domains are locked in the order of their names first, so that batches
+-- never deadlock; the update's snapshot comes after the locks. It returns
+-- the leases it ended; a token it did not end is left for Succeed to
+-- answer.
+CREATE FUNCTION {{schema}}.succeed_many(p_domains bytea[], p_fences bigint[], p_serials bigint[], p_same bool,
+	p_now timestamptz, p_monotonic bool)
+RETURNS TABLE (domain bytea, off bigint, attempts int, fence bigint, at timestamptz)
+LANGUAGE plpgsql AS $$
+BEGIN
+	p_now := coalesce(p_now, clock_timestamp());
+	PERFORM FROM {{schema}}.domains x WHERE x.domain = ANY (p_domains) ORDER BY x.domain FOR UPDATE;
+	RETURN QUERY
+	WITH u AS (
+		UPDATE {{schema}}.domains x
+		SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL,
+			ended_off = x.lease_off, ended_attempts = x.lease_attempts, lease_payload = false,
+			processed = CASE WHEN p_monotonic
+				THEN nummultirange(numrange(0, greatest(coalesce(upper(x.processed), 0), x.lease_off::numeric + 1)))
+				ELSE x.processed + nummultirange(numrange(x.lease_off, x.lease_off::numeric + 1)) END,
+			ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN p_now END,
+			counts[3] = x.counts[3] + 1
+		FROM unnest(p_domains, p_fences, p_serials) AS t(dom, fence, serial)
+		WHERE x.domain = t.dom AND x.fence = t.fence AND x.serial = t.serial AND p_same AND x.lease_off IS NOT NULL
+			AND (x.lease_expires_at IS NULL OR p_now < x.lease_expires_at)
+		RETURNING x.domain AS dom, x.ended_off, x.ended_attempts, x.fence
+	), gone AS (
+		DELETE FROM {{schema}}.payloads y USING u WHERE y.domain = u.dom AND y.off = u.ended_off
+	)
+	SELECT u.dom, u.ended_off, u.ended_attempts, u.fence, p_now FROM u;
 END $$;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -71,11 +72,13 @@ const burnWorkers = 16
 
 // BenchmarkPullBurnDown burns down b.N offsets spread evenly over
 // burnDomains domains, stored with EnqueueMany before the timer starts:
-// burnWorkers workers each claim up to claimBatch ready domains' heads at a
-// time and succeed each. Every domain's offsets finish in order, one at a
+// burnWorkers workers each claim a batch of ready domains' heads at a time
+// and succeed them in one call. Every domain's offsets finish in order, one at a
 // time, under fenced leases.
 func BenchmarkPullBurnDown(b *testing.B) {
-	const claimBatch = 10
+	// A worker's first claim, and the most it claims at once: its share of
+	// the domains (a worker that claims more leaves others idle).
+	const claimBatch, maxClaimBatch = 10, burnDomains / burnWorkers
 	pool := testPool(b, burnWorkers+1)
 	ctx := context.Background()
 	m, err := pg.OpenSchema(ctx, pool, newSchema(b, pool))
@@ -105,19 +108,30 @@ func BenchmarkPullBurnDown(b *testing.B) {
 	start := time.Now()
 	for range burnWorkers {
 		wg.Go(func() {
+			batch := claimBatch
 			for done.Load() < int64(b.N) && failed.Load() == nil {
-				claims, err := m.Claim(ctx, claimBatch)
+				claims, err := m.Claim(ctx, batch)
 				if err != nil {
 					failed.CompareAndSwap(nil, &err)
 					return
 				}
-				for _, c := range claims {
-					if _, err := m.Succeed(ctx, c.Domain, c.Token); err != nil {
-						failed.CompareAndSwap(nil, &err)
-						return
-					}
+				errs, err := m.SucceedMany(ctx, claims)
+				if err == nil {
+					err = errors.Join(errs...)
+				}
+				if err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
 				}
 				done.Add(int64(len(claims)))
+				// The batch adapts to what is ready: it doubles while claims
+				// come back full, and halves when one comes back empty.
+				switch len(claims) {
+				case batch:
+					batch = min(2*batch, maxClaimBatch)
+				case 0:
+					batch = max(batch/2, claimBatch)
+				}
 				if len(claims) == 0 {
 					time.Sleep(time.Millisecond)
 				}
