@@ -201,8 +201,9 @@ func ExampleOpenSchema() {
 }
 
 // A producer stores each event with its payload; any worker of any
-// process claims ready domains' heads, and a failure waits out its delay
-// at the front of its domain's line without holding the worker.
+// process claims ready domains' heads, ends those that succeeded in one
+// call, and lets a failure wait out its delay at the front of its
+// domain's line without holding the worker.
 func ExampleManager_Claim() {
 	if _, err := m.Enqueue(ctx, "tenant-7", 42, []byte(`{"amount": 10}`)); err != nil {
 		log.Fatal(err)
@@ -212,6 +213,7 @@ func ExampleManager_Claim() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	var done []pg.Claim
 	for _, c := range claims {
 		if err := handle(c.Payload, c.Token.Fence()); err != nil {
 			if _, err := m.Retry(ctx, c.Domain, c.Token, err, backoff.Delay(c.Attempt)); err != nil {
@@ -219,8 +221,15 @@ func ExampleManager_Claim() {
 			}
 			continue
 		}
-		if _, err := m.Succeed(ctx, c.Domain, c.Token); err != nil {
-			log.Print(err)
+		done = append(done, c)
+	}
+	errs, err := m.SucceedMany(ctx, done) // one statement for the batch
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			log.Printf("%s/%d: %v", done[i].Domain, done[i].Offset, err) // the lease was lost
 		}
 	}
 }
