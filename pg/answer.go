@@ -16,7 +16,7 @@ import (
 type statements struct {
 	tryAcquire, succeed, fail, extend, kill, redrive, forceRelease, setPaused, forget string
 	inspect, reap, leases, domains, deadLetters, deadLettersOf, stats                 string
-	enqueue, enqueueMany, claim, retry, succeedMany                                   string
+	enqueue, enqueueMany, claim, retry, succeedMany, setPriority                      string
 }
 
 // answerColumns are the columns of an answer, in the order answer.dest
@@ -56,6 +56,7 @@ func newStatements(schema string) statements {
 		enqueueMany: fmt.Sprintf("SELECT e.i, (e.a).* FROM %s.enqueue_many($1, $2, $3, $4, %s) e",
 			schema, policyRow(schema, 5)),
 		retry:       call("retry", 6),
+		setPriority: call("set_priority", 2),
 		succeedMany: fmt.Sprintf("SELECT domain, off, attempts, fence, at FROM %s.succeed_many($1, $2, $3, $4, $5, $6)", schema),
 		claim: fmt.Sprintf("SELECT c.domain, c.off, c.payload, (c.a).* FROM %s.claim($1, $2, %s) c",
 			schema, policyRow(schema, 3)),

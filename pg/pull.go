@@ -280,3 +280,12 @@ func (m *Manager) SucceedMany(ctx context.Context, claims []Claim) ([]error, err
 	}
 	return errs, nil
 }
+
+// SetPriority sets domain's priority for Claim, which takes ready domains
+// of a higher priority first, and of equal priority the longest waiting
+// first. Domains start at 0; a priority may be negative. An unknown domain
+// is created with it, so that its priority holds from its first offset on.
+func (m *Manager) SetPriority(ctx context.Context, domain string, priority int32) error {
+	_, err := m.admin(ctx, "SetPriority", domain, 0, nil, m.sql.setPriority, []byte(domain), priority)
+	return err
+}

@@ -373,3 +373,30 @@ func TestSucceedMany(t *testing.T) {
 		}
 	}
 }
+
+// Claims take the ready domains of a higher priority first, however long
+// the others have waited.
+func TestClaimPriority(t *testing.T) {
+	e := newPullEnv(t)
+	e.enqueue("low", 1, "", worklease.Enqueued)
+	e.clock.Advance(time.Millisecond)
+	e.enqueue("mid", 1, "", worklease.Enqueued)
+	e.clock.Advance(time.Millisecond)
+	e.enqueue("high", 1, "", worklease.Enqueued)
+	for d, p := range map[string]int32{"high": 10, "low": -1} {
+		if err := e.m.SetPriority(e.ctx, d, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.m.SetPriority(e.ctx, "", 1); !errors.Is(err, worklease.ErrInvalidDomain) {
+		t.Fatalf("SetPriority of an empty domain: %v; want ErrInvalidDomain", err)
+	}
+	var order []string
+	for range 3 {
+		_, got := e.claim(1)
+		order = append(order, got...)
+	}
+	if want := []string{"high/1:@1", "mid/1:@1", "low/1:@1"}; !equal(order, want) {
+		t.Fatalf("claims: %v; want %v", order, want)
+	}
+}

@@ -971,3 +971,16 @@ BEGIN
 	)
 	SELECT u.dom, u.ended_off, u.ended_attempts, u.fence, p_now FROM u;
 END $$;
+
+-- set_priority is SetPriority; it creates an unknown domain, as Pause does.
+CREATE FUNCTION {{schema}}.set_priority(p_domain bytea, p_priority int, p_now timestamptz, p {{schema}}.policy)
+RETURNS {{schema}}.answer
+LANGUAGE plpgsql AS $$
+DECLARE
+	c record;
+BEGIN
+	p_now := coalesce(p_now, clock_timestamp());
+	SELECT * INTO c FROM {{schema}}._open(p_domain, true, p_now, p);
+	UPDATE {{schema}}.domains x SET priority = p_priority WHERE x.domain = p_domain AND x.priority <> p_priority;
+	RETURN {{schema}}._finish(p_domain, 0::smallint, 0::smallint, NULL, 0, c.evs, p_now);
+END $$;
