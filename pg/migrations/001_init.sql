@@ -50,6 +50,13 @@ CREATE TABLE {{schema}}.domains (
 	counts bigint[] NOT NULL DEFAULT array_fill(0::bigint, ARRAY[16])
 ) WITH (fillfactor = 50); -- room on each page for the next version of a row: updates stay HOT
 
+-- Every call rewrites a domain's row, and claims and completions move it in
+-- and out of the ready index: vacuum runs after a small share of the table
+-- changed, without pausing, so that dead versions do not pile up under a
+-- busy queue.
+ALTER TABLE {{schema}}.domains SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,
+	autovacuum_vacuum_cost_delay = 0);
+
 CREATE INDEX domains_expiry ON {{schema}}.domains (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 CREATE INDEX domains_ready ON {{schema}}.domains (priority DESC, ready_at) WHERE ready_at IS NOT NULL;
 
@@ -67,6 +74,11 @@ CREATE TABLE {{schema}}.backlog (
 
 CREATE UNIQUE INDEX backlog_order ON {{schema}}.backlog (domain, pos);
 
+-- Offsets pass through the backlog: its rows are inserted and deleted, one
+-- each per offset, and vacuum keeps up as with domains.
+ALTER TABLE {{schema}}.backlog SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,
+	autovacuum_vacuum_cost_delay = 0);
+
 -- payloads holds what Enqueue stored with an offset, from then until the
 -- offset succeeds (or its domain is forgotten): while it is queued, in
 -- flight, and failed.
@@ -76,6 +88,9 @@ CREATE TABLE {{schema}}.payloads (
 	payload bytea NOT NULL,
 	PRIMARY KEY (domain, off)
 );
+
+ALTER TABLE {{schema}}.payloads SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,
+	autovacuum_vacuum_cost_delay = 0);
 
 CREATE TABLE {{schema}}.dead_letters (
 	domain bytea NOT NULL,

@@ -81,7 +81,8 @@ func BenchmarkPullBurnDown(b *testing.B) {
 	const claimBatch, maxClaimBatch = 10, burnDomains / burnWorkers
 	pool := testPool(b, burnWorkers+1)
 	ctx := context.Background()
-	m, err := pg.OpenSchema(ctx, pool, newSchema(b, pool))
+	schema := newSchema(b, pool)
+	m, err := pg.OpenSchema(ctx, pool, schema)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -144,6 +145,14 @@ func BenchmarkPullBurnDown(b *testing.B) {
 		b.Fatal(*err)
 	}
 	report(b, start)
+	// What the schema keeps on disk once every offset has finished: its
+	// tables and indexes, dead versions not yet vacuumed included.
+	var size int64
+	if err := pool.QueryRow(ctx, "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "+
+		"JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'", schema).Scan(&size); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(size)/float64(b.N), "disk-B/offset")
 }
 
 // riverArgs is the River job of BenchmarkRiverBurnDown.
