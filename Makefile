@@ -134,4 +134,5 @@ cover: ## coverage profile and per-function summary
 ci: lint test ## what .ci/run runs
 	go run ./examples/orchestrator -quiet
 	go run ./examples/durable -quiet
+	cd pg && go run ./examples/multiprocess -quiet
 	go test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null
