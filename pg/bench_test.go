@@ -202,3 +202,47 @@ func BenchmarkPostgresStorage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPostgresPullCycle is the pull queue unbatched: benchWorkers
+// workers each claim one ready domain's head and end its lease, one
+// statement each, over 1,000 domains whose offsets, b.N in all, are stored
+// before the timer starts. Each domain's offsets finish in order, one at a
+// time.
+func BenchmarkPostgresPullCycle(b *testing.B) {
+	const domains = 1000
+	pool := benchPool(b)
+	schema := newSchemaName()
+	b.Cleanup(func() { dropSchema(b, pool, schema) })
+	ctx := context.Background()
+	m, err := pg.OpenSchema(ctx, pool, schema)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var items []pg.Item
+	for i := range b.N {
+		items = append(items, pg.Item{Domain: fmt.Sprintf("domain-%04d", i%domains), Offset: int64(i / domains)})
+		if len(items) == 1000 || i == b.N-1 {
+			if _, err := m.EnqueueMany(ctx, items); err != nil {
+				b.Fatal(err)
+			}
+			items = items[:0]
+		}
+	}
+	runWorkers(b, pool, func(int, int) error {
+		for {
+			claims, err := m.Claim(ctx, 1)
+			if err != nil {
+				return err
+			}
+			if len(claims) == 0 { // every ready domain is leased to another worker
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			errs, err := m.SucceedMany(ctx, claims)
+			if err == nil {
+				err = errs[0]
+			}
+			return err
+		}
+	})
+}

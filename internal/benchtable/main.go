@@ -137,6 +137,14 @@ var rows = []row{
 		atMost: true, target: 1.25,
 	},
 	{
+		measure: "BenchmarkPostgresPullCycle ÷ BenchmarkPostgresSkipLocked, cycles/s",
+		meaning: "unbatched, a claim and its completion run at least as fast as a plain SKIP LOCKED job table's",
+		value: ratio(
+			quantity{"BenchmarkPostgresPullCycle", 0, "cycles/s"},
+			quantity{"BenchmarkPostgresSkipLocked", 0, "cycles/s"}),
+		atMost: false, target: 1,
+	},
+	{
 		measure: "BenchmarkPullBurnDown ÷ BenchmarkRiverBurnDown, jobs/s",
 		meaning: "the pull queue, in order per domain and fenced, burns down jobs at least as fast as River",
 		value: ratio(

@@ -66,6 +66,7 @@ BenchmarkPostgresCycle/domains=1000-2    	   20000	    170000 ns/op	      5900 c
 BenchmarkPostgresCycle/domains=1000-2    	   20000	    160000 ns/op	      6300 cycles/s
 BenchmarkPostgresCycle/domains=10000-2   	   20000	    200000 ns/op	      5000 cycles/s
 BenchmarkPostgresSkipLocked-2            	   20000	    170000 ns/op	      6000 cycles/s
+BenchmarkPostgresPullCycle-2             	   20000	    340000 ns/op	      3000 cycles/s
 pkg: github.com/worklease/worklease/pg/riverbench
 BenchmarkPullBurnDown-2                  	   30000	    400000 ns/op	      2500 jobs/s
 BenchmarkRiverBurnDown-2                 	   30000	     40000 ns/op	     25000 jobs/s
@@ -176,6 +177,8 @@ func TestEvaluate(t *testing.T) {
 		// 6300 / 6000, a lower bound, met; 6300 (domains=1000's median,
 		// the most) / 5000, an upper bound, missed.
 		"BenchmarkPostgresCycle/domains=1000 ÷ BenchmarkPostgresSkipLocked, cycles/s": {1.05, true, true},
+		// 3000 / 6000, a lower bound.
+		"BenchmarkPostgresPullCycle ÷ BenchmarkPostgresSkipLocked, cycles/s": {0.5, true, false},
 		// 2500 / 25000, a lower bound.
 		"BenchmarkPullBurnDown ÷ BenchmarkRiverBurnDown, jobs/s":                     {0.1, true, false},
 		"BenchmarkPostgresCycle, most ÷ fewest cycles/s of domains=100, 1000, 10000": {1.26, true, false},
