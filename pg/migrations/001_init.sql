@@ -966,7 +966,9 @@ RETURNS TABLE (domain bytea, off bigint, attempts int, fence bigint, at timestam
 LANGUAGE plpgsql AS $$
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
-	PERFORM FROM {{schema}}.domains x WHERE x.domain = ANY (p_domains) ORDER BY x.domain FOR UPDATE;
+	IF cardinality(p_domains) > 1 THEN -- one row needs no order
+		PERFORM FROM {{schema}}.domains x WHERE x.domain = ANY (p_domains) ORDER BY x.domain FOR UPDATE;
+	END IF;
 	RETURN QUERY
 	WITH u AS (
 		UPDATE {{schema}}.domains x
