@@ -57,7 +57,7 @@ BENCHTIME_WAL ?= 2s
 # started once the others are done, so that its background work does not
 # weigh on them: a fixed number of cycles, as the job table's floor stores
 # one job for each.
-BENCH_PG := ^(BenchmarkPostgresCycle|BenchmarkPostgresSkipLocked|BenchmarkPostgresPullCycle)$$
+BENCH_PG := ^(BenchmarkPostgresCycle|BenchmarkPostgresSkipLocked|BenchmarkPostgresPullCycle|BenchmarkPostgresHotDomain)$$
 BENCHTIME_PG ?= 20000x
 # The pull queue against River, burning down the same number of jobs.
 BENCH_RIVER := ^(BenchmarkPullBurnDown|BenchmarkRiverBurnDown)$$

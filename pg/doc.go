@@ -35,8 +35,10 @@
 // a failed attempt so that the offset waits out a delay at the front of
 // its domain's line, for any worker to claim. Claims take over domains
 // whose lease is due, and serve the domains that have waited longest
-// first. [Manager.EnqueueMany] and [Manager.SucceedMany] take batches,
-// each in one round trip.
+// first, after those of a higher priority ([Manager.SetPriority]).
+// [Manager.EnqueueMany] and [Manager.SucceedMany] take batches, each in
+// one round trip. [Manager.WaitClaim] waits for work: the database
+// notifies the Manager when a call of any process makes a domain ready.
 //
 // WithObserver hears the transitions of this process's calls: each call's
 // events are told, in order, by the goroutine that made the call, once it

@@ -36,6 +36,7 @@ type Manager struct {
 	cfg      worklease.Config
 	instance uint64 // the database's part of every token
 	closed   atomic.Bool
+	listen   listener // for WaitClaim
 
 	// The statements of the calls, with the schema in them.
 	sql  statements
@@ -91,11 +92,13 @@ func validSchema(name string) bool {
 }
 
 // Close marks the Manager closed: every later call returns an error
-// matching worklease.ErrClosed. It does not close the pool.
+// matching worklease.ErrClosed. It closes the connection WaitClaim
+// listens on, if any, and not the pool.
 func (m *Manager) Close() error {
 	if m.closed.Swap(true) {
 		return worklease.ErrClosed
 	}
+	m.listen.close()
 	return nil
 }
 

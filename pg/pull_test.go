@@ -400,3 +400,53 @@ func TestClaimPriority(t *testing.T) {
 		t.Fatalf("claims: %v; want %v", order, want)
 	}
 }
+
+// A waiting claim wakes when another process's call makes a domain ready,
+// long before its poll; it returns its context's error when that ends, and
+// Close stops its listening.
+func TestWaitClaim(t *testing.T) {
+	e := newPullEnv(t)
+	producer, err := pg.OpenSchema(e.ctx, testPool(t), e.schema, worklease.WithClock(e.clock)) // another process
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+
+	const poll = time.Minute
+	type result struct {
+		claims []pg.Claim
+		err    error
+		took   time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		cs, err := e.m.WaitClaim(e.ctx, 5, poll)
+		done <- result{cs, err, time.Since(start)}
+	}()
+	time.Sleep(200 * time.Millisecond) // the claim is waiting by now
+	if _, err := producer.Enqueue(e.ctx, "a", 1, []byte("a1")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || len(r.claims) != 1 || r.claims[0].Domain != "a" {
+			t.Fatalf("WaitClaim: %v, %v", r.claims, r.err)
+		}
+		t.Logf("woken after %v", r.took)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("WaitClaim did not wake within 10s of the Enqueue (its poll is %v)", poll)
+	}
+
+	ctx, cancel := context.WithTimeout(e.ctx, 100*time.Millisecond)
+	defer cancel()
+	if cs, err := e.m.WaitClaim(ctx, 5, poll); !errors.Is(err, context.DeadlineExceeded) || len(cs) != 0 {
+		t.Fatalf("WaitClaim with nothing ready until its context ended: %v, %v; want DeadlineExceeded", cs, err)
+	}
+	if err := e.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.WaitClaim(e.ctx, 5, poll); !errors.Is(err, worklease.ErrClosed) {
+		t.Fatalf("WaitClaim after Close: %v; want ErrClosed", err)
+	}
+}

@@ -67,6 +67,8 @@ BenchmarkPostgresCycle/domains=1000-2    	   20000	    160000 ns/op	      6300 c
 BenchmarkPostgresCycle/domains=10000-2   	   20000	    200000 ns/op	      5000 cycles/s
 BenchmarkPostgresSkipLocked-2            	   20000	    170000 ns/op	      6000 cycles/s
 BenchmarkPostgresPullCycle-2             	   20000	    340000 ns/op	      3000 cycles/s
+BenchmarkPostgresHotDomain/workers=1-2   	    3000	   1200000 ns/op	       800 cycles/s
+BenchmarkPostgresHotDomain/workers=16-2  	    3000	   1300000 ns/op	       760 cycles/s
 pkg: github.com/worklease/worklease/pg/riverbench
 BenchmarkPullBurnDown-2                  	   30000	    400000 ns/op	      2500 jobs/s
 BenchmarkRiverBurnDown-2                 	   30000	     40000 ns/op	     25000 jobs/s
@@ -177,6 +179,8 @@ func TestEvaluate(t *testing.T) {
 		// 6300 / 6000, a lower bound, met; 6300 (domains=1000's median,
 		// the most) / 5000, an upper bound, missed.
 		"BenchmarkPostgresCycle/domains=1000 ÷ BenchmarkPostgresSkipLocked, cycles/s": {1.05, true, true},
+		// 760 / 800, a lower bound.
+		"BenchmarkPostgresHotDomain/workers=16 ÷ workers=1, cycles/s": {0.95, true, true},
 		// 3000 / 6000, a lower bound.
 		"BenchmarkPostgresPullCycle ÷ BenchmarkPostgresSkipLocked, cycles/s": {0.5, true, false},
 		// 2500 / 25000, a lower bound.

@@ -351,6 +351,14 @@ CREATE TYPE {{schema}}.answer AS (
 	at timestamptz -- the call's time
 );
 
+-- _notify_ready tells the processes waiting for claims (see WaitClaim),
+-- once the transaction commits, that a domain of the schema is ready.
+-- Notifications of one transaction with the same text are told once.
+CREATE FUNCTION {{schema}}._notify_ready() RETURNS void
+LANGUAGE sql AS $$
+	SELECT pg_notify('worklease_ready', '{{schema}}')
+$$;
+
 -- _finish ends a call on domain: it counts the call's events and returns
 -- its answer.
 CREATE FUNCTION {{schema}}._finish(p_domain bytea, p_status smallint, p_err smallint, p_hint bigint, p_retry_count int,
@@ -359,13 +367,18 @@ LANGUAGE plpgsql AS $$
 DECLARE
 	d {{schema}}.domains;
 	a {{schema}}.answer;
+	changed bool;
 BEGIN
 	PERFORM {{schema}}._count(p_domain, evs);
 	UPDATE {{schema}}.domains x
 	SET ready_at = CASE WHEN x.lease_off IS NULL AND x.queued > 0 AND NOT x.paused THEN coalesce(x.ready_at, p_now) END
 	WHERE x.domain = p_domain
 		AND x.ready_at IS DISTINCT FROM CASE WHEN x.lease_off IS NULL AND x.queued > 0 AND NOT x.paused THEN coalesce(x.ready_at, p_now) END;
+	changed := FOUND;
 	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain;
+	IF changed AND d.ready_at IS NOT NULL THEN -- it became ready
+		PERFORM {{schema}}._notify_ready();
+	END IF;
 	a.status := p_status;
 	a.err := p_err;
 	a.hint := p_hint;
@@ -987,6 +1000,9 @@ BEGIN
 		DELETE FROM {{schema}}.payloads y USING u WHERE y.domain = u.dom AND y.off = u.ended_off
 	)
 	SELECT u.dom, u.ended_off, u.ended_attempts, u.fence, p_now FROM u;
+	IF EXISTS (SELECT FROM {{schema}}.domains x WHERE x.domain = ANY (p_domains) AND x.ready_at IS NOT NULL) THEN
+		PERFORM {{schema}}._notify_ready();
+	END IF;
 END $$;
 
 -- set_priority is SetPriority; it creates an unknown domain, as Pause does.

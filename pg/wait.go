@@ -1,0 +1,149 @@
+package pg
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The database notifies the channel readyChannel, with the schema's quoted
+// name as the text, when a call of any process makes one of the schema's
+// domains ready for claims.
+const readyChannel = "worklease_ready"
+
+// DefaultPoll is how long WaitClaim waits at most between two claims when
+// no notification comes: a domain whose retry delay ends becomes ready
+// with no call to notify it, and a notification can be lost with the
+// listening connection.
+const DefaultPoll = time.Second
+
+// A listener wakes the Manager's waiting claims when the database says a
+// domain became ready. It listens on a connection of its own, outside the
+// pool, from the first WaitClaim until Close. A notification wakes one
+// waiting claim, not all: each completion that leaves a domain ready
+// notifies, and waking every idle worker for each would have them all
+// claim for one domain. A claim that comes back full wakes another.
+type listener struct {
+	mu      sync.Mutex    // guards the fields below
+	signal  chan struct{} // holds one wake-up, for the next waiting claim
+	stop    context.CancelFunc
+	stopped chan struct{} // closed when the listening goroutine ends
+	closed  bool          // by Close: no goroutine starts again
+}
+
+// woken returns the channel a notification sends a wake-up on, starting
+// the listening goroutine if need be (after Close, a closed channel).
+func (m *Manager) woken() <-chan struct{} {
+	l := &m.listen
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	if l.signal == nil {
+		l.signal = make(chan struct{}, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		l.stop, l.stopped = cancel, make(chan struct{})
+		go m.listenReady(ctx, l.stopped)
+	}
+	return l.signal
+}
+
+// wake wakes one waiting claim, or the next to wait.
+func (l *listener) wake() {
+	select {
+	case l.signal <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+// close stops the listening goroutine, if it runs, and waits for it.
+func (l *listener) close() {
+	l.mu.Lock()
+	l.closed = true
+	stop, stopped := l.stop, l.stopped
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-stopped
+	}
+}
+
+// listenReady listens for the schema's notifications until ctx ends, on a
+// connection of its own; if the connection fails it wakes a waiter (a
+// notification may have been lost) and connects again after a pause.
+func (m *Manager) listenReady(ctx context.Context, stopped chan<- struct{}) {
+	defer close(stopped)
+	for {
+		if m.listenOnce(ctx); ctx.Err() != nil {
+			return
+		}
+		m.listen.wake() // a notification may have been lost
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// listenOnce connects, listens and relays notifications until the
+// connection fails or ctx ends. Waiting claims poll meanwhile.
+func (m *Manager) listenOnce(ctx context.Context) {
+	conn, err := pgx.ConnectConfig(ctx, m.pool.Config().ConnConfig)
+	if err != nil {
+		return
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+readyChannel); err != nil {
+		return
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return
+		}
+		if n.Payload == m.schema {
+			m.listen.wake()
+		}
+	}
+}
+
+// WaitClaim is Claim that waits for work: when nothing is ready it waits
+// until the database notifies the Manager that a call of any process made
+// one of the schema's domains ready (a notification wakes one waiting
+// claim of the Manager, and a claim that comes back full wakes another),
+// or poll has passed (0 means DefaultPoll;
+// each wait is jittered by up to a fifth, so that idle workers do not
+// poll together), and claims again, until it claims something or ctx
+// ends, whose error it then returns. The notifications come on a
+// connection of the Manager's own, outside the pool, opened by the first
+// WaitClaim and closed by Close.
+func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]Claim, error) {
+	if poll <= 0 {
+		poll = DefaultPoll
+	}
+	for {
+		wake := m.woken()
+		claims, err := m.Claim(ctx, n)
+		if len(claims) == n {
+			m.listen.wake() // more may be ready
+		}
+		if err != nil || len(claims) > 0 {
+			return claims, err
+		}
+		timer := time.NewTimer(poll - time.Duration(rand.Int64N(int64(poll)/5+1)))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-wake:
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}
