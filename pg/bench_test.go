@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,21 +36,25 @@ func benchPool(b *testing.B) *pgxpool.Pool {
 
 // runWorkers runs benchWorkers goroutines until b.N cycles are done in
 // all, worker w calling cycle(w, i) for its i-th cycle, and reports
-// cycles/s and the bytes of write-ahead log the server wrote per cycle
-// (pool is to read its position). The first error stops the benchmark.
+// cycles/s, a cycle's median and 99th-percentile latency, and the bytes
+// of write-ahead log the server wrote per cycle (pool is to read its
+// position). The first error stops the benchmark.
 func runWorkers(b *testing.B, pool *pgxpool.Pool, cycle func(w, i int) error) {
 	walStart := walPosition(b, pool)
 	var next atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
+	latencies := make([][]time.Duration, benchWorkers) // each worker's
 	b.ResetTimer()
 	start := time.Now()
 	for w := range benchWorkers {
 		wg.Go(func() {
 			for i := 0; next.Add(1) <= int64(b.N) && failed.Load() == nil; i++ {
+				began := time.Now()
 				if err := cycle(w, i); err != nil {
 					failed.CompareAndSwap(nil, &err)
 				}
+				latencies[w] = append(latencies[w], time.Since(began))
 			}
 		})
 	}
@@ -59,6 +64,9 @@ func runWorkers(b *testing.B, pool *pgxpool.Pool, cycle func(w, i int) error) {
 		b.Fatal(*err)
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cycles/s")
+	all := slices.Sorted(slices.Values(slices.Concat(latencies...)))
+	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(walPosition(b, pool)-walStart)/float64(b.N), "WAL-B/cycle")
 }
 
@@ -205,11 +213,16 @@ func BenchmarkPostgresStorage(b *testing.B) {
 
 // BenchmarkPostgresPullCycle is the pull queue unbatched: benchWorkers
 // workers each claim one ready domain's head and end its lease, one
-// statement each, over 1,000 domains whose offsets, b.N in all, are stored
-// before the timer starts. Each domain's offsets finish in order, one at a
+// statement each, over 100, 1,000 and 10,000 domains whose offsets, b.N in
+// all, are stored before the timer starts. Each domain's offsets finish in order, one at a
 // time.
 func BenchmarkPostgresPullCycle(b *testing.B) {
-	const domains = 1000
+	for _, domains := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("domains=%d", domains), func(b *testing.B) { benchmarkPullCycle(b, domains) })
+	}
+}
+
+func benchmarkPullCycle(b *testing.B, domains int) {
 	pool := benchPool(b)
 	schema := newSchemaName()
 	b.Cleanup(func() { dropSchema(b, pool, schema) })
@@ -220,7 +233,7 @@ func BenchmarkPostgresPullCycle(b *testing.B) {
 	}
 	var items []pg.Item
 	for i := range b.N {
-		items = append(items, pg.Item{Domain: fmt.Sprintf("domain-%04d", i%domains), Offset: int64(i / domains)})
+		items = append(items, pg.Item{Domain: fmt.Sprintf("domain-%05d", i%domains), Offset: int64(i / domains)})
 		if len(items) == 1000 || i == b.N-1 {
 			if _, err := m.EnqueueMany(ctx, items); err != nil {
 				b.Fatal(err)

@@ -352,12 +352,18 @@ CREATE TYPE {{schema}}.answer AS (
 );
 
 -- _notify_ready tells the processes waiting for claims (see WaitClaim),
--- once the transaction commits, that a domain of the schema is ready.
--- Notifications of one transaction with the same text are told once.
-CREATE FUNCTION {{schema}}._notify_ready() RETURNS void
-LANGUAGE sql AS $$
-	SELECT pg_notify('worklease_ready', '{{schema}}')
-$$;
+-- once the transaction commits, that domains of the schema became ready,
+-- unless another domain is ready already: then no worker waits for long,
+-- and a notification costs every committing transaction that sends one a
+-- turn at a lock of the whole database. Notifications of one transaction
+-- with the same text are told once.
+CREATE FUNCTION {{schema}}._notify_ready(p_now timestamptz, p_new bytea[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM {{schema}}.domains x WHERE x.ready_at <= p_now AND x.domain <> ALL (p_new)) THEN
+		PERFORM pg_notify('worklease_ready', '{{schema}}');
+	END IF;
+END $$;
 
 -- _finish ends a call on domain: it counts the call's events and returns
 -- its answer.
@@ -377,7 +383,7 @@ BEGIN
 	changed := FOUND;
 	SELECT * INTO d FROM {{schema}}.domains x WHERE x.domain = p_domain;
 	IF changed AND d.ready_at IS NOT NULL THEN -- it became ready
-		PERFORM {{schema}}._notify_ready();
+		PERFORM {{schema}}._notify_ready(p_now, ARRAY[p_domain]);
 	END IF;
 	a.status := p_status;
 	a.err := p_err;
@@ -1001,7 +1007,7 @@ BEGIN
 	)
 	SELECT u.dom, u.ended_off, u.ended_attempts, u.fence, p_now FROM u;
 	IF EXISTS (SELECT FROM {{schema}}.domains x WHERE x.domain = ANY (p_domains) AND x.ready_at IS NOT NULL) THEN
-		PERFORM {{schema}}._notify_ready();
+		PERFORM {{schema}}._notify_ready(p_now, p_domains);
 	END IF;
 END $$;
 
