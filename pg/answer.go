@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/worklease/worklease"
 )
@@ -106,24 +107,41 @@ func (a *answer) dest() []any {
 func (m *Manager) call(ctx context.Context, op, statement string, args ...any) (answer, error) {
 	var a answer
 	args = append(append(args, m.now()), m.policy()...)
-	if err := m.pool.QueryRow(ctx, statement, args...).Scan(a.dest()...); err != nil {
+	c, err := m.conn(ctx, op)
+	if err != nil {
+		return answer{}, err
+	}
+	defer c.Release()
+	if err := c.QueryRow(ctx, statement, args...).Scan(a.dest()...); err != nil {
 		return answer{}, callError(op, err)
 	}
 	return a, nil
 }
 
-// callError wraps err, the error of a call that changes state. Each call is
-// one statement in a transaction of its own: if the server refused it, or
-// it never reached the server, nothing changed; otherwise the connection or
-// the context ended after the call was sent, and it may have committed or
-// not, which ErrOutcomeUnknown says.
+// conn takes a connection of the pool for a call that changes state. An
+// error taking it means the call never reached the database; the call's
+// own errors go through callError.
+func (m *Manager) conn(ctx context.Context, op string) (*pgxpool.Conn, error) {
+	c, err := m.pool.Acquire(ctx)
+	if err != nil {
+		return nil, dbError(op, err)
+	}
+	return c, nil
+}
+
+// callError wraps err, the error of a call that changes state, on a
+// connection it holds (see Manager.conn). Each call is one statement in a
+// transaction of its own: if the server refused it, or it never reached
+// the server, nothing changed; otherwise the connection or the context
+// ended after the call was sent (a context that ends while the answer is
+// on its way is such an end), and it may have committed or not, which
+// ErrOutcomeUnknown says.
 func callError(op string, err error) error {
 	var pgErr *pgconn.PgError
 	var connectErr *pgconn.ConnectError
 	switch {
 	case errors.As(err, &pgErr) && severity(pgErr) == "ERROR", // the statement failed: its transaction rolled back
-		errors.As(err, &connectErr), pgconn.SafeToRetry(err),
-		err == context.Canceled, err == context.DeadlineExceeded: // done while waiting for a connection
+		errors.As(err, &connectErr), pgconn.SafeToRetry(err): // it was not sent
 		return dbError(op, err)
 	}
 	// A FATAL error ends the session, maybe after the commit.

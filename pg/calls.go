@@ -152,7 +152,12 @@ func (m *Manager) Inspect(ctx context.Context, domain string) (worklease.DomainI
 	var a answer
 	dest := append([]any{&backlog, &info.Processed, &info.Failed}, a.dest()...)
 	args := append([]any{[]byte(domain), m.now()}, m.policy()...)
-	if err := m.pool.QueryRow(ctx, m.sql.inspect, args...).Scan(dest...); err != nil {
+	c, err := m.conn(ctx, "Inspect")
+	if err != nil {
+		return worklease.DomainInfo{}, err
+	}
+	defer c.Release()
+	if err := c.QueryRow(ctx, m.sql.inspect, args...).Scan(dest...); err != nil {
 		return worklease.DomainInfo{}, callError("Inspect", err)
 	}
 	if a.absent() {
@@ -367,7 +372,12 @@ const reapBatch = 100
 // reap expires up to reapBatch leases due, in one transaction, and reports
 // their events once it has committed.
 func (m *Manager) reap(ctx context.Context) ([]worklease.Expiry, error) {
-	rows, err := m.pool.Query(ctx, m.sql.reap, append([]any{reapBatch, m.now()}, m.policy()...)...)
+	c, err := m.conn(ctx, "Reap")
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	rows, err := c.Query(ctx, m.sql.reap, append([]any{reapBatch, m.now()}, m.policy()...)...)
 	if err != nil {
 		return nil, callError("Reap", err)
 	}

@@ -63,7 +63,12 @@ RETURNING x.ended_off, x.ended_attempts, x.fence, x.serial, %[2]s`, schema, call
 // reports whether it did; if not, nothing changed.
 func (m *Manager) tryAcquireFast(ctx context.Context, domain string, offset int64) (a answer, ok bool, err error) {
 	var at time.Time
-	err = m.pool.QueryRow(ctx, m.fast.acquire, []byte(domain), offset, m.now(), m.ttl()).
+	c, err := m.conn(ctx, "TryAcquire")
+	if err != nil {
+		return answer{}, false, err
+	}
+	defer c.Release()
+	err = c.QueryRow(ctx, m.fast.acquire, []byte(domain), offset, m.now(), m.ttl()).
 		Scan(&a.fence, &a.serial, &at, &a.expireAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return answer{}, false, nil
@@ -84,7 +89,12 @@ func (m *Manager) succeedFast(ctx context.Context, op string, holder []any) (a a
 	var off int64
 	var attempts int32
 	args := append(holder[:len(holder):len(holder)], m.now(), m.cfg.MonotonicOffsets)
-	err = m.pool.QueryRow(ctx, m.fast.succeed, args...).Scan(&off, &attempts, &a.fence, &a.serial, &a.at)
+	c, err := m.conn(ctx, op)
+	if err != nil {
+		return answer{}, false, err
+	}
+	defer c.Release()
+	err = c.QueryRow(ctx, m.fast.succeed, args...).Scan(&off, &attempts, &a.fence, &a.serial, &a.at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return answer{}, false, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,10 @@ import (
 // answers AlreadyAcquired (or AlreadyProcessed) for an offset the lost call
 // granted (or finished), and Succeed of a lease the lost call finished
 // refuses the token (ErrNoLease, or ErrTokenMismatch once the domain granted
-// another lease).
+// another lease). A Claim whose outcome is unknown may have granted leases
+// whose tokens nobody has: with the pull queue, set a lease TTL
+// (worklease.WithLeaseTTL), so that later claims take them over, or find
+// them with Leases and end them with ForceRelease.
 var ErrOutcomeUnknown = errors.New("pg: outcome unknown")
 
 // DefaultSchema is the schema Open installs its tables and functions in.
@@ -64,6 +68,9 @@ func OpenSchema(ctx context.Context, pool *pgxpool.Pool, schema string, opts ...
 	}
 	if cfg.Journal != nil {
 		return nil, fmt.Errorf("%w: WithJournal: the database is the journal", worklease.ErrInvalidConfig)
+	}
+	if cfg.MaxRetries > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: WithMaxRetries(%d): the database keeps up to %d", worklease.ErrInvalidConfig, cfg.MaxRetries, math.MaxInt32)
 	}
 	if !validSchema(schema) {
 		return nil, fmt.Errorf("%w: schema name %q: want 1 to 63 of a-z, 0-9 and _, not starting with a digit", worklease.ErrInvalidConfig, schema)

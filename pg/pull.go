@@ -17,8 +17,13 @@ import (
 // order, its single lease, its fences and its dead letters are the
 // contract's, as with TryAcquire.
 
-// ErrInvalidClaim is returned, wrapped, by Claim for a count below 1.
-var ErrInvalidClaim = errors.New("pg: claim count must be at least 1")
+// ErrInvalidClaim is returned, wrapped, by Claim for a count outside 1
+// to MaxClaim.
+var ErrInvalidClaim = errors.New("pg: claim count must be 1 to MaxClaim")
+
+// MaxClaim is the most leases one Claim grants: each locks a domain's row
+// until the claim commits.
+const MaxClaim = 10_000
 
 // A Claim is one lease Claim granted: the head of its domain, with what
 // Enqueue stored with it.
@@ -37,7 +42,8 @@ type Claim struct {
 // also for an offset queued already, which is stored once, with the
 // payload it was first stored with; AlreadyAcquired for the offset in
 // flight; AlreadyProcessed or AlreadyFailed for a terminal one, whose
-// answer never changes, so that (domain, offset) is an idempotency key.
+// answer does not change (until Redrive, or Forget), so that (domain,
+// offset) is an idempotency key.
 // A nil payload stores none. The payload is deleted when the offset
 // succeeds.
 func (m *Manager) Enqueue(ctx context.Context, domain string, offset int64, payload []byte) (worklease.AcquireStatus, error) {
@@ -65,6 +71,9 @@ type Item struct {
 // invalid (an empty domain, a negative offset), EnqueueMany returns its
 // error and stores nothing.
 func (m *Manager) EnqueueMany(ctx context.Context, items []Item) ([]worklease.AcquireStatus, error) {
+	if m.closed.Load() {
+		return nil, fmt.Errorf("pg: EnqueueMany: %w", worklease.ErrClosed)
+	}
 	domains, offsets, payloads := make([][]byte, len(items)), make([]int64, len(items)), make([][]byte, len(items))
 	for i, it := range items {
 		if err := m.check("EnqueueMany", it.Domain, it.Offset); err != nil {
@@ -75,7 +84,12 @@ func (m *Manager) EnqueueMany(ctx context.Context, items []Item) ([]worklease.Ac
 	if len(items) == 0 {
 		return nil, nil
 	}
-	rows, err := m.pool.Query(ctx, m.sql.enqueueMany, append([]any{domains, offsets, payloads, m.now()}, m.policy()...)...)
+	c, err := m.conn(ctx, "EnqueueMany")
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	rows, err := c.Query(ctx, m.sql.enqueueMany, append([]any{domains, offsets, payloads, m.now()}, m.policy()...)...)
 	if err != nil {
 		return nil, callError("EnqueueMany", err)
 	}
@@ -129,10 +143,15 @@ func (m *Manager) Claim(ctx context.Context, n int) ([]Claim, error) {
 	if m.closed.Load() {
 		return nil, fmt.Errorf("pg: Claim: %w", worklease.ErrClosed)
 	}
-	if n < 1 {
+	if n < 1 || n > MaxClaim {
 		return nil, fmt.Errorf("%w: %d", ErrInvalidClaim, n)
 	}
-	rows, err := m.pool.Query(ctx, m.sql.claim, append([]any{n, m.now()}, m.policy()...)...)
+	conn, err := m.conn(ctx, "Claim")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	rows, err := conn.Query(ctx, m.sql.claim, append([]any{n, m.now()}, m.policy()...)...)
 	if err != nil {
 		return nil, callError("Claim", err)
 	}
@@ -179,6 +198,8 @@ type RetryResult struct {
 	DeadLettered bool
 	// RetryCount is the offset's failed attempts so far, this one
 	// included: pass it to worklease.Backoff.Delay for the next delay.
+	// (Fail's RetryCount counts the retries scheduled, not the attempts
+	// failed: after a give-up they differ by one.)
 	RetryCount int
 }
 
@@ -186,9 +207,11 @@ type RetryResult struct {
 // worker while the offset waits: if it has retries left (see
 // worklease.WithMaxRetries) the offset goes back to the front of its
 // domain's line, and the domain becomes ready for Claim once delay has
-// passed, for any worker; nothing of the domain overtakes it. Otherwise
-// the offset becomes a dead letter with cause, as Fail would make it. The
-// token is spent either way. Errors are those of Fail.
+// passed, for any worker; in FIFO order nothing of the domain overtakes
+// it (with LIFO ordering a later offset goes in front, as always; Pause
+// and Resume end the delay). Otherwise the offset becomes a dead letter
+// with cause, as Fail would make it. The token is spent either way.
+// Errors are those of Fail.
 func (m *Manager) Retry(ctx context.Context, domain string, tok worklease.Token, cause error, delay time.Duration) (RetryResult, error) {
 	if err := m.check("Retry", domain, 0); err != nil {
 		return RetryResult{}, err
@@ -238,28 +261,9 @@ func (m *Manager) SucceedMany(ctx context.Context, claims []Claim) ([]error, err
 		fences, serials = append(fences, int64(c.Token.Fence())), append(serials, int64(c.Token.Serial()))
 	}
 	if len(domains) > 0 {
-		rows, err := m.pool.Query(ctx, m.sql.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets)
+		all, err := m.succeedBatch(ctx, domains, fences, serials)
 		if err != nil {
-			return nil, callError("SucceedMany", err)
-		}
-		type ended struct {
-			domain     []byte
-			off, fence int64
-			attempts   int32
-			at         time.Time
-		}
-		var all []ended
-		for rows.Next() {
-			var e ended
-			if err := rows.Scan(&e.domain, &e.off, &e.attempts, &e.fence, &e.at); err != nil {
-				rows.Close()
-				return nil, callError("SucceedMany", err)
-			}
-			all = append(all, e)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, callError("SucceedMany", err)
+			return nil, err
 		}
 		for _, e := range all {
 			i := pending[string(e.domain)]
@@ -288,4 +292,39 @@ func (m *Manager) SucceedMany(ctx context.Context, claims []Claim) ([]error, err
 func (m *Manager) SetPriority(ctx context.Context, domain string, priority int32) error {
 	_, err := m.admin(ctx, "SetPriority", domain, 0, nil, m.sql.setPriority, []byte(domain), priority)
 	return err
+}
+
+// An ended lease is one succeed_many ended.
+type ended struct {
+	domain     []byte
+	off, fence int64
+	attempts   int32
+	at         time.Time
+}
+
+// succeedBatch ends the leases of the tokens (fences, serials) on domains
+// that it can end at once, in one statement, and returns them.
+func (m *Manager) succeedBatch(ctx context.Context, domains [][]byte, fences, serials []int64) ([]ended, error) {
+	c, err := m.conn(ctx, "SucceedMany")
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	rows, err := c.Query(ctx, m.sql.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets)
+	if err != nil {
+		return nil, callError("SucceedMany", err)
+	}
+	defer rows.Close()
+	var all []ended
+	for rows.Next() {
+		var e ended
+		if err := rows.Scan(&e.domain, &e.off, &e.attempts, &e.fence, &e.at); err != nil {
+			return nil, callError("SucceedMany", err)
+		}
+		all = append(all, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, callError("SucceedMany", err)
+	}
+	return all, nil
 }

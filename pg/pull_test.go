@@ -115,8 +115,10 @@ func TestEnqueueAndClaim(t *testing.T) {
 	if _, got := e.claim(10); len(got) != 0 {
 		t.Fatalf("claim with nothing queued: %v", got)
 	}
-	if _, err := e.m.Claim(e.ctx, 0); !errors.Is(err, pg.ErrInvalidClaim) {
-		t.Fatalf("Claim(0): %v; want ErrInvalidClaim", err)
+	for _, n := range []int{0, -1, pg.MaxClaim + 1} {
+		if _, err := e.m.Claim(e.ctx, n); !errors.Is(err, pg.ErrInvalidClaim) {
+			t.Fatalf("Claim(%d): %v; want ErrInvalidClaim", n, err)
+		}
 	}
 }
 
@@ -147,8 +149,8 @@ func TestRetry(t *testing.T) {
 	}
 
 	res, err = e.m.Retry(e.ctx, "a", cs[0].Token, errors.New("flaky again"), time.Minute)
-	if err != nil || !res.DeadLettered {
-		t.Fatalf("Retry past the retries: %+v, %v; want a dead letter", res, err)
+	if err != nil || !res.DeadLettered || res.RetryCount != 2 {
+		t.Fatalf("Retry past the retries: %+v, %v; want a dead letter after 2 failed attempts", res, err)
 	}
 	letters, err := e.m.DeadLetters(e.ctx, "a")
 	if err != nil || len(letters) != 1 || letters[0].Offset != 1 || letters[0].Cause == nil || letters[0].Cause.Error() != "flaky again" {
@@ -443,10 +445,59 @@ func TestWaitClaim(t *testing.T) {
 	if cs, err := e.m.WaitClaim(ctx, 5, poll); !errors.Is(err, context.DeadlineExceeded) || len(cs) != 0 {
 		t.Fatalf("WaitClaim with nothing ready until its context ended: %v, %v; want DeadlineExceeded", cs, err)
 	}
+	// Close wakes a waiting claim, which says the Manager is closed.
+	closed := make(chan error, 1)
+	go func() {
+		_, err := e.m.WaitClaim(e.ctx, 5, poll)
+		closed <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
 	if err := e.m.Close(); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case err := <-closed:
+		if !errors.Is(err, worklease.ErrClosed) {
+			t.Fatalf("a waiting claim at Close: %v; want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not wake a waiting claim")
+	}
 	if _, err := e.m.WaitClaim(e.ctx, 5, poll); !errors.Is(err, worklease.ErrClosed) {
 		t.Fatalf("WaitClaim after Close: %v; want ErrClosed", err)
+	}
+}
+
+// A retry without a delay makes its domain ready at once, and wakes a
+// waiting claim.
+func TestWaitClaimAfterRetry(t *testing.T) {
+	e := newPullEnv(t)
+	defer e.m.Close()
+	other, err := pg.OpenSchema(e.ctx, testPool(t), e.schema, worklease.WithClock(e.clock)) // another process
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	e.enqueue("b", 1, "b1", worklease.Enqueued)
+	cs, err := other.Claim(e.ctx, 1)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("Claim: %v, %v", cs, err)
+	}
+	done := make(chan []pg.Claim, 1)
+	go func() {
+		got, _ := e.m.WaitClaim(e.ctx, 1, time.Minute)
+		done <- got
+	}()
+	time.Sleep(200 * time.Millisecond) // the claim is waiting by now
+	if _, err := other.Retry(e.ctx, "b", cs[0].Token, errors.New("again"), 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-done:
+		if len(got) != 1 || got[0].Offset != 1 || got[0].Attempt != 2 {
+			t.Fatalf("WaitClaim after the retry: %+v; want b/1, attempt 2", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a retry without a delay did not wake the waiting claim")
 	}
 }

@@ -32,6 +32,17 @@ type listener struct {
 	stop    context.CancelFunc
 	stopped chan struct{} // closed when the listening goroutine ends
 	closed  bool          // by Close: no goroutine starts again
+	done    chan struct{} // closed by Close, which wakes every waiting claim
+}
+
+// closing returns the channel Close closes.
+func (l *listener) closing() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		l.done = make(chan struct{})
+	}
+	return l.done
 }
 
 // woken returns the channel a notification sends a wake-up on, starting
@@ -62,10 +73,15 @@ func (l *listener) wake() {
 	}
 }
 
-// close stops the listening goroutine, if it runs, and waits for it.
+// close stops the listening goroutine, if it runs, waits for it, and wakes
+// every waiting claim.
 func (l *listener) close() {
 	l.mu.Lock()
 	l.closed = true
+	if l.done == nil {
+		l.done = make(chan struct{})
+	}
+	close(l.done)
 	stop, stopped := l.stop, l.stopped
 	l.mu.Unlock()
 	if stop != nil {
@@ -120,13 +136,17 @@ func (m *Manager) listenOnce(ctx context.Context) {
 // or poll has passed (0 means DefaultPoll;
 // each wait is jittered by up to a fifth, so that idle workers do not
 // poll together), and claims again, until it claims something or ctx
-// ends, whose error it then returns. The notifications come on a
-// connection of the Manager's own, outside the pool, opened by the first
-// WaitClaim and closed by Close.
+// ends, whose error it then returns, or the Manager is closed. The
+// notifications come on a connection of the Manager's own, made with the
+// pool's connection settings (not its hooks, such as BeforeConnect),
+// opened by the first WaitClaim and closed by Close; without it, waiting
+// claims poll. A domain made ready while another ready one is being
+// claimed may wait for the next poll.
 func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]Claim, error) {
 	if poll <= 0 {
 		poll = DefaultPoll
 	}
+	closing := m.listen.closing()
 	for {
 		wake := m.woken()
 		claims, err := m.Claim(ctx, n)
@@ -142,6 +162,8 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]C
 			timer.Stop()
 			return nil, ctx.Err()
 		case <-wake:
+			timer.Stop()
+		case <-closing: // the next Claim says so
 			timer.Stop()
 		case <-timer.C:
 		}

@@ -209,7 +209,8 @@ $$;
 CREATE FUNCTION {{schema}}._release(p_domain bytea) RETURNS void
 LANGUAGE sql AS $$
 	UPDATE {{schema}}.domains
-	SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL
+	SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL,
+		lease_payload = false
 	WHERE domain = p_domain
 $$;
 
@@ -219,7 +220,7 @@ CREATE FUNCTION {{schema}}._revoke(p_domain bytea, p_fence bigint, p_why smallin
 LANGUAGE sql AS $$
 	UPDATE {{schema}}.domains
 	SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL,
-		revoked_fence = p_fence, revoked_why = p_why
+		lease_payload = false, revoked_fence = p_fence, revoked_why = p_why
 	WHERE domain = p_domain
 $$;
 
@@ -233,7 +234,8 @@ DECLARE
 	was_paused bool;
 BEGIN
 	UPDATE {{schema}}.domains
-	SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL
+	SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL,
+		lease_payload = false
 	WHERE domain = p_domain AND lease_off = p_off;
 	DELETE FROM {{schema}}.backlog WHERE domain = p_domain AND off = p_off;
 	IF FOUND THEN
@@ -821,7 +823,7 @@ BEGIN
 	SET counts = (SELECT array_agg(u.x + u.y ORDER BY u.i) FROM unnest(m.counts, (SELECT counts FROM {{schema}}.domains x WHERE x.domain = p_domain)) WITH ORDINALITY AS u(x, y, i));
 	UPDATE {{schema}}.domains x
 	SET forgotten = true, processed = '{}', revoked_fence = 0, revoked_why = 0, front_pos = 0, back_pos = 0, failed = 0,
-		ended_off = NULL, ended_attempts = NULL,
+		ended_off = NULL, ended_attempts = NULL, priority = 0,
 		counts = array_fill(0::bigint, ARRAY[16])
 	WHERE x.domain = p_domain;
 	RETURN a;
@@ -946,13 +948,16 @@ BEGIN
 	IF d.lease_retries >= p.max_retries THEN
 		evs := evs || {{schema}}._dead_letter(p_domain, d.lease_off, d.lease_attempts, d.fence, 2::smallint, p_cause, p_now,
 			p.park, p.monotonic);
-		RETURN {{schema}}._finish(p_domain, 2::smallint, 0::smallint, NULL, d.lease_retries, evs, p_now);
+		RETURN {{schema}}._finish(p_domain, 2::smallint, 0::smallint, NULL, d.lease_retries + 1, evs, p_now);
 	END IF;
 	evs := evs || ROW(4, d.lease_off, d.lease_retries + 1, d.fence, 2)::{{schema}}.event;
 	PERFORM {{schema}}._release(p_domain);
 	PERFORM {{schema}}._push(p_domain, d.lease_off, true, d.lease_attempts, d.lease_retries + 1, d.lease_acquired_at);
 	evs := evs || ROW(7, d.lease_off, d.lease_attempts, 0, 0)::{{schema}}.event;
 	UPDATE {{schema}}.domains x SET ready_at = p_now + p_delay WHERE x.domain = p_domain AND NOT x.paused;
+	IF FOUND AND p_delay <= interval '0' THEN -- ready now, and _finish sees no change to announce
+		PERFORM {{schema}}._notify_ready(p_now, ARRAY[p_domain]);
+	END IF;
 	RETURN {{schema}}._finish(p_domain, 1::smallint, 0::smallint, NULL, d.lease_retries + 1, evs, p_now);
 END $$;
 
@@ -1006,7 +1011,10 @@ BEGIN
 		DELETE FROM {{schema}}.payloads y USING u WHERE y.domain = u.dom AND y.off = u.ended_off
 	)
 	SELECT u.dom, u.ended_off, u.ended_attempts, u.fence, p_now FROM u;
-	IF EXISTS (SELECT FROM {{schema}}.domains x WHERE x.domain = ANY (p_domains) AND x.ready_at IS NOT NULL) THEN
+	-- The domains it made ready: those ended with offsets queued, whose
+	-- rows this transaction wrote last.
+	IF EXISTS (SELECT FROM {{schema}}.domains x WHERE x.domain = ANY (p_domains) AND x.ready_at = p_now
+		AND x.lease_off IS NULL) THEN
 		PERFORM {{schema}}._notify_ready(p_now, p_domains);
 	END IF;
 END $$;
