@@ -70,6 +70,20 @@ func runWorkers(b *testing.B, pool *pgxpool.Pool, cycle func(w, i int) error) {
 	b.ReportMetric(float64(walPosition(b, pool)-walStart)/float64(b.N), "WAL-B/cycle")
 }
 
+// store enqueues the items item(0) to item(n-1), a thousand a round trip.
+func store(b *testing.B, m *pg.Manager, n int, item func(i int) pg.Item) {
+	var items []pg.Item
+	for i := range n {
+		items = append(items, item(i))
+		if len(items) == 1000 || i == n-1 {
+			if _, err := m.EnqueueMany(context.Background(), items); err != nil {
+				b.Fatal(err)
+			}
+			items = items[:0]
+		}
+	}
+}
+
 // walPosition returns the server's write-ahead log position, in bytes.
 func walPosition(b *testing.B, pool *pgxpool.Pool) int64 {
 	var lsn int64
@@ -87,13 +101,8 @@ func BenchmarkPostgresCycle(b *testing.B) {
 	for _, domains := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("domains=%d", domains), func(b *testing.B) {
 			pool := benchPool(b)
-			schema := newSchemaName()
-			b.Cleanup(func() { dropSchema(b, pool, schema) })
+			m, _ := newManager(b, pool)
 			ctx := context.Background()
-			m, err := pg.OpenSchema(ctx, pool, schema)
-			if err != nil {
-				b.Fatal(err)
-			}
 			visits := shares(domains)
 			// Every domain exists, with offset 0 finished, before the timer
 			// starts: a service's domains are mostly known ones.
@@ -179,13 +188,8 @@ func BenchmarkPostgresStorage(b *testing.B) {
 	for _, holeEvery := range []int{0, 100} {
 		b.Run(fmt.Sprintf("hole-every=%d", holeEvery), func(b *testing.B) {
 			pool := testPool(b)
-			schema := newSchemaName()
-			b.Cleanup(func() { dropSchema(b, pool, schema) })
+			m, schema := newManager(b, pool)
 			ctx := context.Background()
-			m, err := pg.OpenSchema(ctx, pool, schema)
-			if err != nil {
-				b.Fatal(err)
-			}
 			b.ResetTimer()
 			for i := range b.N {
 				offset := int64(i)
@@ -224,23 +228,11 @@ func BenchmarkPostgresPullCycle(b *testing.B) {
 
 func benchmarkPullCycle(b *testing.B, domains int) {
 	pool := benchPool(b)
-	schema := newSchemaName()
-	b.Cleanup(func() { dropSchema(b, pool, schema) })
+	m, _ := newManager(b, pool)
 	ctx := context.Background()
-	m, err := pg.OpenSchema(ctx, pool, schema)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var items []pg.Item
-	for i := range b.N {
-		items = append(items, pg.Item{Domain: fmt.Sprintf("domain-%05d", i%domains), Offset: int64(i / domains)})
-		if len(items) == 1000 || i == b.N-1 {
-			if _, err := m.EnqueueMany(ctx, items); err != nil {
-				b.Fatal(err)
-			}
-			items = items[:0]
-		}
-	}
+	store(b, m, b.N, func(i int) pg.Item {
+		return pg.Item{Domain: fmt.Sprintf("domain-%05d", i%domains), Offset: int64(i / domains)}
+	})
 	runWorkers(b, pool, func(int, int) error {
 		for {
 			claims, err := m.Claim(ctx, 1)
@@ -270,24 +262,10 @@ func BenchmarkPostgresHotDomain(b *testing.B) {
 	for _, workers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			pool := benchPool(b)
-			schema := newSchemaName()
-			b.Cleanup(func() { dropSchema(b, pool, schema) })
+			m, _ := newManager(b, pool)
 			ctx := context.Background()
-			m, err := pg.OpenSchema(ctx, pool, schema)
-			if err != nil {
-				b.Fatal(err)
-			}
 			defer m.Close()
-			var items []pg.Item
-			for i := range b.N {
-				items = append(items, pg.Item{Domain: "hot", Offset: int64(i)})
-				if len(items) == 1000 || i == b.N-1 {
-					if _, err := m.EnqueueMany(ctx, items); err != nil {
-						b.Fatal(err)
-					}
-					items = items[:0]
-				}
-			}
+			store(b, m, b.N, func(i int) pg.Item { return pg.Item{Domain: "hot", Offset: int64(i)} })
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			var done atomic.Int64

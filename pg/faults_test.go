@@ -23,13 +23,8 @@ import (
 // holds, when the server ends its connection.
 func TestDroppedConnection(t *testing.T) {
 	pool := testPool(t)
-	schema := newSchemaName()
-	t.Cleanup(func() { dropSchema(t, pool, schema) })
 	ctx := context.Background()
-	m, err := pg.OpenSchema(ctx, pool, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, schema := newManager(t, pool)
 	first, err := m.TryAcquire(ctx, "d", 1)
 	if err != nil {
 		t.Fatal(err)

@@ -100,13 +100,8 @@ func TestManyProcesses(t *testing.T) {
 		t.Skip("starts processes for seconds")
 	}
 	pool := testPool(t)
-	schema := newSchemaName()
-	t.Cleanup(func() { dropSchema(t, pool, schema) })
 	ctx := context.Background()
-	m, err := pg.OpenSchema(ctx, pool, schema, worklease.WithLeaseTTL(mpTTL), worklease.WithMaxRetries(mpRetries))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, schema := newManager(t, pool, worklease.WithLeaseTTL(mpTTL), worklease.WithMaxRetries(mpRetries))
 	s := createHistory(t, pool, schema)
 	if _, err := pool.Exec(ctx, "CREATE TABLE "+s+".offers (domain text PRIMARY KEY, next bigint NOT NULL)"); err != nil {
 		t.Fatal(err)

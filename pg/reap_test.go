@@ -8,7 +8,6 @@ import (
 
 	"github.com/worklease/worklease"
 	"github.com/worklease/worklease/leasetest"
-	"github.com/worklease/worklease/pg"
 )
 
 // Reap expires every lease due, however many, in transactions of a
@@ -17,14 +16,9 @@ import (
 func TestReapInBatches(t *testing.T) {
 	const due, notDue = 250, 5
 	pool := testPool(t)
-	schema := newSchemaName()
-	t.Cleanup(func() { dropSchema(t, pool, schema) })
 	ctx := context.Background()
 	clock := leasetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	m, err := pg.OpenSchema(ctx, pool, schema, worklease.WithLeaseTTL(time.Minute), worklease.WithClock(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := newManager(t, pool, worklease.WithLeaseTTL(time.Minute), worklease.WithClock(clock))
 	for i := range due {
 		if res, err := m.TryAcquire(ctx, fmt.Sprintf("due-%03d", i), 7); err != nil || res.Status != worklease.Acquired {
 			t.Fatalf("TryAcquire: %v, %v", res.Status, err)

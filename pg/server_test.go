@@ -14,6 +14,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/pg"
 )
 
 // serverURL is the environment variable that holds the URL of the
@@ -51,6 +54,19 @@ func newSchemaName() string {
 	var b [6]byte
 	rand.Read(b[:])
 	return "t_" + hex.EncodeToString(b[:])
+}
+
+// newManager opens a Manager on a schema of its own, dropped when t ends,
+// and returns it with the schema's name.
+func newManager(t testing.TB, pool *pgxpool.Pool, opts ...worklease.Option) (*pg.Manager, string) {
+	t.Helper()
+	schema := newSchemaName()
+	t.Cleanup(func() { dropSchema(t, pool, schema) })
+	m, err := pg.OpenSchema(context.Background(), pool, schema, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, schema
 }
 
 // dropSchema drops schema and everything in it.
