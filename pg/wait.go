@@ -23,9 +23,10 @@ const DefaultPoll = time.Second
 // A listener wakes the Manager's waiting claims when the database says a
 // domain became ready. It listens on a connection of its own, outside the
 // pool, from the first WaitClaim until Close. A notification wakes one
-// waiting claim, not all: each completion that leaves a domain ready
-// notifies, and waking every idle worker for each would have them all
-// claim for one domain. A claim that comes back full wakes another.
+// waiting claim, not all: a completion that leaves its domain ready, when
+// no other is, notifies, and waking every idle worker for it would have
+// them all claim for one domain. A claim that comes back full wakes
+// another.
 type listener struct {
 	mu      sync.Mutex    // guards the fields below
 	signal  chan struct{} // holds one wake-up, for the next waiting claim
@@ -52,9 +53,7 @@ func (m *Manager) woken() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		done := make(chan struct{})
-		close(done)
-		return done
+		return l.done // closed
 	}
 	if l.signal == nil {
 		l.signal = make(chan struct{}, 1)
