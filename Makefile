@@ -60,7 +60,7 @@ BENCHTIME_WAL ?= 2s
 BENCH_PG := ^(BenchmarkPostgresCycle|BenchmarkPostgresSkipLocked|BenchmarkPostgresPullCycle|BenchmarkPostgresHotDomain)$$
 BENCHTIME_PG ?= 20000x
 # The pull queue against River, burning down the same number of jobs.
-BENCH_RIVER := ^(BenchmarkPullBurnDown|BenchmarkRiverBurnDown)$$
+BENCH_RIVER := ^(BenchmarkPullBurnDown|BenchmarkRiverBurnDown|BenchmarkPullContinuous|BenchmarkRiverContinuous)$$
 BENCHTIME_RIVER ?= 30000x
 
 # BENCH_ROUNDS fresh processes each run every benchmark once: a benchmark

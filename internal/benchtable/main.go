@@ -167,6 +167,14 @@ var rows = []row{
 			quantity{"BenchmarkRiverBurnDown", 0, "jobs/s"}),
 		atMost: false, target: 1,
 	},
+	{
+		measure: "BenchmarkPullContinuous ÷ BenchmarkRiverContinuous, jobs/s",
+		meaning: "with a producer storing while the workers run, the pull queue keeps up with River",
+		value: ratio(
+			quantity{"BenchmarkPullContinuous", 0, "jobs/s"},
+			quantity{"BenchmarkRiverContinuous", 0, "jobs/s"}),
+		atMost: false, target: 1,
+	},
 }
 
 // cycleRow compares BenchmarkCycle with a floor: BenchmarkFloorCycle reads

@@ -74,6 +74,8 @@ BenchmarkPostgresHotDomain/workers=16-2  	    3000	   1300000 ns/op	       760 c
 pkg: github.com/worklease/worklease/pg/riverbench
 BenchmarkPullBurnDown-2                  	   30000	    400000 ns/op	      2500 jobs/s
 BenchmarkRiverBurnDown-2                 	   30000	     40000 ns/op	     25000 jobs/s
+BenchmarkPullContinuous-2                	   30000	    400000 ns/op	      2000 jobs/s
+BenchmarkRiverContinuous-2               	   30000	     40000 ns/op	     20000 jobs/s
 BenchmarkBroken-2                        	--- FAIL: BenchmarkBroken-2
     bench_test.go:1: failed
 FAIL
@@ -187,6 +189,8 @@ func TestEvaluate(t *testing.T) {
 		"BenchmarkPostgresPullCycle/domains=1000 ÷ BenchmarkPostgresSkipLocked, cycles/s": {0.5, true, false},
 		// 3600 / 3000, an upper bound.
 		"BenchmarkPostgresPullCycle, most ÷ fewest cycles/s of domains=100, 1000, 10000": {1.2, true, true},
+		// 2000 / 20000, a lower bound.
+		"BenchmarkPullContinuous ÷ BenchmarkRiverContinuous, jobs/s": {0.1, true, false},
 		// 2500 / 25000, a lower bound.
 		"BenchmarkPullBurnDown ÷ BenchmarkRiverBurnDown, jobs/s":                     {0.1, true, false},
 		"BenchmarkPostgresCycle, most ÷ fewest cycles/s of domains=100, 1000, 10000": {1.26, true, false},

@@ -75,7 +75,16 @@ const burnWorkers = 16
 // burnWorkers workers each claim a batch of ready domains' heads at a time
 // and succeed them in one call. Every domain's offsets finish in order, one at a
 // time, under fenced leases.
-func BenchmarkPullBurnDown(b *testing.B) {
+func BenchmarkPullBurnDown(b *testing.B) { benchPull(b, false) }
+
+// BenchmarkPullContinuous is BenchmarkPullBurnDown with the offsets
+// stored while the workers run, by a producer that starts with the timer:
+// the queue serving a stream.
+func BenchmarkPullContinuous(b *testing.B) { benchPull(b, true) }
+
+// benchPull burns down b.N offsets, stored before the timer starts or, if
+// continuous, as the workers run.
+func benchPull(b *testing.B, continuous bool) {
 	// A worker's first claim, and the most it claims at once: its share of
 	// the domains (a worker that claims more leaves others idle).
 	const claimBatch, maxClaimBatch = 10, burnDomains / burnWorkers
@@ -86,27 +95,44 @@ func BenchmarkPullBurnDown(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var items []pg.Item
-	flush := func() {
-		if _, err := m.EnqueueMany(ctx, items); err != nil {
+	// The producer stores offsets in batches, a round trip each; while the
+	// workers run, in small ones: a batch locks each of its domains until
+	// it commits, and the workers skip (claims) or wait for (completions)
+	// those.
+	batchSize := 1000
+	if continuous {
+		batchSize = 50
+	}
+	produce := func() error {
+		var items []pg.Item
+		for i := range b.N {
+			items = append(items, pg.Item{Domain: fmt.Sprintf("domain-%04d", i%burnDomains), Offset: int64(i / burnDomains)})
+			if len(items) == batchSize || i == b.N-1 {
+				if _, err := m.EnqueueMany(ctx, items); err != nil {
+					return err
+				}
+				items = items[:0]
+			}
+		}
+		return nil
+	}
+	if !continuous {
+		if err := produce(); err != nil {
 			b.Fatal(err)
 		}
-		items = items[:0]
-	}
-	for i := range b.N {
-		items = append(items, pg.Item{Domain: fmt.Sprintf("domain-%04d", i%burnDomains), Offset: int64(i / burnDomains)})
-		if len(items) == 1000 {
-			flush()
-		}
-	}
-	if len(items) > 0 {
-		flush()
 	}
 	var done atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	start := time.Now()
+	if continuous {
+		wg.Go(func() {
+			if err := produce(); err != nil {
+				failed.CompareAndSwap(nil, &err)
+			}
+		})
+	}
 	for range burnWorkers {
 		wg.Go(func() {
 			batch := claimBatch
@@ -172,7 +198,15 @@ func (*riverWorker) Work(context.Context, *river.Job[riverArgs]) error { return 
 // timer starts, with River's own benchmark settings (2,000 workers, a
 // 2 ms fetch cooldown, a 20 ms poll): River's fetches and completions are
 // batched, and its jobs have no order and no key.
-func BenchmarkRiverBurnDown(b *testing.B) {
+func BenchmarkRiverBurnDown(b *testing.B) { benchRiver(b, false) }
+
+// BenchmarkRiverContinuous is BenchmarkRiverBurnDown with the jobs
+// inserted while the client works, starting with the timer.
+func BenchmarkRiverContinuous(b *testing.B) { benchRiver(b, true) }
+
+// benchRiver burns down b.N River jobs, inserted before the timer starts
+// or, if continuous, as the client works.
+func benchRiver(b *testing.B, continuous bool) {
 	pool := testPool(b, 100)
 	ctx := context.Background()
 	schema := newSchema(b, pool)
@@ -201,14 +235,22 @@ func BenchmarkRiverBurnDown(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	batch := make([]river.InsertManyParams, 0, 1000)
-	for i := range b.N {
-		batch = append(batch, river.InsertManyParams{Args: riverArgs{Num: i}})
-		if len(batch) == cap(batch) || i == b.N-1 {
-			if _, err := client.InsertMany(ctx, batch); err != nil {
-				b.Fatal(err)
+	insert := func() error { // a thousand jobs a round trip
+		batch := make([]river.InsertManyParams, 0, 1000)
+		for i := range b.N {
+			batch = append(batch, river.InsertManyParams{Args: riverArgs{Num: i}})
+			if len(batch) == cap(batch) || i == b.N-1 {
+				if _, err := client.InsertMany(ctx, batch); err != nil {
+					return err
+				}
+				batch = batch[:0]
 			}
-			batch = batch[:0]
+		}
+		return nil
+	}
+	if !continuous {
+		if err := insert(); err != nil {
+			b.Fatal(err)
 		}
 	}
 	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{
@@ -221,6 +263,12 @@ func BenchmarkRiverBurnDown(b *testing.B) {
 	if err := client.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
+	inserted := make(chan error, 1)
+	if continuous {
+		go func() { inserted <- insert() }()
+	} else {
+		inserted <- nil
+	}
 	for range b.N {
 		ev := <-events
 		if ev.Kind != river.EventKindJobCompleted {
@@ -228,6 +276,9 @@ func BenchmarkRiverBurnDown(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	if err := <-inserted; err != nil {
+		b.Fatal(err)
+	}
 	report(b, start)
 	if err := client.Stop(ctx); err != nil {
 		b.Fatal(err)
