@@ -211,18 +211,8 @@ func workClaim(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string,
 		return err
 	}
 	_, err = m.Succeed(ctx, c.Domain, c.Token)
-	accepted := err == nil
-	confirm := "UPDATE " + s + ".succeeded SET ok = true WHERE domain = $1 AND fence = $2"
-	if !accepted {
-		confirm = "DELETE FROM " + s + ".succeeded WHERE domain = $1 AND fence = $2"
-	}
-	if _, err := pool.Exec(ctx, confirm, c.Domain, fence); err != nil {
+	if err := confirmSuccess(ctx, pool, s, c.Domain, c.Offset, fence, err == nil, stale); err != nil {
 		return err
-	}
-	if stale {
-		if _, err := pool.Exec(ctx, "INSERT INTO "+s+".stale VALUES ($1, $2, $3, $4)", c.Domain, c.Offset, fence, accepted); err != nil {
-			return err
-		}
 	}
 	if lost(err) {
 		return nil // the lease expired while stalled: another holder has the offset
@@ -261,19 +251,8 @@ func workBatch(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string,
 		return err
 	}
 	for i, c := range claims {
-		fence := int64(c.Token.Fence())
-		accepted := errs[i] == nil
-		confirm := "UPDATE " + s + ".succeeded SET ok = true WHERE domain = $1 AND fence = $2"
-		if !accepted {
-			confirm = "DELETE FROM " + s + ".succeeded WHERE domain = $1 AND fence = $2"
-		}
-		if _, err := pool.Exec(ctx, confirm, c.Domain, fence); err != nil {
+		if err := confirmSuccess(ctx, pool, s, c.Domain, c.Offset, int64(c.Token.Fence()), errs[i] == nil, stale[i]); err != nil {
 			return err
-		}
-		if stale[i] {
-			if _, err := pool.Exec(ctx, "INSERT INTO "+s+".stale VALUES ($1, $2, $3, $4)", c.Domain, c.Offset, fence, accepted); err != nil {
-				return err
-			}
 		}
 		if errs[i] != nil && !lost(errs[i]) {
 			return errs[i]

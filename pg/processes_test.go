@@ -360,18 +360,8 @@ func workOffsets(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s, doma
 			return err
 		}
 		res, err := m.SucceedNext(ctx, domain, tok)
-		accepted := err == nil
-		confirm := "UPDATE " + s + ".succeeded SET ok = true WHERE domain = $1 AND fence = $2"
-		if !accepted {
-			confirm = "DELETE FROM " + s + ".succeeded WHERE domain = $1 AND fence = $2"
-		}
-		if _, err := pool.Exec(ctx, confirm, domain, int64(tok.Fence())); err != nil {
+		if err := confirmSuccess(ctx, pool, s, domain, offset, int64(tok.Fence()), err == nil, stale); err != nil {
 			return err
-		}
-		if stale {
-			if _, err := pool.Exec(ctx, "INSERT INTO "+s+".stale VALUES ($1, $2, $3, $4)", domain, offset, int64(tok.Fence()), accepted); err != nil {
-				return err
-			}
 		}
 		if errors.Is(err, worklease.ErrLeaseExpired) || errors.Is(err, worklease.ErrLeaseRevoked) {
 			return nil // the lease expired while stalled: another holder has the offset
@@ -384,6 +374,25 @@ func workOffsets(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s, doma
 		}
 		offset, tok = res.Lease.Offset, res.Lease.Token
 	}
+}
+
+// confirmSuccess settles the success of offset of domain under fence,
+// recorded before its Succeed: it stands if the call was accepted, and
+// goes otherwise. A write that a later holder's fence refused (stale) is
+// recorded, with whether its Succeed was accepted nonetheless.
+func confirmSuccess(ctx context.Context, pool *pgxpool.Pool, s, domain string, offset, fence int64, accepted, stale bool) error {
+	confirm := "UPDATE " + s + ".succeeded SET ok = true WHERE domain = $1 AND fence = $2"
+	if !accepted {
+		confirm = "DELETE FROM " + s + ".succeeded WHERE domain = $1 AND fence = $2"
+	}
+	if _, err := pool.Exec(ctx, confirm, domain, fence); err != nil {
+		return err
+	}
+	if stale {
+		_, err := pool.Exec(ctx, "INSERT INTO "+s+".stale VALUES ($1, $2, $3, $4)", domain, offset, fence, accepted)
+		return err
+	}
+	return nil
 }
 
 // drain works domain's backlog until it is empty and idle.
