@@ -17,7 +17,7 @@ import (
 type statements struct {
 	tryAcquire, succeed, fail, extend, kill, redrive, forceRelease, setPaused, forget string
 	inspect, reap, leases, domains, deadLetters, deadLettersOf, stats                 string
-	enqueue, enqueueMany, claim, retry, succeedMany, setPriority                      string
+	enqueue, enqueueMany, claim, retry, setPriority                                   string
 }
 
 // answerColumns are the columns of an answer, in the order answer.dest
@@ -58,7 +58,6 @@ func newStatements(schema string) statements {
 			schema, policyRow(schema, 5)),
 		retry:       call("retry", 6),
 		setPriority: call("set_priority", 2),
-		succeedMany: fmt.Sprintf("SELECT domain, off, attempts, fence, at FROM %s.succeed_many($1, $2, $3, $4, $5, $6)", schema),
 		claim: fmt.Sprintf("SELECT c.domain, c.off, c.payload, (c.a).* FROM %s.claim($1, $2, %s) c",
 			schema, policyRow(schema, 3)),
 		inspect: fmt.Sprintf("SELECT i.backlog, i.processed, i.failed, (i.a).* FROM %s.inspect($1, $2, %s) i", schema, policyRow(schema, 3)),

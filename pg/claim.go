@@ -58,6 +58,10 @@ func (m *Manager) Claim(ctx context.Context, n int) ([]Claim, error) {
 		return nil, err
 	}
 	defer conn.Release()
+	out, due, err := m.claimFast(ctx, conn, n)
+	if err != nil || !due {
+		return out, err
+	}
 	rows, err := conn.Query(ctx, m.sql.claim, append([]any{n, m.now()}, m.policy()...)...)
 	if err != nil {
 		return nil, callError("Claim", err)
@@ -82,7 +86,6 @@ func (m *Manager) Claim(ctx context.Context, n int) ([]Claim, error) {
 	if err := rows.Err(); err != nil {
 		return nil, callError("Claim", err)
 	}
-	var out []Claim
 	for i := range all {
 		c := &all[i]
 		m.report(c.domain, &c.a, nil, worklease.Token{}, nil)
@@ -199,39 +202,4 @@ func (m *Manager) SucceedMany(ctx context.Context, claims []Claim) ([]error, err
 func (m *Manager) SetPriority(ctx context.Context, domain string, priority int32) error {
 	_, err := m.admin(ctx, "SetPriority", domain, 0, nil, m.sql.setPriority, []byte(domain), priority)
 	return err
-}
-
-// An ended lease is one succeed_many ended.
-type ended struct {
-	domain     []byte
-	off, fence int64
-	attempts   int32
-	at         time.Time
-}
-
-// succeedBatch ends the leases of the tokens (fences, serials) on domains
-// that it can end at once, in one statement, and returns them.
-func (m *Manager) succeedBatch(ctx context.Context, domains [][]byte, fences, serials []int64) ([]ended, error) {
-	c, err := m.conn(ctx, "SucceedMany")
-	if err != nil {
-		return nil, err
-	}
-	defer c.Release()
-	rows, err := c.Query(ctx, m.sql.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets)
-	if err != nil {
-		return nil, callError("SucceedMany", err)
-	}
-	defer rows.Close()
-	var all []ended
-	for rows.Next() {
-		var e ended
-		if err := rows.Scan(&e.domain, &e.off, &e.attempts, &e.fence, &e.at); err != nil {
-			return nil, callError("SucceedMany", err)
-		}
-		all = append(all, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, callError("SucceedMany", err)
-	}
-	return all, nil
 }

@@ -25,6 +25,20 @@ type fastStatements struct {
 	acquire, succeed string
 }
 
+// endLease is the SQL that ends a domain's lease as succeeded, for an
+// UPDATE's SET list: the lease's offset becomes processed (in a run from 0,
+// with monotonic offsets, which $n says), and the row keeps what the lease
+// was in its ended_ columns, which RETURNING reads (PostgreSQL 15 returns
+// only new values).
+func endLease(n int) string {
+	return fmt.Sprintf(`lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL,
+	ended_off = x.lease_off, ended_attempts = x.lease_attempts, ended_payload = x.lease_payload, lease_payload = false,
+	processed = CASE WHEN $%d::bool
+		THEN nummultirange(numrange(0, greatest(coalesce(upper(x.processed), 0), x.lease_off::numeric + 1)))
+		ELSE x.processed + nummultirange(numrange(x.lease_off, x.lease_off::numeric + 1)) END,
+	counts[3] = x.counts[3] + 1`, n)
+}
+
 // callNow is the SQL of a call's time: the Manager's clock's, $n, or the
 // database's.
 func callNow(n int) string {
@@ -45,15 +59,10 @@ RETURNING x.fence, x.serial, x.lease_acquired_at, x.lease_expires_at`, schema, c
 		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance is
 		// the database's, $5 now, $6 monotonic offsets.
 		succeed: fmt.Sprintf(`UPDATE %[1]s.domains x
-SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL,
-	ended_off = x.lease_off, ended_attempts = x.lease_attempts,
-	processed = CASE WHEN $6::bool
-		THEN nummultirange(numrange(0, greatest(coalesce(upper(x.processed), 0), x.lease_off::numeric + 1)))
-		ELSE x.processed + nummultirange(numrange(x.lease_off, x.lease_off::numeric + 1)) END,
-	counts[3] = x.counts[3] + 1
+SET %[3]s
 WHERE x.domain = $1 AND x.lease_off IS NOT NULL AND $4::bool AND x.serial = $3::bigint AND x.fence = $2::bigint
 	AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at) AND x.queued = 0 AND NOT x.lease_payload
-RETURNING x.ended_off, x.ended_attempts, x.fence, x.serial, %[2]s`, schema, callNow(5)),
+RETURNING x.ended_off, x.ended_attempts, x.fence, x.serial, %[2]s`, schema, callNow(5), endLease(6)),
 	}
 }
 

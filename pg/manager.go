@@ -45,6 +45,7 @@ type Manager struct {
 	// The statements of the calls, with the schema in them.
 	sql  statements
 	fast fastStatements
+	pull pullStatements
 }
 
 // Open returns a Manager on pool that keeps its state in DefaultSchema,
@@ -79,7 +80,7 @@ func OpenSchema(ctx context.Context, pool *pgxpool.Pool, schema string, opts ...
 	if m.instance, err = migrate(ctx, pool, m.schema); err != nil {
 		return nil, err
 	}
-	m.sql, m.fast = newStatements(m.schema), newFastStatements(m.schema)
+	m.sql, m.fast, m.pull = newStatements(m.schema), newFastStatements(m.schema), newPullStatements(m.schema)
 	return m, nil
 }
 

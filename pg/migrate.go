@@ -65,6 +65,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (instance u
 	if err != nil {
 		return 0, err
 	}
+	return apply(ctx, pool, schema, all)
+}
+
+// apply brings schema up to the last of all, the migrations in order, as
+// migrate does.
+func apply(ctx context.Context, pool *pgxpool.Pool, schema string, all []migration) (instance uint64, err error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return 0, dbError("migrate", err)

@@ -1,0 +1,91 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/worklease/worklease"
+)
+
+// A schema installed by an earlier version is upgraded in place by Open:
+// what it held, queued offsets with their payloads and a lease in flight,
+// carries on under the new statements.
+func TestMigrateUpgrades(t *testing.T) {
+	url := os.Getenv("WORKLEASE_PG_URL")
+	if url == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("WORKLEASE_PG_URL is not set: run the tests with make test, which starts a PostgreSQL server")
+		}
+		t.Skip("no PostgreSQL server: WORKLEASE_PG_URL is not set (make test starts one and sets it)")
+	}
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	schema := fmt.Sprintf("upgrade_%x", newInstance())
+	t.Cleanup(func() {
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+
+	all, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) < 2 {
+		t.Skip("one migration: nothing to upgrade from")
+	}
+	// The first version's schema, with the first version's calls on it: an
+	// offer queued, then one claimed through its claim function.
+	instance, err := apply(ctx, pool, pgx.Identifier{schema}.Sanitize(), all[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status int16
+	for _, off := range []int64{1, 2} {
+		if err := pool.QueryRow(ctx, "SELECT (a).status FROM "+schema+".enqueue_many(ARRAY[$1::bytea], ARRAY[$2::bigint], ARRAY[$3::bytea], NULL, ROW(5, NULL, false, false, false, false)::"+schema+".policy) e",
+			[]byte("d"), off, []byte{byte('a' + off)}).Scan(&status); err != nil || status != int16(worklease.Enqueued) {
+			t.Fatalf("the first version's enqueue_many of %d: %d, %v", off, status, err)
+		}
+	}
+	var claimed int64
+	if err := pool.QueryRow(ctx, "SELECT off FROM "+schema+".claim(1, NULL, ROW(5, NULL, false, false, false, false)::"+schema+".policy)").Scan(&claimed); err != nil || claimed != 1 {
+		t.Fatalf("the first version's claim: %d, %v", claimed, err)
+	}
+
+	m, err := OpenSchema(ctx, pool, schema)
+	if err != nil {
+		t.Fatalf("Open of the first version's schema: %v", err)
+	}
+	if m.instance != instance {
+		t.Errorf("instance after the upgrade: %d, want %d", m.instance, instance)
+	}
+	var version int
+	if err := pool.QueryRow(ctx, "SELECT max(version) FROM "+schema+".migrations").Scan(&version); err != nil || version != all[len(all)-1].version {
+		t.Fatalf("version after Open: %d, %v; want %d", version, err, all[len(all)-1].version)
+	}
+	leases, err := m.Leases(ctx)
+	if err != nil || len(leases) != 1 || leases[0].Offset != 1 {
+		t.Fatalf("Leases after the upgrade: %+v, %v; want offset 1 in flight", leases, err)
+	}
+	errs, err := m.SucceedMany(ctx, []Claim{{Domain: "d", Offset: 1, Token: leases[0].Token}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("SucceedMany of the lease granted before the upgrade: %v, %v", errs, err)
+	}
+	got, err := m.Claim(ctx, 10)
+	if err != nil || len(got) != 1 || got[0].Offset != 2 || string(got[0].Payload) != "c" {
+		t.Fatalf("Claim after the upgrade: %+v, %v; want offset 2 with its payload", got, err)
+	}
+	if st, err := m.EnqueueMany(ctx, []Item{{Domain: "d", Offset: 1}, {Domain: "d", Offset: 3}}); err != nil ||
+		st[0] != worklease.AlreadyProcessed || st[1] != worklease.Enqueued {
+		t.Fatalf("EnqueueMany after the upgrade: %v, %v", st, err)
+	}
+}
