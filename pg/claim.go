@@ -150,15 +150,21 @@ func (m *Manager) Retry(ctx context.Context, domain string, tok worklease.Token,
 // offset. It returns an error of its own, and no errors for the claims,
 // if the batch failed as a whole.
 func (m *Manager) SucceedMany(ctx context.Context, claims []Claim) ([]error, error) {
+	_, errs, err := m.succeedMany(ctx, "SucceedMany", claims, false)
+	return errs, err
+}
+
+// succeedMany is SucceedMany, and ClaimNext if next is set.
+func (m *Manager) succeedMany(ctx context.Context, op string, claims []Claim, next bool) ([]Claim, []error, error) {
 	if m.closed.Load() {
-		return nil, fmt.Errorf("pg: SucceedMany: %w", worklease.ErrClosed)
+		return nil, nil, fmt.Errorf("pg: %s: %w", op, worklease.ErrClosed)
 	}
 	errs := make([]error, len(claims))
 	domains, fences, serials := make([][]byte, 0, len(claims)), make([]int64, 0, len(claims)), make([]int64, 0, len(claims))
 	pending := make(map[string]int, len(claims)) // the claim of each domain in the batch, by index
 	var rest []int                               // claims left for Succeed
 	for i, c := range claims {
-		if err := m.check("SucceedMany", c.Domain, 0); err != nil {
+		if err := m.check(op, c.Domain, 0); err != nil {
 			errs[i] = err
 			continue
 		}
@@ -170,10 +176,11 @@ func (m *Manager) SucceedMany(ctx context.Context, claims []Claim) ([]error, err
 		domains = append(domains, []byte(c.Domain))
 		fences, serials = append(fences, int64(c.Token.Fence())), append(serials, int64(c.Token.Serial()))
 	}
+	var granted []grantedNext
 	if len(domains) > 0 {
-		all, err := m.succeedBatch(ctx, domains, fences, serials)
+		all, err := m.endBatch(ctx, op, domains, fences, serials, next)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, e := range all {
 			i := pending[string(e.domain)]
@@ -182,6 +189,15 @@ func (m *Manager) SucceedMany(ctx context.Context, claims []Claim) ([]error, err
 				a := answer{serial: int64(claims[i].Token.Serial()), at: &e.at}
 				a.event(3, e.off, e.attempts, e.fence)
 				m.report(claims[i].Domain, &a, nil, worklease.Token{}, nil)
+			}
+			if e.next != nil {
+				e.next.Domain = claims[i].Domain
+				granted = append(granted, grantedNext{i, *e.next})
+				if m.cfg.Observer != nil {
+					a := answer{serial: int64(e.next.Token.Serial()), at: &e.at}
+					a.event(1, e.next.Offset, int32(e.next.Attempt), int64(e.next.Token.Fence()))
+					m.report(claims[i].Domain, &a, nil, worklease.Token{}, nil)
+				}
 			}
 		}
 		for _, i := range pending { // not ended at once
@@ -192,7 +208,40 @@ func (m *Manager) SucceedMany(ctx context.Context, claims []Claim) ([]error, err
 	for _, i := range rest {
 		_, errs[i] = m.Succeed(ctx, claims[i].Domain, claims[i].Token)
 	}
-	return errs, nil
+	if len(granted) == 0 {
+		return nil, errs, nil
+	}
+	slices.SortFunc(granted, func(a, b grantedNext) int { return a.i - b.i })
+	out := make([]Claim, len(granted))
+	for j, g := range granted {
+		out[j] = g.c
+	}
+	return out, errs, nil
+}
+
+// A grantedNext is a lease ClaimNext granted, after the i-th claim's.
+type grantedNext struct {
+	i int
+	c Claim
+}
+
+// MaxStreak is how many leases in a row ClaimNext grants a domain since it
+// was last claimed; the next time, the domain goes behind the other ready
+// domains instead, so that a worker that keeps going through one deep
+// backlog does not starve the others.
+const MaxStreak = 8
+
+// ClaimNext is SucceedMany, and in the same round trip it claims for the
+// caller the next offset of each domain it ends at once, as Claim would:
+// the head of its backlog, with its payload, under a new lease. A domain
+// whose next offset it does not lease, because it has none queued, is
+// paused, or was leased MaxStreak times in a row by ClaimNext, becomes
+// ready for Claim as SucceedMany leaves it. It returns the leases it
+// granted, in the order of claims, and for each claim nil or Succeed's
+// error, as SucceedMany does; a lease that SucceedMany would end through
+// Succeed is ended so, without a next lease.
+func (m *Manager) ClaimNext(ctx context.Context, claims []Claim) ([]Claim, []error, error) {
+	return m.succeedMany(ctx, "ClaimNext", claims, true)
 }
 
 // SetPriority sets domain's priority for Claim, which takes ready domains

@@ -43,7 +43,7 @@ import (
 
 // pullStatements are the pull queue's plain statements of a schema.
 type pullStatements struct {
-	claim, succeedOne, succeedMany string
+	claim, succeedOne, succeedMany, claimNext string
 }
 
 func newPullStatements(schema string) pullStatements {
@@ -67,7 +67,8 @@ func newPullStatements(schema string) pullStatements {
 	SET fence = x.fence + 1, lease_off = b.off, lease_attempts = coalesce(b.carried_attempts, 0) + 1,
 		lease_retries = coalesce(b.carried_retries, 0), lease_acquired_at = coalesce(b.carried_acquired_at, %[2]s),
 		lease_expires_at = %[2]s + CASE WHEN $3::bigint = 0 THEN NULL ELSE $3::bigint * interval '1 microsecond' END,
-		queued = x.queued - 1, ready_at = NULL, lease_payload = p.payload IS NOT NULL, counts[1] = x.counts[1] + 1
+		queued = x.queued - 1, ready_at = NULL, lease_payload = p.payload IS NOT NULL, streak = 0,
+		counts[1] = x.counts[1] + 1
 	FROM r
 	CROSS JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
 		FROM %[1]s.backlog y WHERE y.domain = r.domain ORDER BY y.pos LIMIT 1) b
@@ -87,7 +88,7 @@ ORDER BY g.rank`, schema, callNow(2), due),
 		// claims are notified.
 		succeedOne: fmt.Sprintf(`WITH u AS (
 	UPDATE %[1]s.domains x
-	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END
+	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END, streak = 0
 	WHERE x.domain = $1 AND x.fence = $2::bigint AND x.serial = $3::bigint AND $4::bool AND x.lease_off IS NOT NULL
 		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
 	RETURNING x.domain, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
@@ -108,7 +109,7 @@ FROM u`, schema, callNow(5), endLease(6), readyChannel),
 	SELECT x.domain FROM %[1]s.domains x WHERE x.domain = ANY ((SELECT $1::bytea[])::bytea[]) ORDER BY x.domain FOR UPDATE
 ), u AS (
 	UPDATE %[1]s.domains x
-	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END
+	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END, streak = 0
 	FROM t
 	WHERE x.domain = ANY (ARRAY(SELECT domain FROM locked)) AND x.domain = t.dom
 		AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
@@ -122,6 +123,64 @@ FROM u`, schema, callNow(5), endLease(6), readyChannel),
 )
 SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s, n.count > 0
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5), endLease(6), readyChannel),
+
+		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
+		// whether the tokens' instance is the database's, $5 now, $6
+		// monotonic offsets, $7 the lease TTL in microseconds (0: none).
+		// Each lease it ends is succeeded as succeedMany does; its domain's
+		// next offset is granted in the same UPDATE if the condition next
+		// holds, and the domain becomes ready otherwise. The backlogs' heads
+		// are read as the statement's snapshot has them, before the locks:
+		// next holds only for a row still in that snapshot's version (as in
+		// claim), which the row being updated, x, shows by its ctid.
+		claimNext: fmt.Sprintf(`WITH t AS MATERIALIZED (
+	SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)
+), s AS MATERIALIZED (
+	SELECT x.domain, x.ctid AS tid, b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, p.payload
+	FROM %[1]s.domains x
+	LEFT JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
+		FROM %[1]s.backlog y WHERE y.domain = x.domain ORDER BY y.pos LIMIT 1) b ON true
+	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE p.domain = x.domain AND p.off = b.off LIMIT 1) p ON true
+	WHERE x.domain = ANY ((SELECT $1::bytea[])::bytea[])
+), locked AS MATERIALIZED (
+	SELECT x.domain FROM %[1]s.domains x WHERE x.domain = ANY ((SELECT $1::bytea[])::bytea[]) ORDER BY x.domain FOR UPDATE
+), u AS (
+	UPDATE %[1]s.domains x
+	SET ended_off = x.lease_off, ended_attempts = x.lease_attempts, ended_payload = x.lease_payload,
+		processed = CASE WHEN $6::bool
+			THEN nummultirange(numrange(0, greatest(coalesce(upper(x.processed), 0), x.lease_off::numeric + 1)))
+			ELSE x.processed + nummultirange(numrange(x.lease_off, x.lease_off::numeric + 1)) END,
+		fence = x.fence + CASE WHEN %[3]s THEN 1 ELSE 0 END,
+		lease_off = CASE WHEN %[3]s THEN s.off END,
+		lease_attempts = CASE WHEN %[3]s THEN coalesce(s.carried_attempts, 0) + 1 ELSE 0 END,
+		lease_retries = CASE WHEN %[3]s THEN coalesce(s.carried_retries, 0) ELSE 0 END,
+		lease_acquired_at = CASE WHEN %[3]s THEN coalesce(s.carried_acquired_at, %[2]s) END,
+		lease_expires_at = CASE WHEN %[3]s AND $7::bigint <> 0 THEN %[2]s + $7::bigint * interval '1 microsecond' END,
+		lease_payload = %[3]s AND s.payload IS NOT NULL,
+		queued = x.queued - CASE WHEN %[3]s THEN 1 ELSE 0 END,
+		ready_at = CASE WHEN NOT %[3]s AND x.queued > 0 AND NOT x.paused THEN %[2]s END,
+		streak = CASE WHEN %[3]s THEN x.streak + 1 ELSE 0 END,
+		counts[1] = x.counts[1] + CASE WHEN %[3]s THEN 1 ELSE 0 END, counts[3] = x.counts[3] + 1
+	FROM t JOIN s ON s.domain = t.dom
+	WHERE x.domain = ANY (ARRAY(SELECT domain FROM locked)) AND x.domain = t.dom
+		AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
+		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
+	RETURNING x.domain, x.ended_off, x.ended_attempts, x.ended_payload, t.fence AS ended_fence, x.ready_at IS NOT NULL AS ready,
+		x.lease_off, s.btid, s.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at
+), taken AS (
+	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM u WHERE u.lease_off IS NOT NULL))
+), gone AS (
+	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND y.domain = u.domain AND y.off = u.ended_off
+), notified AS (
+	SELECT FROM pg_notify('%[4]s', '%[1]s') WHERE EXISTS (SELECT FROM u WHERE u.ready)
+		AND NOT EXISTS (SELECT FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> ALL ((SELECT $1::bytea[])::bytea[]))
+)
+SELECT u.domain, u.ended_off, u.ended_attempts, u.ended_fence, %[2]s,
+	u.lease_off, CASE WHEN u.lease_off IS NOT NULL THEN u.payload END, u.fence, u.serial, u.lease_attempts, u.lease_expires_at,
+	n.count > 0
+FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
+			fmt.Sprintf("(x.ctid = s.tid AND s.off IS NOT NULL AND NOT x.paused AND x.streak < %d)", MaxStreak),
+			readyChannel),
 	}
 }
 
@@ -160,44 +219,60 @@ func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int) (out
 	return out, due, nil
 }
 
-// An ended lease is one that SucceedMany ended at once.
+// An ended lease is one that SucceedMany or ClaimNext ended at once, with
+// the lease ClaimNext granted next, if any (its Domain unset).
 type ended struct {
 	domain     []byte
 	off, fence int64
 	attempts   int32
 	at         time.Time
+	next       *Claim
 }
 
-// succeedBatch ends the leases of the tokens (fences, serials) on domains,
-// one token for each domain, that it can end at once, in one statement,
-// and returns them.
-func (m *Manager) succeedBatch(ctx context.Context, domains [][]byte, fences, serials []int64) ([]ended, error) {
-	c, err := m.conn(ctx, "SucceedMany")
+// endBatch ends the leases of the tokens (fences, serials) on domains, one
+// token for each domain, that it can end at once, in one statement, and
+// returns them; with next, it leases the next offsets as ClaimNext does.
+func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fences, serials []int64, next bool) ([]ended, error) {
+	c, err := m.conn(ctx, op)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Release()
 	var rows pgx.Rows
-	if len(domains) == 1 {
+	switch {
+	case next:
+		rows, err = c.Query(ctx, m.pull.claimNext, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets, m.ttl())
+	case len(domains) == 1:
 		rows, err = c.Query(ctx, m.pull.succeedOne, domains[0], fences[0], serials[0], true, m.now(), m.cfg.MonotonicOffsets)
-	} else {
+	default:
 		rows, err = c.Query(ctx, m.pull.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets)
 	}
 	if err != nil {
-		return nil, callError("SucceedMany", err)
+		return nil, callError(op, err)
 	}
 	defer rows.Close()
 	var all []ended
 	for rows.Next() {
 		var e ended
 		var notified *bool // whether the call notified waiting claims (see WaitClaim)
-		if err := rows.Scan(&e.domain, &e.off, &e.attempts, &e.fence, &e.at, &notified); err != nil {
-			return nil, callError("SucceedMany", err)
+		dest := []any{&e.domain, &e.off, &e.attempts, &e.fence, &e.at}
+		var off, fence, serial *int64
+		var attempts *int32
+		var payload []byte
+		var expires *time.Time
+		if next {
+			dest = append(dest, &off, &payload, &fence, &serial, &attempts, &expires)
+		}
+		if err := rows.Scan(append(dest, &notified)...); err != nil {
+			return nil, callError(op, err)
+		}
+		if off != nil {
+			e.next = &Claim{Offset: *off, Payload: payload, Token: m.token(*fence, *serial), Attempt: int(*attempts), ExpiresAt: timeOf(expires)}
 		}
 		all = append(all, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, callError("SucceedMany", err)
+		return nil, callError(op, err)
 	}
 	return all, nil
 }

@@ -20,8 +20,9 @@ import (
 
 // The pull queue shared by processes: a producer enqueues every domain's
 // offsets in order, with payloads, while worker processes claim ready
-// domains' heads, end some in batches with SucceedMany, fail some attempts (which wait out a short delay before
-// any worker claims them again), stall past their lease's TTL on others,
+// domains' heads, end some in batches with SucceedMany or ClaimNext (and
+// work what that leases them next), fail some attempts (which wait out a
+// short delay before any worker claims them again), stall past their lease's TTL on others,
 // and one process is killed with SIGKILL while it holds leases. Afterwards,
 // with the work finished by claims alone (no Reap): every domain's offsets
 // succeeded in order, each exactly once, each claim carried its offset's
@@ -139,17 +140,21 @@ func childPull(t *testing.T, pool *pgxpool.Pool, schema string, index int) {
 	for g := range mpGoroutines {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(index), uint64(g)))
+			var next []pg.Claim // what the last batch's ClaimNext leased
 			for time.Now().Before(deadline) {
-				claims, err := m.Claim(ctx, 1+rng.IntN(3))
-				if err != nil {
-					t.Errorf("process %d: %v", index, err)
-					return
+				claims := next
+				if len(claims) == 0 {
+					var err error
+					if claims, err = m.Claim(ctx, 1+rng.IntN(3)); err != nil {
+						t.Errorf("process %d: %v", index, err)
+						return
+					}
 				}
 				if len(claims) == 0 {
 					time.Sleep(time.Duration(1+rng.IntN(3)) * time.Millisecond)
 				}
-				// Claims that will succeed at once go in one SucceedMany, half
-				// the time; the others are worked one by one.
+				// Claims that will succeed at once go in one SucceedMany, or
+				// ClaimNext, half the time; the others are worked one by one.
 				var batch []pg.Claim
 				for _, c := range claims {
 					how := "succeed"
@@ -168,7 +173,8 @@ func childPull(t *testing.T, pool *pgxpool.Pool, schema string, index int) {
 						return
 					}
 				}
-				if err := workBatch(ctx, m, pool, s, batch); err != nil {
+				var err error
+				if next, err = workBatch(ctx, m, pool, s, batch, rng.IntN(2) == 0); err != nil {
 					t.Errorf("process %d: %v", index, err)
 					return
 				}
@@ -221,44 +227,52 @@ func workClaim(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string,
 }
 
 // workBatch works claims as workClaim works each with "succeed", ending
-// them with one SucceedMany.
-func workBatch(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, claims []pg.Claim) error {
+// them with one SucceedMany, or with one ClaimNext if next is set, and
+// returns the leases that granted.
+func workBatch(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, claims []pg.Claim, next bool) ([]pg.Claim, error) {
 	if len(claims) == 0 {
-		return nil
+		return nil, nil
 	}
 	stale := make([]bool, len(claims))
 	for i, c := range claims {
 		if want := pullPayload(c.Domain, c.Offset); string(c.Payload) != string(want) {
-			return fmt.Errorf("claim of %s/%d carried payload %q; want %q", c.Domain, c.Offset, c.Payload, want)
+			return nil, fmt.Errorf("claim of %s/%d carried payload %q; want %q", c.Domain, c.Offset, c.Payload, want)
 		}
 		fence := int64(c.Token.Fence())
 		if _, err := pool.Exec(ctx, "INSERT INTO "+s+".attempts VALUES ($1, $2, $3, $4)", c.Domain, c.Offset, fence, os.Getpid()); err != nil {
-			return err
+			return nil, err
 		}
 		tag, err := pool.Exec(ctx, "INSERT INTO "+s+".fences AS f (domain, fence) VALUES ($1, $2) "+
 			"ON CONFLICT (domain) DO UPDATE SET fence = $2 WHERE f.fence <= $2", c.Domain, fence)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		stale[i] = tag.RowsAffected() == 0
 		if _, err := pool.Exec(ctx, "INSERT INTO "+s+".succeeded VALUES ($1, $2, $3, $4, false)", c.Domain, c.Offset, fence, os.Getpid()); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	time.Sleep(mpWork)
-	errs, err := m.SucceedMany(ctx, claims)
+	var granted []pg.Claim
+	var errs []error
+	var err error
+	if next {
+		granted, errs, err = m.ClaimNext(ctx, claims)
+	} else {
+		errs, err = m.SucceedMany(ctx, claims)
+	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i, c := range claims {
 		if err := confirmSuccess(ctx, pool, s, c.Domain, c.Offset, int64(c.Token.Fence()), errs[i] == nil, stale[i]); err != nil {
-			return err
+			return nil, err
 		}
 		if errs[i] != nil && !lost(errs[i]) {
-			return errs[i]
+			return nil, errs[i]
 		}
 	}
-	return nil
+	return granted, nil
 }
 
 // lost reports whether err says that the caller's lease is gone: it

@@ -207,19 +207,23 @@ func TestClaimSkipsPaused(t *testing.T) {
 
 // Claims go round the ready domains: a domain whose offset just finished
 // goes behind the others, so one with a deep backlog does not starve the
-// rest. Here one domain has 1,000 offsets queued and 99 have 10 each; a
+// rest. Here one domain has 10,000 offsets queued and 99 have 10 each; a
 // worker claims one at a time, and the 99 are done while the deep one has
 // finished no more than its share.
 func TestClaimIsFair(t *testing.T) {
-	const deep, shallow, each = 1000, 99, 10
+	const deep, shallow, each = 10_000, 99, 10
 	e := newPullEnv(t)
+	var items []pg.Item
 	for i := range deep {
-		e.enqueue("deep", int64(i), "", worklease.Enqueued)
+		items = append(items, pg.Item{Domain: "deep", Offset: int64(i)})
 	}
 	for d := range shallow {
 		for i := range each {
-			e.enqueue(fmt.Sprintf("s%02d", d), int64(i), "", worklease.Enqueued)
+			items = append(items, pg.Item{Domain: fmt.Sprintf("s%02d", d), Offset: int64(i)})
 		}
+	}
+	if _, err := e.m.EnqueueMany(e.ctx, items); err != nil {
+		t.Fatal(err)
 	}
 	left, deepDone := shallow*each, 0
 	for left > 0 {
@@ -373,6 +377,66 @@ func TestSucceedMany(t *testing.T) {
 		if res, err := e.m.TryAcquire(e.ctx, d, 1); err != nil || res.Status != worklease.AlreadyProcessed {
 			t.Fatalf("TryAcquire(%s, 1): %v, %v; want AlreadyProcessed", d, res.Status, err)
 		}
+	}
+}
+
+// ClaimNext ends a batch of leases and leases each domain's next offset,
+// with its payload, to the caller, MaxStreak times in a row at most: then
+// the domain goes behind those that waited. A token that is not its
+// domain's gets Succeed's error and no next lease; a paused domain and one
+// with nothing queued get none either.
+func TestClaimNext(t *testing.T) {
+	e := newPullEnv(t, worklease.WithLeaseTTL(time.Minute))
+	for i := range pg.MaxStreak + 2 {
+		e.enqueue("deep", int64(i), fmt.Sprintf("d%d", i), worklease.Enqueued)
+	}
+	e.clock.Advance(time.Millisecond)
+	e.enqueue("one", 1, "o1", worklease.Enqueued)
+	e.clock.Advance(time.Millisecond)
+	e.enqueue("paused", 1, "p1", worklease.Enqueued)
+	e.enqueue("paused", 2, "p2", worklease.Enqueued)
+	e.clock.Advance(time.Millisecond)
+	e.enqueue("later", 1, "l1", worklease.Enqueued)
+	e.clock.Advance(time.Millisecond)
+	cs, got := e.claim(3)
+	if want := []string{"deep/0:d0@1", "one/1:o1@1", "paused/1:p1@1"}; !equal(got, want) {
+		t.Fatalf("claims: %v; want %v", got, want)
+	}
+	if err := e.m.Pause(e.ctx, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	stale := cs[0]
+	next, errs, err := e.m.ClaimNext(e.ctx, cs)
+	if err != nil || errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("ClaimNext: %v, %v", errs, err)
+	}
+	if len(next) != 1 || next[0].Domain != "deep" || next[0].Offset != 1 || string(next[0].Payload) != "d1" ||
+		next[0].Attempt != 1 || next[0].Token.Fence() != stale.Token.Fence()+1 || next[0].ExpiresAt.IsZero() {
+		t.Fatalf("ClaimNext: %+v; want deep's offset 1 under the next fence", next)
+	}
+	// The ended lease's token is spent.
+	if _, errs, err := e.m.ClaimNext(e.ctx, []pg.Claim{stale}); err != nil || !errors.Is(errs[0], worklease.ErrTokenMismatch) {
+		t.Fatalf("ClaimNext of a spent token: %v, %v; want ErrTokenMismatch", errs, err)
+	}
+	// deep goes on to MaxStreak leases in a row, then waits behind later.
+	for i := 2; i <= pg.MaxStreak; i++ {
+		next, errs, err = e.m.ClaimNext(e.ctx, next)
+		if err != nil || errs[0] != nil || len(next) != 1 || next[0].Offset != int64(i) {
+			t.Fatalf("ClaimNext %d: %+v, %v, %v; want deep's offset %d", i, next, errs, err, i)
+		}
+	}
+	e.clock.Advance(time.Millisecond)
+	if next, errs, err = e.m.ClaimNext(e.ctx, next); err != nil || errs[0] != nil || len(next) != 0 {
+		t.Fatalf("ClaimNext after %d in a row: %+v, %v, %v; want no next lease", pg.MaxStreak, next, errs, err)
+	}
+	if _, got := e.claim(10); !equal(got, []string{"later/1:l1@1", fmt.Sprintf("deep/%d:d%d@1", pg.MaxStreak+1, pg.MaxStreak+1)}) {
+		t.Fatalf("claims after the streak: %v; want later's, then deep's", got)
+	}
+	if info, err := e.m.Inspect(e.ctx, "paused"); err != nil || len(info.Backlog) != 1 || info.Lease.Token != (worklease.Token{}) {
+		t.Fatalf("paused domain: %+v, %v; want idle with offset 2 queued", info, err)
+	}
+	if n := e.count("payloads"); n != 3 {
+		t.Fatalf("%d payloads; want 3: paused's offset 2, and the two leases in flight", n)
 	}
 }
 

@@ -2,6 +2,10 @@
 -- offset and attempts: the statement deletes the payload only if it had one.
 ALTER TABLE {{schema}}.domains ADD COLUMN ended_payload bool;
 
+-- streak counts the leases ClaimNext granted the domain in a row, since it
+-- was last claimed: at MaxStreak it goes behind the other ready domains.
+ALTER TABLE {{schema}}.domains ADD COLUMN streak int NOT NULL DEFAULT 0;
+
 -- SucceedMany is a plain statement now (see fastpull.go).
 DROP FUNCTION {{schema}}.succeed_many(bytea[], bigint[], bigint[], bool, timestamptz, bool);
 
