@@ -136,13 +136,20 @@ func benchPull(b *testing.B, continuous bool) {
 	for range burnWorkers {
 		wg.Go(func() {
 			batch := claimBatch
+			var next []pg.Claim // what ClaimNext leased the worker
 			for done.Load() < int64(b.N) && failed.Load() == nil {
-				claims, err := m.Claim(ctx, batch)
-				if err != nil {
-					failed.CompareAndSwap(nil, &err)
-					return
+				claims := next
+				if len(claims) < batch/2 { // top up the batch
+					more, err := m.Claim(ctx, batch-len(claims))
+					if err != nil {
+						failed.CompareAndSwap(nil, &err)
+						return
+					}
+					claims = append(claims, more...)
 				}
-				errs, err := m.SucceedMany(ctx, claims)
+				var errs []error
+				var err error
+				next, errs, err = m.ClaimNext(ctx, claims)
 				if err == nil {
 					err = errors.Join(errs...)
 				}
