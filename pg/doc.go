@@ -37,8 +37,15 @@
 // whose lease is due, and serve the domains that have waited longest
 // first, after those of a higher priority ([Manager.SetPriority]).
 // [Manager.EnqueueMany] and [Manager.SucceedMany] take batches, each in
-// one round trip. [Manager.WaitClaim] waits for work: the database
-// notifies the Manager when a call of any process makes a domain ready.
+// one round trip; [Manager.ClaimNext] ends a batch and leases the same
+// domains' next offsets to the caller in the same statement, a few times
+// in a row at most ([MaxStreak]). [Manager.WaitClaim] waits for work: the
+// database notifies the Manager when a call of any process makes a domain
+// ready.
+//
+// Claim (unless a lease is due), SucceedMany and ClaimNext are each one
+// statement, with no server-side function; EnqueueMany's function takes a
+// few statements for a whole batch, whatever its size.
 //
 // WithObserver hears the transitions of this process's calls: each call's
 // events are told, in order, by the goroutine that made the call, once it
