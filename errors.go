@@ -91,6 +91,14 @@ var (
 	ErrInvalidConfig = errors.New("worklease: invalid configuration")
 )
 
+// Errors returned by the pull calls (Enqueue, Claim, WaitClaim, Retry).
+var (
+	// ErrInvalidClaim is returned by Claim and WaitClaim for a count below
+	// 1. A backend may allow fewer leases per claim than any int: it then
+	// returns an error matching ErrInvalidClaim above its limit too.
+	ErrInvalidClaim = errors.New("worklease: claim count must be at least 1")
+)
+
 // BacklogOrderError is the error TryAcquire returns when an idle domain is
 // asked to grant an offset other than the head of its backlog. It matches
 // ErrBacklogOrder under errors.Is.

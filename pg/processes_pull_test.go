@@ -150,7 +150,7 @@ func childPull(t *testing.T, pool *pgxpool.Pool, schema string, index int) {
 				}
 				// Claims that will succeed at once go in one SucceedMany, half
 				// the time; the others are worked one by one.
-				var batch []pg.Claim
+				var batch []worklease.Claim
 				for _, c := range claims {
 					how := "succeed"
 					switch r := rng.IntN(100); {
@@ -182,7 +182,7 @@ func childPull(t *testing.T, pool *pgxpool.Pool, schema string, index int) {
 // claim's fence, and ends the attempt as how says: "succeed", "fail"
 // (Retry after a short delay), or "stall" (past the lease's TTL, then
 // succeed: a later holder may have the offset by then).
-func workClaim(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, c pg.Claim, how string) error {
+func workClaim(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, c worklease.Claim, how string) error {
 	if want := pullPayload(c.Domain, c.Offset); string(c.Payload) != string(want) {
 		return fmt.Errorf("claim of %s/%d carried payload %q; want %q", c.Domain, c.Offset, c.Payload, want)
 	}
@@ -222,7 +222,7 @@ func workClaim(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string,
 
 // workBatch works claims as workClaim works each with "succeed", ending
 // them with one SucceedMany.
-func workBatch(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, claims []pg.Claim) error {
+func workBatch(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, claims []worklease.Claim) error {
 	if len(claims) == 0 {
 		return nil
 	}
