@@ -165,7 +165,16 @@ func (s *domainState) checkInvariants(p *policy) error {
 	if c.revoked.IsZero() != (c.revokedErr == nil) {
 		bad("revoked token %v with reason %v", c.revoked, c.revokedErr)
 	}
-	if c.failed.m == nil && c.carried == nil && c.leaseToken.IsZero() && c.revoked.IsZero() {
+	// Payloads belong to offsets that are queued, in flight or failed.
+	for off := range c.payloads {
+		if !s.backlog.contains(off) && !(s.leased && s.lease.offset == off) && !s.isFailed(off) {
+			bad("payload kept for %d, which is neither queued, in flight nor failed", off)
+		}
+	}
+	if c.payloads != nil && len(c.payloads) == 0 {
+		bad("empty payload map kept")
+	}
+	if c.failed.m == nil && c.carried == nil && c.leaseToken.IsZero() && c.revoked.IsZero() && c.payloads == nil {
 		bad("empty cold part kept")
 	}
 	return errors.Join(errs...)
