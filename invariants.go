@@ -12,17 +12,30 @@ import (
 // goroutines use the Manager.
 func (m *Manager) checkInvariants() error {
 	var errs []error
+	q := m.ready.Load()
+	listed := 0 // records the ready queue lists
 	m.forEachRecord(func(sh *shard, domain string, r *record) {
 		r.mu.Lock()
 		err := r.state.checkInvariants(&m.policy)
 		if err == nil && !r.dropped {
 			err = sh.expiry.check(r)
 		}
+		if err == nil && r.listed != (q != nil && !r.dropped && r.state.ready()) {
+			err = fmt.Errorf("listed in the ready queue: %t, ready: %t", r.listed, r.state.ready())
+		}
+		if r.listed {
+			listed++
+		}
 		r.mu.Unlock()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("domain %q: %w", domain, err))
 		}
 	})
+	if q != nil {
+		if err := q.check(listed); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for i := range m.shards {
 		if err := m.shards[i].expiry.checkHeap(); err != nil {
 			errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
