@@ -38,6 +38,20 @@ type Backend interface {
 	Reap(ctx context.Context) ([]Expiry, error)
 	Forget(ctx context.Context, domain string) error
 
+	// The pull calls: producers enqueue offsets with their payloads, and
+	// workers claim ready domains' heads and end them with Succeed,
+	// SucceedMany or Retry. A backend that keeps no payloads (the Manager
+	// with a journal) refuses a payload that is not nil in Enqueue, with
+	// an error matching ErrPayloadNotJournaled. SucceedMany answers each
+	// claim as Succeed would; the claims of a domain named more than once
+	// may be answered in any order. Domains that became ready at the same
+	// instant may be claimed in any order.
+	Enqueue(ctx context.Context, domain string, offset int64, payload []byte) (AcquireStatus, error)
+	Claim(ctx context.Context, n int) ([]Claim, error)
+	WaitClaim(ctx context.Context, n int, poll time.Duration) ([]Claim, error)
+	Retry(ctx context.Context, domain string, tok Token, cause error, delay time.Duration) (RetryResult, error)
+	SucceedMany(ctx context.Context, claims []Claim) ([]error, error)
+
 	// Close releases what the backend holds; every later call returns an
 	// error matching ErrClosed.
 	Close() error
@@ -46,7 +60,8 @@ type Backend interface {
 // Backend returns m as a Backend. Each call first returns ctx.Err() if ctx
 // is already done, changing nothing; otherwise it is m's method of the same
 // name, which never blocks on I/O under a lock and so does not watch ctx
-// while it runs. Closing the Backend closes m.
+// while it runs (WaitClaim, which takes ctx itself, watches it while it
+// waits). Closing the Backend closes m.
 func (m *Manager) Backend() Backend { return managerBackend{m} }
 
 // managerBackend adapts a Manager to Backend.
@@ -171,6 +186,41 @@ func (b managerBackend) Forget(ctx context.Context, domain string) error {
 		return err
 	}
 	return b.m.Forget(domain)
+}
+
+func (b managerBackend) Enqueue(ctx context.Context, domain string, offset int64, payload []byte) (AcquireStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return b.m.Enqueue(domain, offset, payload)
+}
+
+func (b managerBackend) Claim(ctx context.Context, n int) ([]Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.m.Claim(n)
+}
+
+func (b managerBackend) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.m.WaitClaim(ctx, n, poll)
+}
+
+func (b managerBackend) Retry(ctx context.Context, domain string, tok Token, cause error, delay time.Duration) (RetryResult, error) {
+	if err := ctx.Err(); err != nil {
+		return RetryResult{}, err
+	}
+	return b.m.Retry(domain, tok, cause, delay)
+}
+
+func (b managerBackend) SucceedMany(ctx context.Context, claims []Claim) ([]error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.m.SucceedMany(claims)
 }
 
 func (b managerBackend) Close() error { return b.m.Close() }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/worklease/worklease"
 	"github.com/worklease/worklease/internal/memjournal"
@@ -58,8 +59,9 @@ func managerSuite(setup managerSetup) leasetest.Suite {
 		New: func(t *testing.T, opts ...worklease.Option) worklease.Backend {
 			return openChecked(t, setup, nil, opts)
 		},
-		Events: true,
-		Check:  func(b worklease.Backend) error { return b.(*checkedBackend).check() },
+		Events:   true,
+		Payloads: setup.journal == journalNone, // a journal keeps none
+		Check:    func(b worklease.Backend) error { return b.(*checkedBackend).check() },
 	}
 	if setup.journal != journalNone {
 		s.Reopen = func(t *testing.T, b worklease.Backend, opts ...worklease.Option) worklease.Backend {
@@ -190,6 +192,22 @@ func (cb *checkedBackend) FailNext(ctx context.Context, d string, tok worklease.
 		cb.granted(d, res.Lease.Token)
 	}
 	return res, err
+}
+
+func (cb *checkedBackend) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
+	cs, err := cb.Backend.Claim(ctx, n)
+	for _, c := range cs {
+		cb.granted(c.Domain, c.Token)
+	}
+	return cs, err
+}
+
+func (cb *checkedBackend) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]worklease.Claim, error) {
+	cs, err := cb.Backend.WaitClaim(ctx, n, poll)
+	for _, c := range cs {
+		cb.granted(c.Domain, c.Token)
+	}
+	return cs, err
 }
 
 func (cb *checkedBackend) Forget(ctx context.Context, d string) error {

@@ -6,7 +6,8 @@
 //
 // A [Manager] is called directly from orchestrator goroutines. It does not
 // schedule, sleep or back off: the orchestrator owns timing and gets hints
-// back.
+// back (a worker that asks to wait for work can, with
+// [Manager.WaitClaim]).
 //
 // # The protocol
 //
@@ -35,6 +36,24 @@
 //     to the caller in the same step ([NextAcquired], [GiveUpNextAcquired]),
 //     so a worker that uses them works through its domain in order while
 //     new offsets are simply queued.
+//
+// # Pulling work
+//
+// Workers can pull instead: [Manager.Enqueue] stores an offset, with a
+// payload if it has one, and never grants it, even on an idle domain;
+// [Manager.Claim] leases the heads of up to n ready domains (idle,
+// running, with a backlog, and past any retry delay), the longest waiting
+// first, so that one deep backlog cannot starve the others, and returns
+// them as [Claim] values with their payloads and tokens. The worker ends a
+// claim with [Manager.Succeed] or [Manager.SucceedMany], or with
+// [Manager.Retry], which ends the lease as a failed attempt and puts the
+// offset back at the front of its domain's line until a delay has passed
+// (or makes it a dead letter once out of retries), so that no worker
+// holds it while it waits. [Manager.WaitClaim] waits until there is
+// something to claim. A claim first takes over leases that are due, so a
+// crashed worker's domain comes back without a reaper. The Manager keeps
+// its list of ready domains only once a pull call has been made; a Manager
+// that is only pushed to pays nothing for it.
 //
 // # States
 //
@@ -69,8 +88,9 @@
 // (as [*BacklogOrderError] with errors.As), [ErrTokenMismatch], [ErrNoLease],
 // [ErrLeaseExpired], [ErrLeaseRevoked], [ErrInvalidOffset],
 // [ErrInvalidDuration], [ErrClosed], the admin calls' [ErrNotDeadLettered],
-// [ErrAlreadyProcessed] and [ErrDomainBusy], and [ErrInvalidConfig] from
-// [New]. No input makes the package panic.
+// [ErrAlreadyProcessed] and [ErrDomainBusy], the pull calls'
+// [ErrInvalidClaim] and [ErrPayloadNotJournaled], and [ErrInvalidConfig]
+// from [New]. No input makes the package panic.
 //
 // # Options
 //
@@ -141,7 +161,7 @@
 // interface whose calls take a context first, for implementations that keep
 // their state elsewhere, such as a database shared by many processes;
 // [Manager.Backend] adapts the Manager to it, so code written against
-// Backend runs on either. A backend reads the same [Option] values through
+// Backend runs on either, pull calls included. A backend reads the same [Option] values through
 // [NewConfig], builds its tokens with [NewToken], and returns the result,
 // status, info and error types of this package. The leasetest package
 // checks that a backend keeps the contract: one call runs its scenarios,
@@ -173,5 +193,7 @@
 // use share two cache lines. What only some domains need (dead letters,
 // attempts carried over after an expiry or [Manager.ForceRelease], the
 // latest revoked token) is kept apart by the domains that have it, and a
-// domain's backlog is allocated when its first offset is queued.
+// domain's backlog is allocated when its first offset is queued. The
+// payloads Enqueue stores are kept apart in the same way, by the domains
+// that have them, until their offsets succeed.
 package worklease

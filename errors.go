@@ -20,13 +20,16 @@ var (
 	// head. The error is always a *BacklogOrderError.
 	ErrBacklogOrder = errors.New("worklease: offset is not the head of the backlog")
 
-	// ErrTokenMismatch is returned by Succeed, Fail and Extend when the
-	// domain holds a lease but the token passed is not that lease's token: the caller is a
-	// stale holder, or passed a token from another domain or manager.
+	// ErrTokenMismatch is returned by Succeed, Fail and Extend (and Retry
+	// and SucceedMany, which check tokens as they do) when the domain
+	// holds a lease but the token passed is not that lease's token: the
+	// caller is a stale holder, or passed a token from another domain or
+	// manager.
 	ErrTokenMismatch = errors.New("worklease: token does not match the current lease")
 
-	// ErrNoLease is returned by Succeed, Fail and Extend when the domain
-	// holds no lease, and by ForceRelease when it has none to release.
+	// ErrNoLease is returned by Succeed, Fail and Extend (and Retry and
+	// SucceedMany) when the domain holds no lease, and by ForceRelease when
+	// it has none to release.
 	ErrNoLease = errors.New("worklease: domain holds no lease")
 
 	// ErrLeaseExpired is returned by Succeed, Fail and Extend for the token
@@ -48,7 +51,7 @@ var (
 	ErrLeaseRevoked = errors.New("worklease: lease revoked by an operator")
 
 	// ErrInvalidDuration is returned by Extend for a duration that is not
-	// positive.
+	// positive, and by Retry for a negative delay.
 	ErrInvalidDuration = errors.New("worklease: duration must be positive")
 
 	// ErrNotDeadLettered is returned by Redrive for an offset that is not
@@ -89,6 +92,20 @@ var (
 
 	// ErrInvalidConfig is returned by New when an option has an invalid value.
 	ErrInvalidConfig = errors.New("worklease: invalid configuration")
+)
+
+// Errors returned by the pull calls (Enqueue, Claim, WaitClaim, Retry).
+var (
+	// ErrInvalidClaim is returned by Claim and WaitClaim for a count below
+	// 1. A backend may allow fewer leases per claim than any int: it then
+	// returns an error matching ErrInvalidClaim above its limit too.
+	ErrInvalidClaim = errors.New("worklease: claim count must be at least 1")
+
+	// ErrPayloadNotJournaled is returned by Enqueue for a payload that is
+	// not nil on a Manager with a journal, which keeps no payloads: a
+	// payload would be lost in a restart, and its offset claimed without
+	// it. Enqueue then changes nothing.
+	ErrPayloadNotJournaled = errors.New("worklease: a journaled Manager keeps no payloads")
 )
 
 // BacklogOrderError is the error TryAcquire returns when an idle domain is

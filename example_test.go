@@ -388,6 +388,90 @@ func ExampleManager_Backend() {
 	// true
 }
 
+// Pulling work in one process: producers enqueue offsets with their
+// payloads, and workers claim the heads of ready domains, the longest
+// waiting first, and end what they claimed in a batch.
+func ExampleManager_Claim() {
+	m, err := worklease.New()
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+
+	// Producers: Enqueue never grants; a redelivery is stored once.
+	for _, ev := range []struct {
+		domain string
+		offset int64
+		body   string
+	}{{"tenant-7", 0, "create"}, {"tenant-7", 1, "rename"}, {"tenant-9", 0, "create"}, {"tenant-7", 0, "create"}} {
+		if _, err := m.Enqueue(ev.domain, ev.offset, []byte(ev.body)); err != nil {
+			panic(err)
+		}
+	}
+
+	// A worker: each claim leases a domain's head, one per domain.
+	for {
+		claims, err := m.Claim(10)
+		if err != nil {
+			panic(err)
+		}
+		if len(claims) == 0 {
+			break // a long-running worker calls WaitClaim instead
+		}
+		for _, c := range claims {
+			fmt.Printf("%s/%d %s (attempt %d)\n", c.Domain, c.Offset, c.Payload, c.Attempt)
+		}
+		if _, err := m.SucceedMany(claims); err != nil {
+			panic(err)
+		}
+	}
+	// Output:
+	// tenant-7/0 create (attempt 1)
+	// tenant-9/0 create (attempt 1)
+	// tenant-7/1 rename (attempt 1)
+}
+
+// A failed attempt goes back to the front of its domain's line, claimable
+// again once its delay has passed, without holding a worker while it
+// waits; out of retries, it is a dead letter.
+func ExampleManager_Retry() {
+	clk := &fixedClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m, err := worklease.New(worklease.WithMaxRetries(1), worklease.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	if _, err := m.Enqueue("tenant-7", 0, []byte("charge")); err != nil {
+		panic(err)
+	}
+	backoff := worklease.Backoff{Jitter: -1}
+	claims, _ := m.Claim(1)
+	c := claims[0]
+	res, err := m.Retry(c.Domain, c.Token, errors.New("card declined"), backoff.Delay(c.Attempt))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("retries:", res.RetryCount, "dead letter:", res.DeadLettered)
+
+	claims, _ = m.Claim(1)
+	fmt.Println("claimed during the delay:", len(claims))
+	clk.now = clk.now.Add(backoff.Delay(c.Attempt))
+	claims, _ = m.Claim(1)
+	c = claims[0]
+	fmt.Println("claimed after it: attempt", c.Attempt, "of", string(c.Payload))
+
+	res, _ = m.Retry(c.Domain, c.Token, errors.New("card declined"), backoff.Delay(c.Attempt))
+	fmt.Println("retries:", res.RetryCount, "dead letter:", res.DeadLettered)
+	dls, _ := m.DeadLetters("tenant-7")
+	fmt.Println(dls[0].Offset, dls[0].Cause, dls[0].Attempts)
+	// Output:
+	// retries: 1 dead letter: false
+	// claimed during the delay: 0
+	// claimed after it: attempt 2 of charge
+	// retries: 2 dead letter: true
+	// 0 card declined 2
+}
+
 // A backend other than the Manager reads the same options with NewConfig.
 func ExampleNewConfig() {
 	cfg, err := worklease.NewConfig(worklease.WithLeaseTTL(30*time.Second), worklease.WithOrdering(worklease.LIFO))

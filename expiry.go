@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // expiryIndex is a min-heap of a shard's leases that have an expiry, keyed by
@@ -13,6 +14,10 @@ import (
 type expiryIndex struct {
 	mu   sync.Mutex // guards heap and the heapIdx of every record in it
 	heap []expiryEntry
+	// soonest is the expiry at the top of heap, zero when it is empty
+	// (no expiry is the zero instant), so that Claim skips the shards
+	// with no lease due without taking their lock. Written under mu.
+	soonest atomic.Int64
 }
 
 type expiryEntry struct {
@@ -43,8 +48,34 @@ func (x *expiryIndex) sync(r *record) {
 		x.heap[i].at = want
 		x.fix(i)
 	}
+	x.noteSoonest()
 	x.mu.Unlock()
 	r.expiresAt = want
+}
+
+// noteSoonest makes soonest the heap's top. x.mu must be held.
+func (x *expiryIndex) noteSoonest() {
+	var top instant
+	if len(x.heap) > 0 {
+		top = x.heap[0].at
+	}
+	if instant(x.soonest.Load()) != top { // most changes leave the top alone
+		x.soonest.Store(int64(top))
+	}
+}
+
+// dueBy reports whether a lease in the index may be due at now.
+func (x *expiryIndex) dueBy(now instant) bool {
+	at := instant(x.soonest.Load())
+	return at != 0 && at <= now
+}
+
+// putBack puts r, which popDue took out of the index, back in, as it was.
+func (x *expiryIndex) putBack(r *record) {
+	r.mu.Lock()
+	r.expiresAt = 0 // not in the index: sync puts it back
+	x.sync(r)
+	r.mu.Unlock()
 }
 
 // popDue removes and returns the entries due at or before now.
@@ -54,6 +85,7 @@ func (x *expiryIndex) popDue(now instant, dst []expiryEntry) []expiryEntry {
 		dst = append(dst, x.heap[0])
 		x.remove(0)
 	}
+	x.noteSoonest()
 	x.mu.Unlock()
 	return dst
 }
@@ -228,6 +260,9 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 		err = m.report(sh, r, &st)
 	}
 	sh.expiry.sync(r)
+	if q := m.ready.Load(); q != nil {
+		q.sync(r, now, now) // a requeued offset makes its domain ready
+	}
 	if !expired {
 		return Expiry{}, false, 0, nil
 	}

@@ -89,3 +89,7 @@ func HasColdPart(m *Manager, domain string) bool {
 	defer r.mu.Unlock()
 	return r.state.cold != nil
 }
+
+// Pulling reports whether m keeps a ready queue: whether a pull call made
+// one.
+func Pulling(m *Manager) bool { return m.ready.Load() != nil }

@@ -12,17 +12,30 @@ import (
 // goroutines use the Manager.
 func (m *Manager) checkInvariants() error {
 	var errs []error
+	q := m.ready.Load()
+	listed := 0 // records the ready queue lists
 	m.forEachRecord(func(sh *shard, domain string, r *record) {
 		r.mu.Lock()
 		err := r.state.checkInvariants(&m.policy)
 		if err == nil && !r.dropped {
 			err = sh.expiry.check(r)
 		}
+		if err == nil && r.listed != (q != nil && !r.dropped && r.state.ready()) {
+			err = fmt.Errorf("listed in the ready queue: %t, ready: %t", r.listed, r.state.ready())
+		}
+		if r.listed {
+			listed++
+		}
 		r.mu.Unlock()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("domain %q: %w", domain, err))
 		}
 	})
+	if q != nil {
+		if err := q.check(listed); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for i := range m.shards {
 		if err := m.shards[i].expiry.checkHeap(); err != nil {
 			errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
@@ -165,7 +178,16 @@ func (s *domainState) checkInvariants(p *policy) error {
 	if c.revoked.IsZero() != (c.revokedErr == nil) {
 		bad("revoked token %v with reason %v", c.revoked, c.revokedErr)
 	}
-	if c.failed.m == nil && c.carried == nil && c.leaseToken.IsZero() && c.revoked.IsZero() {
+	// Payloads belong to offsets that are queued, in flight or failed.
+	for off := range c.payloads {
+		if !s.backlog.contains(off) && !(s.leased && s.lease.offset == off) && !s.isFailed(off) {
+			bad("payload kept for %d, which is neither queued, in flight nor failed", off)
+		}
+	}
+	if c.payloads != nil && len(c.payloads) == 0 {
+		bad("empty payload map kept")
+	}
+	if c.failed.m == nil && c.carried == nil && c.leaseToken.IsZero() && c.revoked.IsZero() && c.payloads == nil {
 		bad("empty cold part kept")
 	}
 	return errors.Join(errs...)

@@ -62,7 +62,9 @@ type Journal interface {
 // domain before them, are durable, as j's Wait defines it; many concurrent
 // calls share the journal's flushes. Times read back from a journal (lease
 // and dead-letter times) are the same instants, in UTC; a Manager that replays
-// them reports them in its own clock's time zone. See the wal package.
+// them reports them in its own clock's time zone. A journal keeps no
+// payloads: Enqueue refuses them (ErrPayloadNotJournaled), and a retry's
+// delay is not journaled either (see Retry). See the wal package.
 func WithJournal(j Journal) Option {
 	return optionFunc(func(c *Config) { c.Journal = j })
 }
@@ -131,7 +133,10 @@ type Record struct {
 
 	// AcquiredAt and Retries: for EventAcquired, EventRequeued,
 	// EventRetrying and EventExtended, the offset's first grant and its
-	// failed attempts so far (after a retry, this one included). Attempt counts
+	// failed attempts so far (after a retry, this one included). A
+	// Requeued record of the offset in flight follows the Retrying record
+	// of a Retry, and ends the lease; the delay Retry was given is not
+	// journaled. Attempt counts
 	// force-released attempts too, which Retries does not: an Acquired
 	// record's Attempt is the attempt it starts, a Requeued record's the
 	// attempts made so far. (Journals written before Attempt counted them

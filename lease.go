@@ -19,7 +19,8 @@ import (
 //
 // A Manager is safe for concurrent use by any number of goroutines. Without
 // a journal it starts no goroutines; with one, it writes snapshots in a
-// goroutine of its own, which Close waits for. It never sleeps, and holds no
+// goroutine of its own, which Close waits for. It never sleeps (but in
+// WaitClaim, which waits for work when asked to), and holds no
 // lock while it calls code outside the package (a Clock, an Observer, a
 // cause's Error method), except the Journal's AppendRecord, which runs under
 // the domain's lock by design and must not block. Calls on different
@@ -69,6 +70,15 @@ type Manager struct {
 	settingsMu  sync.Mutex
 	failure     atomic.Pointer[error] // the journal's failure; set once, then every call returns it
 	snapshots   snapshotter
+
+	// ready is the queue of the domains Claim may lease, which the first
+	// pull call makes (see pullQueue): nil until then, and every call
+	// keeps it up to date from then on (see finish). pullMu serializes
+	// making it and closing it; pullClosed, which it guards, says that
+	// Close ran, so that a queue made afterwards starts closed.
+	ready      atomic.Pointer[readyQueue]
+	pullMu     sync.Mutex
+	pullClosed bool
 }
 
 // New returns a Manager configured by opts. With no options it keeps the
@@ -145,17 +155,19 @@ func (m *Manager) now() instant {
 	return instantOf(m.clock.Now())
 }
 
-// nowIfNeeded reads the clock only if leases may expire or events carry a
-// time (see Manager.timed).
+// nowIfNeeded reads the clock only if leases may expire, events carry a
+// time (see Manager.timed) or the Manager keeps a ready queue, which
+// orders domains by when they became ready.
 func (m *Manager) nowIfNeeded() instant {
-	if !m.timed {
+	if !m.timed && m.ready.Load() == nil {
 		return 0
 	}
 	return m.now()
 }
 
 // Close marks the Manager closed: every later call returns ErrClosed. Calls
-// already under way finish normally. With a journal, Close waits for a
+// already under way finish normally, and WaitClaim calls that wait return
+// ErrClosed. With a journal, Close waits for a
 // snapshot under way, then closes the journal, which makes everything
 // appended durable, and returns its error. Close returns ErrClosed if the
 // Manager was already closed, and an error matching ErrClosed for a zero or
@@ -168,6 +180,7 @@ func (m *Manager) Close() error {
 		return ErrClosed
 	}
 	m.open.Store(false)
+	m.stopPulling()
 	if m.journal == nil {
 		return nil
 	}
@@ -189,6 +202,7 @@ func (m *Manager) durable(seq uint64, appendErr error) error {
 	failed := fmt.Errorf("%w: %w", ErrJournalFailed, err)
 	m.failure.CompareAndSwap(nil, &failed)
 	m.open.Store(false)
+	m.stopPulling() // waiting claims learn why from their next claim
 	return *m.failure.Load()
 }
 

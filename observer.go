@@ -18,13 +18,15 @@ const (
 	// one more than the attempts it made before, failed or force-released.
 	EventAcquired
 	// EventEnqueued: an offset joined the backlog (not reported again for a
-	// duplicate).
+	// duplicate): from TryAcquire on a busy or paused domain, or from
+	// Enqueue, which never grants.
 	EventEnqueued
 	// EventProcessed: an offset succeeded and is terminal.
 	EventProcessed
-	// EventRetrying: Fail scheduled a retry; Attempt is the retry count.
-	// With WithLeaseTTL the lease's expiry moves to at least a full TTL from
-	// now, without a separate EventExtended.
+	// EventRetrying: Fail scheduled a retry, or Retry ended an attempt that
+	// has retries left (an EventRequeued follows); Attempt is the retry
+	// count. After Fail, with WithLeaseTTL, the lease's expiry moves to at
+	// least a full TTL from now, without a separate EventExtended.
 	EventRetrying
 	// EventDeadLettered: an offset ran out of retries, or was killed, and is
 	// failed (terminal); Cause says why.
@@ -33,11 +35,12 @@ const (
 	// revoked token. An EventDeadLettered follows if that was the last
 	// attempt; otherwise an EventRequeued.
 	EventExpired
-	// EventRequeued: an offset whose lease expired or was force-released went
-	// back to the front of the backlog; Attempt is the attempts it made so
-	// far, the one just ended included, and its next grant is attempt
-	// Attempt+1. An expiry counts as a failed attempt (see
-	// AcquireResult.RetryCount); a forced release does not.
+	// EventRequeued: an offset whose lease expired or was force-released,
+	// or that Retry gave back, went back to the front of the backlog;
+	// Attempt is the attempts it made so far, the one just ended included,
+	// and its next grant is attempt Attempt+1. An expiry and a Retry count
+	// as a failed attempt (see AcquireResult.RetryCount); a forced release
+	// does not.
 	EventRequeued
 	// EventExtended: a lease's expiry moved later.
 	EventExtended

@@ -7,10 +7,11 @@ import (
 	"unsafe"
 )
 
-// Lock order: record.mu, then shard.expiry.mu. A shard's mu is held only to
-// change its map or to read the map whole, and never while taking another
-// lock; looking a record up takes no lock. No goroutine ever holds two
-// record locks at once.
+// Lock order: record.mu, then shard.expiry.mu or the ready queue's mu (see
+// ready.go for the pull calls'). A shard's mu is held only to change its
+// map or to read the map whole, and never while taking another lock;
+// looking a record up takes no lock. No goroutine ever holds two record
+// locks at once.
 
 // A shard is one slice of the Manager's domain map, with the expiry index
 // and event counters of its domains.
@@ -25,7 +26,7 @@ type shard struct {
 	// fetch lines in pairs), so that goroutines working in neighbouring
 	// shards do not contend for the same lines. TestShardSize keeps it
 	// right.
-	_ [56]byte
+	_ [48]byte
 }
 
 // shardAlign is what a shard's size is a multiple of: two 64-byte lines.
@@ -52,6 +53,7 @@ type record struct {
 	// extra's wraps count their overflows. See recordCounts.
 	counts  recordCounts
 	dropped bool        // Forget removed the domain: look it up again
+	listed  bool        // the Manager's ready queue lists the domain; see readyQueue.sync
 	state   domainState // see domainState; never locks
 
 	lastSeq uint64       // the journal sequence number of the domain's latest record; 0 without a journal
@@ -225,10 +227,11 @@ func (m *Manager) raiseFenceFloor(fence uint64) {
 }
 
 // finish ends a call on r that made the changes in st: it reports them
-// (see report), brings the shard's expiry index up to date
-// with r's lease, releases r's lock, waits until the journal holds every
-// record of the domain so far (the call's own, and those its answer depends
-// on), and delivers r's events. An error means the journal failed and the
+// (see report), brings the shard's expiry index up to date with r's lease
+// and the ready queue, if the Manager keeps one, with r's readiness,
+// releases r's lock, waits until the journal holds every record of the
+// domain so far (the call's own, and those its answer depends on), and
+// delivers r's events. An error means the journal failed and the
 // Manager is now closed; the call must return it instead of its answer.
 func (m *Manager) finish(sh *shard, r *record, st *step) error {
 	sh.countAll(r, st)
@@ -238,6 +241,9 @@ func (m *Manager) finish(sh *shard, r *record, st *step) error {
 	}
 	if m.expiring {
 		sh.expiry.sync(r)
+	}
+	if q := m.ready.Load(); q != nil {
+		q.sync(r, st.now, st.now)
 	}
 	var seq uint64
 	if m.journal != nil { // lastSeq sits in the record's third line: read it only if needed

@@ -77,6 +77,12 @@ type domainCold struct {
 	// why: Succeed, Fail and Extend with it return revokedErr.
 	revoked    Token
 	revokedErr error
+	// payloads holds what Enqueue stored with an offset, from then until
+	// the offset succeeds: while it is queued, in flight or failed, so
+	// that a retry, a takeover and a Redrive claim it with its payload.
+	// nil unless there is one. A journal keeps none (see
+	// ErrPayloadNotJournaled), so no change carries them.
+	payloads map[int64][]byte
 }
 
 // lease is the offset in flight and its history, plus an expiry. Its token is the
@@ -135,7 +141,8 @@ func (s *domainState) coldPart() *domainCold {
 
 // trimCold drops s.cold once nothing is left in it.
 func (s *domainState) trimCold() {
-	if c := s.cold; c != nil && c.failed.m == nil && c.carried == nil && c.leaseToken.IsZero() && c.revoked.IsZero() {
+	if c := s.cold; c != nil && c.failed.m == nil && c.carried == nil && c.leaseToken.IsZero() && c.revoked.IsZero() &&
+		c.payloads == nil {
 		s.cold = nil
 	}
 }
@@ -340,6 +347,10 @@ func (s *domainState) revoke(tok Token, why error) {
 	c.revoked, c.revokedErr = tok, why
 	s.release()
 }
+
+// ready reports whether Claim may lease the domain's head: it is idle,
+// running and has a backlog. (A retry's delay is the Manager's to keep.)
+func (s *domainState) ready() bool { return !s.leased && !s.paused && s.backlog.len() > 0 }
 
 // empty reports whether the domain has no lease and no backlog.
 func (s *domainState) empty() bool { return !s.leased && s.backlog.len() == 0 }

@@ -247,6 +247,65 @@ func (s *domainState) failNext(p *policy, st *step, tok Token, cause error, res 
 	return nil
 }
 
+// enqueue is Enqueue: acquire that never grants, even on an idle domain.
+// An offset it queues keeps payload, if not nil, until it succeeds: a
+// duplicate keeps the payload it was first queued with.
+func (s *domainState) enqueue(p *policy, st *step, offset int64, payload []byte) AcquireStatus {
+	s.expireIfDue(p, st)
+	switch {
+	case s.isProcessed(p, offset):
+		return AlreadyProcessed
+	case s.isFailed(offset):
+		return AlreadyFailed
+	case s.leased && offset == s.lease.offset:
+		return AlreadyAcquired
+	}
+	if s.applyEnqueued(offset, p.lifo) { // a duplicate makes no change
+		st.add(&change{kind: EventEnqueued, offset: offset, front: p.lifo})
+		if payload != nil {
+			s.keepPayload(offset, payload)
+		}
+	}
+	return Enqueued
+}
+
+// claim is Claim on a domain the Manager found ready: if it is (see
+// ready), it leases the backlog's head, as TryAcquire of the head would,
+// and reports that it did. With true, s.lease is the lease to report.
+func (s *domainState) claim(p *policy, st *step) bool {
+	s.expireIfDue(p, st)
+	if !s.ready() {
+		return false
+	}
+	s.grantHead(p, st)
+	return true
+}
+
+// retry is Retry: the attempt under tok failed. With retries left, the
+// lease ends and its offset goes back to the front of the line, carrying
+// its attempts, to wait out a delay the Manager keeps; without, the offset
+// is dead-lettered, as fail would do. Either way the token is spent.
+func (s *domainState) retry(p *policy, st *step, tok Token, cause error) (RetryResult, error) {
+	s.expireIfDue(p, st)
+	if err := s.checkToken(p, st, tok); err != nil {
+		return RetryResult{}, err
+	}
+	l := s.lease
+	if l.retries >= p.maxRetries {
+		s.deadLetter(p, st, l.offset, s.attempts(), tok, cause, p.park)
+		return RetryResult{DeadLettered: true, RetryCount: l.retries + 1}, nil
+	}
+	// The failed attempt is counted as Fail counts it, and the requeue
+	// that follows ends the lease (see applyRequeued).
+	attempts, retries := s.attempts(), l.retries+1
+	s.make(p, st, &change{
+		kind: EventRetrying, offset: l.offset, attempt: retries, token: tok, cause: cause,
+		retries: retries, acquiredAt: l.acquiredAt, expiresAt: l.expiresAt,
+	})
+	s.requeue(p, st, l.offset, attempt{attempts: attempts, retries: retries, acquiredAt: l.acquiredAt})
+	return RetryResult{RetryCount: retries}, nil
+}
+
 // extend is Extend: the lease now expires no sooner than d from now. It
 // returns the lease's expiry, zero if it never expires.
 func (s *domainState) extend(p *policy, st *step, tok Token, d time.Duration) (instant, error) {

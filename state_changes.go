@@ -134,9 +134,13 @@ func acquiredChange(l lease, tok Token, attempts int) change {
 }
 
 // applyProcessed makes the lease's offset processed, and ends the lease.
+// The offset's payload, if it has one, goes with it.
 func (s *domainState) applyProcessed(p *policy, offset int64) {
 	s.markTerminal(p, offset, true)
 	s.release()
+	if s.cold != nil {
+		s.dropPayload(offset)
+	}
 }
 
 // applyRetrying counts a failed attempt of the lease's offset, whose failed
@@ -146,8 +150,13 @@ func (s *domainState) applyRetrying(retries int, expiresAt instant) {
 }
 
 // applyRequeued puts c's offset back at the front of the line, carrying
-// its attempts to its next grant.
+// its attempts to its next grant. An offset in flight is one Retry gives
+// back: its lease ends with it, its holder's token spent without being
+// revoked (as after Succeed).
 func (s *domainState) applyRequeued(c *change) {
+	if s.leased && s.lease.offset == c.offset {
+		s.release()
+	}
 	s.queue().pushFront(c.offset)
 	s.carry(c.offset, attempt{attempts: c.attempt, retries: c.retries, acquiredAt: c.acquiredAt})
 }
@@ -219,8 +228,14 @@ func (s *domainState) fits(p *policy, now instant, c *change, ended int64) error
 			return errors.New("kills a lease that is not held")
 		}
 	case EventRequeued:
-		if terminal || queuedOrLeased {
+		// The offset in flight goes back only from Retry, whose Retrying
+		// record counted the failed attempt just before.
+		retried := s.leased && s.lease.offset == off
+		if terminal || queuedOrLeased && !retried {
 			return errors.New("requeues an offset that is terminal, leased or queued")
+		}
+		if retried && (c.retries != s.lease.retries || c.attempt != s.attempts()-1) {
+			return errors.New("requeues the offset in flight without the retry that failed it")
 		}
 		// Journals written before a forced release's Attempt counted its
 		// last attempt hold Attempt == Retries: that undercount stays.

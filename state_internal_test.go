@@ -92,6 +92,17 @@ func pauseOf(paused bool) stateCall {
 // forgetCall is Forget.
 var forgetCall stateCall = func(s *domainState, p *policy, st *step) (any, error) { return nil, s.forget(p, st) }
 
+func enqueueOf(off int64, payload []byte) stateCall {
+	return func(s *domainState, p *policy, st *step) (any, error) { return s.enqueue(p, st, off, payload), nil }
+}
+
+// claimCall is Claim on one domain: whether it granted the head.
+var claimCall stateCall = func(s *domainState, p *policy, st *step) (any, error) { return s.claim(p, st), nil }
+
+func retryOf(tok Token, cause error) stateCall {
+	return func(s *domainState, p *policy, st *step) (any, error) { return s.retry(p, st, tok, cause) }
+}
+
 // touchCall is what every other call on a domain does first (Inspect, say):
 // it expires the lease if it is due, and reports whether it did.
 var touchCall stateCall = func(s *domainState, p *policy, st *step) (any, error) { return s.expireIfDue(p, st), nil }
@@ -458,6 +469,74 @@ func TestStateCalls(t *testing.T) {
 				{kind: EventForgotten, offset: -1},
 			}},
 		{"touch before the expiry", ttl, later(acquire(1), 9), touchCall, false, nil, nil},
+
+		// Enqueue.
+		{"enqueue never grants", policy{}, noSetup, enqueueOf(1, nil), Enqueued, nil,
+			[]notedChange{{kind: EventEnqueued, offset: 1}}},
+		{"enqueue queues behind the backlog", policy{}, calling(enqueueOf(1, nil)), enqueueOf(2, []byte("p")), Enqueued, nil,
+			[]notedChange{{kind: EventEnqueued, offset: 2}}},
+		{"enqueue at the front with LIFO", policy{lifo: true}, calling(enqueueOf(1, nil)), enqueueOf(2, nil), Enqueued, nil,
+			[]notedChange{{kind: EventEnqueued, offset: 2, front: true}}},
+		{"enqueue of a queued offset changes nothing", policy{}, calling(enqueueOf(1, nil)), enqueueOf(1, []byte("p")), Enqueued, nil, nil},
+		{"enqueue of the held offset", policy{}, acquire(1), enqueueOf(1, nil), AlreadyAcquired, nil, nil},
+		{"enqueue of a processed offset", policy{}, then(acquire(1), succeedOf(tok1, false)), enqueueOf(1, nil), AlreadyProcessed, nil, nil},
+		{"enqueue of a failed offset", policy{}, calling(killOf(1, errStateKilled)), enqueueOf(1, nil), AlreadyFailed, nil, nil},
+		{"enqueue below the watermark", policy{monotonic: true}, then(acquire(5), succeedOf(tok1, false)), enqueueOf(3, nil), AlreadyProcessed, nil, nil},
+		{"enqueue after an expiry", policy{maxRetries: 1, ttl: stateTTL}, later(acquire(1), 10), enqueueOf(2, nil), Enqueued, nil,
+			[]notedChange{
+				{kind: EventExpired, offset: 1, attempt: 1, fence: 1},
+				{kind: EventRequeued, offset: 1, attempt: 1, retries: 1},
+				{kind: EventEnqueued, offset: 2},
+			}},
+
+		// Claim.
+		{"claim grants the head", ttl, calling(enqueueOf(1, nil), enqueueOf(2, nil)), claimCall, true, nil,
+			[]notedChange{{kind: EventAcquired, offset: 1, attempt: 1, fence: 1, expiresAt: stateAt(10)}}},
+		{"claim of an idle domain without a backlog", policy{}, noSetup, claimCall, false, nil, nil},
+		{"claim of a leased domain", policy{}, acquire(1, 2), claimCall, false, nil, nil},
+		{"claim of a paused domain", policy{}, calling(enqueueOf(1, nil), pauseOf(true)), claimCall, false, nil, nil},
+		{"claim takes over a due lease", policy{maxRetries: 1, ttl: stateTTL}, later(acquire(1), 10), claimCall, true, nil,
+			[]notedChange{
+				{kind: EventExpired, offset: 1, attempt: 1, fence: 1},
+				{kind: EventRequeued, offset: 1, attempt: 1, retries: 1},
+				{kind: EventAcquired, offset: 1, attempt: 2, retries: 1, fence: 2, expiresAt: stateAt(20)},
+			}},
+
+		// Retry.
+		{"retry requeues at the front", oneRetry, acquire(1, 2), retryOf(tok1, errStateBoom), RetryResult{RetryCount: 1}, nil,
+			[]notedChange{
+				{kind: EventRetrying, offset: 1, attempt: 1, retries: 1, fence: 1, cause: boom},
+				{kind: EventRequeued, offset: 1, attempt: 1, retries: 1},
+			}},
+		{"retry keeps the expiry in its record", policy{maxRetries: 1, ttl: stateTTL}, later(acquire(1), 5), retryOf(tok1, nil), RetryResult{RetryCount: 1}, nil,
+			[]notedChange{
+				{kind: EventRetrying, offset: 1, attempt: 1, retries: 1, fence: 1, expiresAt: stateAt(10)},
+				{kind: EventRequeued, offset: 1, attempt: 1, retries: 1},
+			}},
+		{"retry carries attempts to the next claim", oneRetry, then(acquire(1), retryOf(tok1, nil)), claimCall, true, nil,
+			[]notedChange{{kind: EventAcquired, offset: 1, attempt: 2, retries: 1, fence: 2}}},
+		{"retry after a forced release", policy{maxRetries: 2}, then(acquire(1), forceReleaseCall, acquireOf(1)), retryOf(grantTok(2), nil), RetryResult{RetryCount: 1}, nil,
+			[]notedChange{
+				{kind: EventRetrying, offset: 1, attempt: 1, retries: 1, fence: 2},
+				{kind: EventRequeued, offset: 1, attempt: 2, retries: 1},
+			}},
+		{"retry gives up", policy{}, acquire(1, 2), retryOf(tok1, errStateBoom), RetryResult{DeadLettered: true, RetryCount: 1}, nil,
+			[]notedChange{{kind: EventDeadLettered, offset: 1, attempt: 1, fence: 1, cause: boom}}},
+		{"retry gives up after its retries", oneRetry, then(acquire(1), failOf(tok1, nil, false)), retryOf(tok1, errStateBoom),
+			RetryResult{DeadLettered: true, RetryCount: 2}, nil,
+			[]notedChange{{kind: EventDeadLettered, offset: 1, attempt: 2, fence: 1, cause: boom}}},
+		{"retry gives up and parks", policy{park: true}, acquire(1, 2), retryOf(tok1, errStateBoom), RetryResult{DeadLettered: true, RetryCount: 1}, nil,
+			[]notedChange{{kind: EventDeadLettered, offset: 1, attempt: 1, fence: 1, cause: boom}, {kind: EventPaused, offset: 1, cause: boom}}},
+		{"retry with a stranger's token", oneRetry, acquire(1), retryOf(strangerTok, nil), RetryResult{}, ErrTokenMismatch,
+			[]notedChange{{kind: EventRejected, offset: 1, fence: 7, cause: ErrTokenMismatch.Error()}}},
+		{"retry with a retried lease's token", oneRetry, then(acquire(1), retryOf(tok1, nil)), retryOf(tok1, nil), RetryResult{}, ErrNoLease,
+			[]notedChange{{kind: EventRejected, offset: -1, fence: 1, cause: ErrNoLease.Error()}}},
+		{"retry with an expired lease's token", policy{maxRetries: 1, ttl: stateTTL}, later(acquire(1), 10), retryOf(tok1, nil), RetryResult{}, ErrLeaseExpired,
+			[]notedChange{
+				{kind: EventExpired, offset: 1, attempt: 1, fence: 1},
+				{kind: EventRequeued, offset: 1, attempt: 1, retries: 1},
+				{kind: EventRejected, offset: -1, fence: 1, cause: expired},
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -492,7 +571,8 @@ type stateModel struct {
 	// revoked is the latest lease that ended without its holder.
 	revoked    Token
 	revokedErr error
-	kinds      []EventKind // the current call's changes
+	payloads   map[int64]string // what Enqueue stored, until the offset succeeds
+	kinds      []EventKind      // the current call's changes
 }
 
 type modelLease struct {
@@ -503,7 +583,7 @@ type modelLease struct {
 }
 
 func newStateModel(p *policy) *stateModel {
-	return &stateModel{p: p, done: map[int64]bool{}, hw: -1, failed: map[int64]deadView{}, carried: map[int64]attempt{}}
+	return &stateModel{p: p, done: map[int64]bool{}, hw: -1, failed: map[int64]deadView{}, carried: map[int64]attempt{}, payloads: map[int64]string{}}
 }
 
 func (m *stateModel) note(k EventKind) { m.kinds = append(m.kinds, k) }
@@ -645,6 +725,7 @@ func (m *stateModel) succeed(tok Token, next bool) (any, error) {
 	}
 	m.note(EventProcessed)
 	m.terminal(m.lease.offset, true)
+	delete(m.payloads, m.lease.offset)
 	m.leased = false
 	switch {
 	case len(m.backlog) == 0:
@@ -768,6 +849,67 @@ func (m *stateModel) forget() (any, error) {
 	return nil, nil
 }
 
+func (m *stateModel) enqueue(off int64, payload []byte) (any, error) {
+	m.expire()
+	_, failed := m.failed[off]
+	switch {
+	case m.isProcessed(off):
+		return AlreadyProcessed, nil
+	case failed:
+		return AlreadyFailed, nil
+	case m.inFlight(off):
+		return AlreadyAcquired, nil
+	case m.queued(off):
+		return Enqueued, nil
+	}
+	if m.p.lifo {
+		m.backlog = slices.Insert(m.backlog, 0, off)
+	} else {
+		m.backlog = append(m.backlog, off)
+	}
+	if payload != nil {
+		m.payloads[off] = string(payload)
+	}
+	m.note(EventEnqueued)
+	return Enqueued, nil
+}
+
+func (m *stateModel) claim() (any, error) {
+	m.expire()
+	if m.leased || m.paused || len(m.backlog) == 0 {
+		return false, nil
+	}
+	m.grant(m.backlog[0])
+	return true, nil
+}
+
+func (m *stateModel) retry(tok Token, cause error) (any, error) {
+	m.expire()
+	if err := m.check(tok); err != nil {
+		return RetryResult{}, err
+	}
+	l := m.lease
+	if l.retries >= m.p.maxRetries {
+		m.deadLetter(l.offset, l.attempts, cause, m.p.park)
+		return RetryResult{DeadLettered: true, RetryCount: l.retries + 1}, nil
+	}
+	m.note(EventRetrying)
+	m.leased = false // ended by its holder: nothing revoked
+	m.requeue(l.offset, attempt{attempts: l.attempts, retries: l.retries + 1, acquiredAt: l.acquiredAt})
+	return RetryResult{RetryCount: l.retries + 1}, nil
+}
+
+// payloadsOf returns the payloads s keeps, as the model keeps them.
+func payloadsOf(s *domainState) map[int64]string {
+	out := map[int64]string{}
+	if s.cold != nil {
+		for off, p := range s.cold.payloads {
+			out[off] = string(p)
+		}
+	}
+	return out
+}
+
 // view is the model's stateView, which the state's must equal.
 func (m *stateModel) view() stateView {
 	v := stateView{leased: m.leased, paused: m.paused, issued: issued{fence: m.fence, serial: 1}}
@@ -888,12 +1030,23 @@ func TestStateModel(t *testing.T) {
 				run(t, pauseOf(paused), func() (any, error) { return m.setPaused(paused) })
 			},
 			"forget": func(t *rapid.T) { run(t, forgetCall, m.forget) },
-			"touch":  func(t *rapid.T) { run(t, touchCall, func() (any, error) { return m.expire(), nil }) },
+			"enqueue": func(t *rapid.T) {
+				off := offset.Draw(t, "offset")
+				payload := rapid.SampledFrom([][]byte{nil, []byte("p"), {}}).Draw(t, "payload")
+				run(t, enqueueOf(off, payload), func() (any, error) { return m.enqueue(off, payload) })
+			},
+			"claim": func(t *rapid.T) { run(t, claimCall, m.claim) },
+			"retry": func(t *rapid.T) {
+				tok, cause := token(t), cause.Draw(t, "cause")
+				run(t, retryOf(tok, cause), func() (any, error) { return m.retry(tok, cause) })
+			},
+			"touch": func(t *rapid.T) { run(t, touchCall, func() (any, error) { return m.expire(), nil }) },
 			"advance": func(t *rapid.T) {
 				r.now += instant(rapid.IntRange(0, 12).Draw(t, "seconds")) * stateSec
 			},
 			"": func(t *rapid.T) {
 				require.Equal(t, m.view(), stateViewOf(&r.p, &r.live), "the state differs from the model")
+				require.Equal(t, m.payloads, payloadsOf(&r.live), "the payloads differ from the model's")
 			},
 		})
 	})

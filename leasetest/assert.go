@@ -100,6 +100,7 @@ var sentinels = []error{
 	worklease.ErrLeaseExpired, worklease.ErrLeaseRevoked, worklease.ErrInvalidDuration,
 	worklease.ErrInvalidOffset, worklease.ErrNotDeadLettered, worklease.ErrAlreadyProcessed,
 	worklease.ErrDomainBusy, worklease.ErrClosed, worklease.ErrInvalidDomain, worklease.ErrOffsetAhead,
+	worklease.ErrInvalidClaim, worklease.ErrPayloadNotJournaled,
 }
 
 // mustSentinel checks that err matches want under errors.Is, and none of

@@ -19,8 +19,11 @@
 // idempotence, strict order); every error path, each with errors.Is and
 // each changing nothing that Inspect, Leases, DeadLetters and Domains
 // report; lease TTLs, Extend and Reap; FIFO, LIFO and best-effort ordering;
-// the operators' calls; WithMonotonicOffsets; the observer's events; calls
-// with a done context; restarts; concurrent use; and a model test, which
+// the operators' calls; the pull calls (Enqueue, Claim, WaitClaim, Retry,
+// SucceedMany: claim order and fairness, retry delays, takeovers of due
+// leases, waiting claims, payloads); WithMonotonicOffsets; the observer's
+// events; calls with a done context; restarts; concurrent use; and a model
+// test, which
 // draws long sequences of calls and options at random with
 // pgregory.net/rapid and compares every result, and what every look reports
 // after every step, with a plain model of the contract. rapid's own flags
@@ -55,7 +58,8 @@
 //
 // The [Suite] fields say what the backend can do beyond the contract:
 // Reopen, to check that its state survives a restart; Events, to check the
-// events it reports to an Observer; and Check, to check its own invariants
-// after every step of the model test. The areas that need a capability the
-// backend lacks are skipped.
+// events it reports to an Observer; Payloads, to check the payloads it
+// keeps for Enqueue; and Check, to check its own invariants after every
+// step of the model test. The cases that need a capability the backend
+// lacks are skipped.
 package leasetest

@@ -1,6 +1,7 @@
 package leasetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -63,6 +64,14 @@ var domainCalls = []struct {
 		return err
 	}},
 	{"Forget", func(ctx context.Context, b worklease.Backend, d string, _ int64) error { return b.Forget(ctx, d) }},
+	{"Enqueue", func(ctx context.Context, b worklease.Backend, d string, off int64) error {
+		_, err := b.Enqueue(ctx, d, off, nil)
+		return err
+	}},
+	{"Retry", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+		_, err := b.Retry(ctx, d, worklease.Token{}, errors.New("x"), time.Second)
+		return err
+	}},
 }
 
 // allCalls are domainCalls and the calls that take no domain.
@@ -85,6 +94,21 @@ var allCalls = append([]struct {
 	{"Reap", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
 		_, err := b.Reap(ctx)
 		return err
+	}},
+	{"Claim", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
+		_, err := b.Claim(ctx, 1)
+		return err
+	}},
+	{"WaitClaim", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
+		_, err := b.WaitClaim(ctx, 1, time.Millisecond)
+		return err
+	}},
+	// SucceedMany's error is its own or, if it has none, its claim's: a
+	// backend may answer a claim its batch left out as Succeed would, with
+	// Succeed's error, the context's among them.
+	{"SucceedMany", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+		errs, err := b.SucceedMany(ctx, []worklease.Claim{{Domain: d}})
+		return cmp.Or(err, errors.Join(errs...))
 	}},
 }, domainCalls...)
 

@@ -28,8 +28,9 @@ import (
 // FIFO or LIFO ordering, best-effort ordering, parking on dead letters,
 // monotonic offsets and an observer (if the backend reports events), and
 // add SucceedNext, FailNext, Extend, Reap, the admin calls and, if the
-// backend can be reopened, restarts. The model is written from the godoc of
-// each call.
+// backend can be reopened, restarts; half of them add the pull calls
+// (Enqueue, Claim, Retry, SucceedMany; see model_pull.go). The model is
+// written from the godoc of each call.
 //
 // TryAcquire, Kill and Pause, the calls that create a domain, draw their
 // domain from modelLeasedDomains only, so "z" is never created: the other
@@ -114,6 +115,7 @@ type modelConfig struct {
 	park       bool
 	monotonic  bool // WithMonotonicOffsets: processed is a watermark
 	observe    bool
+	pull       bool // the pull calls are made too, as often as the others together
 }
 
 func drawModelConfig(t *rapid.T, s *Suite) modelConfig {
@@ -129,6 +131,7 @@ func drawModelConfig(t *rapid.T, s *Suite) modelConfig {
 	c.park = rapid.Bool().Draw(t, "park")
 	c.observe = s.Events && rapid.Bool().Draw(t, "observe")
 	c.monotonic = rapid.Bool().Draw(t, "monotonic")
+	c.pull = rapid.Bool().Draw(t, "pull")
 	return c
 }
 
@@ -330,10 +333,12 @@ func runModel(outer *testing.T, t *rapid.T, suite *Suite) {
 	}
 	if cfg.extended && suite.Reopen != nil {
 		// Restart closes the backend and reopens its durable state, which
-		// must be the state it had: the model carries on unchanged.
+		// must be the state it had: the model carries on unchanged, but
+		// for what a restart may lose of the ready domains' order.
 		actions["Restart"] = func(t *rapid.T) {
 			s.b = suite.Reopen(outer, s.b, s.opts...)
 			check(t, s.b != nil, "leasetest: Suite.Reopen returned nil")
+			s.model.restarted(s.clk.Now())
 		}
 	}
 	if cfg.extended {
@@ -407,6 +412,15 @@ func runModel(outer *testing.T, t *rapid.T, suite *Suite) {
 			},
 		})
 	}
+	if cfg.pull {
+		// Each pull action goes in under several names, so that runs
+		// reach the states that take a few pull calls in a row.
+		for name, act := range s.pullActions(leased, anyDomain, offset) {
+			for i := range 3 {
+				actions[fmt.Sprintf("%s#%d", name, i)] = act
+			}
+		}
+	}
 	t.Repeat(actions)
 }
 
@@ -442,6 +456,9 @@ type modelEvent struct {
 	token   worklease.Token
 	cause   error
 	at      time.Time
+	// enqueued: Enqueue queued the offset, which it does on an idle,
+	// running domain too. (The model's own; no Event says so.)
+	enqueued bool
 }
 
 // A modelDomain is one domain as the godoc describes it, written as plainly
@@ -464,6 +481,11 @@ type modelDomain struct {
 	carried    map[int64]modelAttempt // queued offsets whose attempts carry over
 	revoked    worklease.Token        // the latest lease that ended without its holder
 	revokedErr error                  // and why: ErrLeaseExpired or ErrLeaseRevoked
+
+	// The pull calls'.
+	payloads map[int64]string // what Enqueue stored with an offset, until it succeeds
+	ready    modelReady       // the domain's place among those Claim may lease
+	delay    time.Duration    // the delay Retry just gave the domain, which the next sync reads
 
 	// History.
 	created  bool              // the backend knows the domain (TryAcquire, Kill or Pause made it; Forget drops it)
@@ -489,6 +511,7 @@ func (md *modelDomain) reset() {
 	md.hw = -1
 	md.revoked, md.revokedErr = worklease.Token{}, nil
 	md.created, md.granted = false, nil
+	md.payloads, md.ready, md.delay = map[int64]string{}, modelReady{}, 0
 }
 
 // A leaseModel is the whole backend: plain maps and slices, no locks.
@@ -497,6 +520,9 @@ type leaseModel struct {
 	domains map[string]*modelDomain
 	issued  map[worklease.Token]string // every token ever granted, to its domain
 	grants  int                        // number of Acquired results, in all domains
+	// pulling: a pull call (Enqueue, Claim, Retry) was made since the
+	// backend started or restarted; see modelReady.
+	pulling bool
 }
 
 func newLeaseModel(cfg *modelConfig) *leaseModel {
@@ -731,6 +757,7 @@ func (md *modelDomain) succeed(tok worklease.Token, now time.Time) (worklease.Su
 	}
 	md.emit(worklease.EventProcessed, md.lease.offset, md.lease.attempts, tok, nil, now)
 	md.processed[md.lease.offset] = true
+	delete(md.payloads, md.lease.offset)
 	md.hw = max(md.hw, md.lease.offset)
 	md.leased, md.lease = false, modelLease{}
 	if next, ok := md.hint(); ok {
@@ -1434,6 +1461,7 @@ func (s *modelTest) requireUnchanged(t *rapid.T, d string, before *modelSnapshot
 
 // check is the "" action: it runs after every step.
 func (s *modelTest) check(t *rapid.T) {
+	s.model.syncReady(s.clk.Now())
 	for _, d := range modelAllDomains {
 		s.checkDomain(t, d)
 	}
@@ -1470,6 +1498,7 @@ func (s *modelTest) checkDomain(t *rapid.T, d string) {
 	modelRequireDeadLetters(t, md.deadLetters(d), dls, fmt.Sprintf("DeadLetters(%q)", d))
 
 	s.model.checkInvariants(t, d)
+	s.model.checkPull(t, d)
 	s.model.checkHistory(t, d)
 }
 
@@ -1818,7 +1847,7 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 		check(t, r.grantsOf[x] <= 1+r.returns[x], "%s: granted again without going back to the backlog", where)
 		r.leased, r.offset, r.token = true, x, ev.token
 	case worklease.EventEnqueued:
-		check(t, r.leased || r.paused, "%s: enqueued on an idle, running domain", where)
+		check(t, r.leased || r.paused || ev.enqueued, "%s: enqueued on an idle, running domain", where)
 		check(t, !(terminal || r.queued(x) || r.leased && r.offset == x), "%s: terminal, queued or in flight", where)
 		if l.cfg.lifo {
 			r.pushFront(x)
@@ -1876,9 +1905,21 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 				"%s: no requeue follows", where)
 		}
 	case worklease.EventRequeued:
-		check(t, prev.kind == worklease.EventExpired || prev.kind == worklease.EventReleased, "%s: requeue from nowhere", where)
 		mustEqual(t, x, prev.offset, where)
 		check(t, !(terminal || r.queued(x)), "%s: offset is terminal or queued", where)
+		if prev.kind == worklease.EventRetrying {
+			// Retry: the holder gave the offset back after the failed
+			// attempt the event before counted, as the one after it.
+			check(t, r.leased && r.offset == x && r.token == prev.token, "%s: Retry gave back an offset not in flight", where)
+			mustEqual(t, r.attempts-1, ev.attempt, "%s: attempts made", where)
+			r.leased = false
+			r.ended++
+			r.pushFront(x)
+			r.carried[x], r.made[x] = r.retries, ev.attempt
+			r.returns[x]++
+			break
+		}
+		check(t, prev.kind == worklease.EventExpired || prev.kind == worklease.EventReleased, "%s: requeue from nowhere", where)
 		r.pushFront(x)
 		// Attempt is the attempts made, which the ended lease counted; an
 		// expiry is one more failed attempt, a forced release is not.

@@ -34,6 +34,11 @@ type Suite struct {
 	// passes no observer, and skips the Observer cases.
 	Events bool
 
+	// Payloads says that the backend keeps the payloads Enqueue stores
+	// and Claim returns. Without it the suite enqueues nil payloads only,
+	// and skips the cases that store others.
+	Payloads bool
+
 	// Check, if not nil, is called with the backend after every step of
 	// the model test and at the end of every other case that passed (an
 	// error matching ErrClosed is ignored there), to check the
@@ -46,7 +51,8 @@ type Suite struct {
 
 // Run runs the whole contract against the backend s describes, each area
 // in a subtest of its own: Scenarios (the protocol, SucceedNext and
-// FailNext), Errors, TTL, Ordering, Admin, Monotonic, Observer, Context,
+// FailNext), Errors, TTL, Ordering, Admin, Pull (Enqueue, Claim,
+// WaitClaim, Retry and SucceedMany), Monotonic, Observer, Context,
 // Restart, Concurrency and Model. The cases inside an area run in
 // parallel; the Model area's cases are rapid's. A backend that lacks a
 // capability the Suite describes has the areas that need it skipped.
@@ -70,6 +76,7 @@ var areas = []struct {
 	{"TTL", testTTL},
 	{"Ordering", testOrdering},
 	{"Admin", testAdmin},
+	{"Pull", testPull},
 	{"Monotonic", testMonotonic},
 	{"Observer", testObserver},
 	{"Context", testContext},

@@ -2,7 +2,6 @@ package pg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -18,26 +17,15 @@ import (
 // contract's, as with TryAcquire.
 
 // ErrInvalidClaim is returned, wrapped, by Claim for a count outside 1
-// to MaxClaim.
-var ErrInvalidClaim = errors.New("pg: claim count must be 1 to MaxClaim")
+// to MaxClaim. It matches worklease.ErrInvalidClaim too.
+var ErrInvalidClaim = fmt.Errorf("pg: claim count must be 1 to MaxClaim: %w", worklease.ErrInvalidClaim)
 
 // MaxClaim is the most leases one Claim grants: each locks a domain's row
 // until the claim commits.
 const MaxClaim = 10_000
 
-// A Claim is one lease Claim granted: the head of its domain, with what
-// Enqueue stored with it.
-type Claim struct {
-	Domain    string
-	Offset    int64
-	Payload   []byte // nil if the offset was stored without one
-	Token     worklease.Token
-	Attempt   int       // this grant's attempt number: 1, then one more after each failed attempt
-	ExpiresAt time.Time // zero if leases never expire
-}
-
 // Claim leases the heads of up to n ready domains, in one transaction,
-// and returns them with their payloads: domains that are idle, running,
+// and returns them (see worklease.Claim) with their payloads: domains that are idle, running,
 // have offsets queued and whose retry delay, if any, is over, the highest
 // priority first, then the longest waiting. A domain whose offset just
 // finished waits behind those ready before it, so that a long backlog
@@ -46,7 +34,7 @@ type Claim struct {
 // counts it), so that a crashed worker's domain comes back without a
 // separate Reap. Domains another call holds at that moment are skipped.
 // Claim returns no claims, and no error, when nothing is ready.
-func (m *Manager) Claim(ctx context.Context, n int) ([]Claim, error) {
+func (m *Manager) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
 	if m.closed.Load() {
 		return nil, fmt.Errorf("pg: Claim: %w", worklease.ErrClosed)
 	}
@@ -93,24 +81,12 @@ func (m *Manager) Claim(ctx context.Context, n int) ([]Claim, error) {
 			continue
 		}
 		l := m.lease(c.domain, &c.a)
-		out = append(out, Claim{
+		out = append(out, worklease.Claim{
 			Domain: c.domain, Offset: *c.off, Payload: c.payload, Token: l.Token,
 			Attempt: int(c.a.attempts), ExpiresAt: l.ExpiresAt,
 		})
 	}
 	return out, nil
-}
-
-// A RetryResult is what Retry did.
-type RetryResult struct {
-	// DeadLettered: the offset ran out of retries and is failed, with the
-	// cause given; otherwise it waits at the front of its domain's line.
-	DeadLettered bool
-	// RetryCount is the offset's failed attempts so far, this one
-	// included: pass it to worklease.Backoff.Delay for the next delay.
-	// (Fail's RetryCount counts the retries scheduled, not the attempts
-	// failed: after a give-up they differ by one.)
-	RetryCount int
 }
 
 // Retry ends tok's lease on domain as a failed attempt without holding a
@@ -122,22 +98,22 @@ type RetryResult struct {
 // and Resume end the delay). Otherwise the offset becomes a dead letter
 // with cause, as Fail would make it. The token is spent either way.
 // Errors are those of Fail.
-func (m *Manager) Retry(ctx context.Context, domain string, tok worklease.Token, cause error, delay time.Duration) (RetryResult, error) {
+func (m *Manager) Retry(ctx context.Context, domain string, tok worklease.Token, cause error, delay time.Duration) (worklease.RetryResult, error) {
 	if err := m.check("Retry", domain, 0); err != nil {
-		return RetryResult{}, err
+		return worklease.RetryResult{}, err
 	}
 	if delay < 0 {
-		return RetryResult{}, domainError("Retry", domain, fmt.Errorf("%w: %v", worklease.ErrInvalidDuration, delay))
+		return worklease.RetryResult{}, domainError("Retry", domain, fmt.Errorf("%w: %v", worklease.ErrInvalidDuration, delay))
 	}
 	cause = keepCause(cause)
 	a, err := m.call(ctx, "Retry", m.sql.retry, append(m.holderArgs(domain, tok), causeText(cause), delay)...)
 	if err != nil {
-		return RetryResult{}, err
+		return worklease.RetryResult{}, err
 	}
 	if err := m.refused("Retry", domain, &a, cause, tok); err != nil {
-		return RetryResult{}, err
+		return worklease.RetryResult{}, err
 	}
-	return RetryResult{DeadLettered: a.status == 2, RetryCount: int(a.retryCount)}, nil
+	return worklease.RetryResult{DeadLettered: a.status == 2, RetryCount: int(a.retryCount)}, nil
 }
 
 // SucceedMany is Succeed for each claim's lease, in one round trip and one
@@ -149,13 +125,13 @@ func (m *Manager) Retry(ctx context.Context, domain string, tok worklease.Token,
 // ready before it: SucceedMany reads no backlog and hints at no next
 // offset. It returns an error of its own, and no errors for the claims,
 // if the batch failed as a whole.
-func (m *Manager) SucceedMany(ctx context.Context, claims []Claim) ([]error, error) {
+func (m *Manager) SucceedMany(ctx context.Context, claims []worklease.Claim) ([]error, error) {
 	_, errs, err := m.succeedMany(ctx, "SucceedMany", claims, false)
 	return errs, err
 }
 
 // succeedMany is SucceedMany, and ClaimNext if next is set.
-func (m *Manager) succeedMany(ctx context.Context, op string, claims []Claim, next bool) ([]Claim, []error, error) {
+func (m *Manager) succeedMany(ctx context.Context, op string, claims []worklease.Claim, next bool) ([]worklease.Claim, []error, error) {
 	if m.closed.Load() {
 		return nil, nil, fmt.Errorf("pg: %s: %w", op, worklease.ErrClosed)
 	}
@@ -212,7 +188,7 @@ func (m *Manager) succeedMany(ctx context.Context, op string, claims []Claim, ne
 		return nil, errs, nil
 	}
 	slices.SortFunc(granted, func(a, b grantedNext) int { return a.i - b.i })
-	out := make([]Claim, len(granted))
+	out := make([]worklease.Claim, len(granted))
 	for j, g := range granted {
 		out[j] = g.c
 	}
@@ -222,7 +198,7 @@ func (m *Manager) succeedMany(ctx context.Context, op string, claims []Claim, ne
 // A grantedNext is a lease ClaimNext granted, after the i-th claim's.
 type grantedNext struct {
 	i int
-	c Claim
+	c worklease.Claim
 }
 
 // MaxStreak is how many leases in a row ClaimNext grants a domain since it
@@ -240,7 +216,7 @@ const MaxStreak = 8
 // granted, in the order of claims, and for each claim nil or Succeed's
 // error, as SucceedMany does; a lease that SucceedMany would end through
 // Succeed is ended so, without a next lease.
-func (m *Manager) ClaimNext(ctx context.Context, claims []Claim) ([]Claim, []error, error) {
+func (m *Manager) ClaimNext(ctx context.Context, claims []worklease.Claim) ([]worklease.Claim, []error, error) {
 	return m.succeedMany(ctx, "ClaimNext", claims, true)
 }
 

@@ -43,7 +43,8 @@ func TestConformance(t *testing.T) {
 			mu.Unlock()
 			return open(t, schema, opts...)
 		},
-		Events: true,
+		Events:   true,
+		Payloads: true,
 		Check: func(b worklease.Backend) error {
 			mu.Lock()
 			schema := schemas[b]

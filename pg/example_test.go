@@ -213,7 +213,7 @@ func ExampleManager_Claim() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var done []pg.Claim
+	var done []worklease.Claim
 	for _, c := range claims {
 		if err := handle(c.Payload, c.Token.Fence()); err != nil {
 			if _, err := m.Retry(ctx, c.Domain, c.Token, err, backoff.Delay(c.Attempt)); err != nil {

@@ -186,7 +186,7 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 
 // claimFast leases the heads of up to n ready domains in one statement, if
 // no lease is due; due reports that one is, and then it changed nothing.
-func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int) (out []Claim, due bool, err error) {
+func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int) (out []worklease.Claim, due bool, err error) {
 	rows, err := conn.Query(ctx, m.pull.claim, n, m.now(), m.ttl())
 	if err != nil {
 		return nil, false, callError("Claim", err)
@@ -194,7 +194,7 @@ func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int) (out
 	defer rows.Close()
 	for rows.Next() {
 		var d []byte
-		var c Claim
+		var c worklease.Claim
 		var off, fence, serial *int64 // NULL in the one row of a claim that granted nothing
 		var attempts *int32
 		var expires *time.Time
@@ -226,7 +226,7 @@ type ended struct {
 	off, fence int64
 	attempts   int32
 	at         time.Time
-	next       *Claim
+	next       *worklease.Claim
 }
 
 // endBatch ends the leases of the tokens (fences, serials) on domains, one
@@ -267,7 +267,7 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 			return nil, callError(op, err)
 		}
 		if off != nil {
-			e.next = &Claim{Offset: *off, Payload: payload, Token: m.token(*fence, *serial), Attempt: int(*attempts), ExpiresAt: timeOf(expires)}
+			e.next = &worklease.Claim{Offset: *off, Payload: payload, Token: m.token(*fence, *serial), Attempt: int(*attempts), ExpiresAt: timeOf(expires)}
 		}
 		all = append(all, e)
 	}

@@ -76,7 +76,7 @@ func TestMigrateUpgrades(t *testing.T) {
 	if err != nil || len(leases) != 1 || leases[0].Offset != 1 {
 		t.Fatalf("Leases after the upgrade: %+v, %v; want offset 1 in flight", leases, err)
 	}
-	errs, err := m.SucceedMany(ctx, []Claim{{Domain: "d", Offset: 1, Token: leases[0].Token}})
+	errs, err := m.SucceedMany(ctx, []worklease.Claim{{Domain: "d", Offset: 1, Token: leases[0].Token}})
 	if err != nil || errs[0] != nil {
 		t.Fatalf("SucceedMany of the lease granted before the upgrade: %v, %v", errs, err)
 	}

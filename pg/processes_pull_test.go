@@ -140,7 +140,7 @@ func childPull(t *testing.T, pool *pgxpool.Pool, schema string, index int) {
 	for g := range mpGoroutines {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(index), uint64(g)))
-			var next []pg.Claim // what the last batch's ClaimNext leased
+			var next []worklease.Claim // what the last batch's ClaimNext leased
 			for time.Now().Before(deadline) {
 				claims := next
 				if len(claims) == 0 {
@@ -155,7 +155,7 @@ func childPull(t *testing.T, pool *pgxpool.Pool, schema string, index int) {
 				}
 				// Claims that will succeed at once go in one SucceedMany, or
 				// ClaimNext, half the time; the others are worked one by one.
-				var batch []pg.Claim
+				var batch []worklease.Claim
 				for _, c := range claims {
 					how := "succeed"
 					switch r := rng.IntN(100); {
@@ -188,7 +188,7 @@ func childPull(t *testing.T, pool *pgxpool.Pool, schema string, index int) {
 // claim's fence, and ends the attempt as how says: "succeed", "fail"
 // (Retry after a short delay), or "stall" (past the lease's TTL, then
 // succeed: a later holder may have the offset by then).
-func workClaim(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, c pg.Claim, how string) error {
+func workClaim(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, c worklease.Claim, how string) error {
 	if want := pullPayload(c.Domain, c.Offset); string(c.Payload) != string(want) {
 		return fmt.Errorf("claim of %s/%d carried payload %q; want %q", c.Domain, c.Offset, c.Payload, want)
 	}
@@ -229,7 +229,7 @@ func workClaim(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string,
 // workBatch works claims as workClaim works each with "succeed", ending
 // them with one SucceedMany, or with one ClaimNext if next is set, and
 // returns the leases that granted.
-func workBatch(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, claims []pg.Claim, next bool) ([]pg.Claim, error) {
+func workBatch(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string, claims []worklease.Claim, next bool) ([]worklease.Claim, error) {
 	if len(claims) == 0 {
 		return nil, nil
 	}
@@ -253,7 +253,7 @@ func workBatch(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s string,
 		}
 	}
 	time.Sleep(mpWork)
-	var granted []pg.Claim
+	var granted []worklease.Claim
 	var errs []error
 	var err error
 	if next {

@@ -52,7 +52,7 @@ func (e *pullEnv) enqueue(domain string, offset int64, payload string, want work
 }
 
 // claim claims up to n, and returns "domain/offset:payload@attempt" for each.
-func (e *pullEnv) claim(n int) ([]pg.Claim, []string) {
+func (e *pullEnv) claim(n int) ([]worklease.Claim, []string) {
 	e.t.Helper()
 	cs, err := e.m.Claim(e.ctx, n)
 	if err != nil {
@@ -104,7 +104,7 @@ func TestEnqueueAndClaim(t *testing.T) {
 	if want := []string{"a/2:a2@1"}; !equal(got, want) {
 		t.Fatalf("claim after a/1 succeeded: %v; want %v", got, want)
 	}
-	for _, c := range []pg.Claim{cs[1], cs2[0]} {
+	for _, c := range []worklease.Claim{cs[1], cs2[0]} {
 		if _, err := e.m.Succeed(e.ctx, c.Domain, c.Token); err != nil {
 			t.Fatal(err)
 		}
@@ -415,7 +415,7 @@ func TestClaimNext(t *testing.T) {
 		t.Fatalf("ClaimNext: %+v; want deep's offset 1 under the next fence", next)
 	}
 	// The ended lease's token is spent.
-	if _, errs, err := e.m.ClaimNext(e.ctx, []pg.Claim{stale}); err != nil || !errors.Is(errs[0], worklease.ErrTokenMismatch) {
+	if _, errs, err := e.m.ClaimNext(e.ctx, []worklease.Claim{stale}); err != nil || !errors.Is(errs[0], worklease.ErrTokenMismatch) {
 		t.Fatalf("ClaimNext of a spent token: %v, %v; want ErrTokenMismatch", errs, err)
 	}
 	// deep goes on to MaxStreak leases in a row, then waits behind later.
@@ -480,7 +480,7 @@ func TestWaitClaim(t *testing.T) {
 
 	const poll = time.Minute
 	type result struct {
-		claims []pg.Claim
+		claims []worklease.Claim
 		err    error
 		took   time.Duration
 	}
@@ -547,7 +547,7 @@ func TestWaitClaimAfterRetry(t *testing.T) {
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("Claim: %v, %v", cs, err)
 	}
-	done := make(chan []pg.Claim, 1)
+	done := make(chan []worklease.Claim, 1)
 	go func() {
 		got, _ := e.m.WaitClaim(e.ctx, 1, time.Minute)
 		done <- got

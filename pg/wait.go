@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/worklease/worklease"
 )
 
 // The database notifies the channel readyChannel, with the schema's quoted
@@ -141,7 +143,7 @@ func (m *Manager) listenOnce(ctx context.Context) {
 // opened by the first WaitClaim and closed by Close; without it, waiting
 // claims poll. A domain made ready while another ready one is being
 // claimed may wait for the next poll.
-func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]Claim, error) {
+func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]worklease.Claim, error) {
 	if poll <= 0 {
 		poll = DefaultPoll
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/worklease/worklease"
 	"github.com/worklease/worklease/pg"
 )
 
@@ -136,7 +137,7 @@ func benchPull(b *testing.B, continuous bool) {
 	for range burnWorkers {
 		wg.Go(func() {
 			batch := claimBatch
-			var next []pg.Claim // what ClaimNext leased the worker
+			var next []worklease.Claim // what ClaimNext leased the worker
 			for done.Load() < int64(b.N) && failed.Load() == nil {
 				claims := next
 				if len(claims) < batch/2 { // top up the batch

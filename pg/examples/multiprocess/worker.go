@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/worklease/worklease"
-	"github.com/worklease/worklease/pg"
 )
 
 // workerMain runs a worker process, configured by the coordinator's
@@ -69,7 +68,7 @@ func worker(ctx context.Context, cfg config) error {
 			time.Sleep(time.Duration(5+rand.IntN(10)) * time.Millisecond)
 			continue
 		}
-		var done []pg.Claim
+		var done []worklease.Claim
 		for _, c := range claims {
 			if rand.IntN(50) == 0 {
 				if _, err := m.Retry(ctx, c.Domain, c.Token, errors.New("upstream busy"), backoff.Delay(c.Attempt)); err != nil && !lost(err) {
@@ -104,7 +103,7 @@ func worker(ctx context.Context, cfg config) error {
 // holder of the domain wrote before (the lease was lost; the work is that
 // holder's now). An offset applied already, by a holder killed before its
 // Succeed, counts as applied.
-func apply(ctx context.Context, pool *pgxpool.Pool, c pg.Claim) (bool, error) {
+func apply(ctx context.Context, pool *pgxpool.Pool, c worklease.Claim) (bool, error) {
 	fenced := true
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, "INSERT INTO "+schema+".fences AS f VALUES ($1, $2) "+

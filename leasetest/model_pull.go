@@ -1,0 +1,331 @@
+package leasetest
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/worklease/worklease"
+)
+
+// The model of the pull calls: Enqueue, Claim, Retry and SucceedMany.
+//
+// Claim's choice is not wholly fixed by the contract, so the model checks
+// it rather than predicting it, and then follows the backend: the domains
+// whose leases were due that it took over, and those it claimed, must be
+// ones the contract allows, in an order it allows; the model then makes
+// the same moves. What the contract leaves open: the order of domains
+// that became ready at the same instant; the order of those that became
+// ready before the backend's first pull call since it started (it may not
+// note when a domain becomes ready until then), which come before the
+// others; and whether a retry's delay set before a restart survives it.
+
+// modelReady is a domain's place among the domains Claim may lease.
+type modelReady struct {
+	listed bool      // the domain is ready: idle, running, with a backlog
+	at     time.Time // since when, or when its retry delay ends
+	// unranked: the domain became ready before the backend's first pull
+	// call since it started: it is claimed before those that became
+	// ready later, in any order among the unranked ones.
+	unranked bool
+	// delayUnsure: its delay, set before a restart, may have ended with
+	// it: the backend may claim it before at, in any order.
+	delayUnsure bool
+}
+
+// claimable reports whether Claim at now must consider the domain, and
+// may reports whether it may.
+func (r *modelReady) claimable(now time.Time) (must, may bool) {
+	if !r.listed {
+		return false, false
+	}
+	must = !now.Before(r.at)
+	return must, must || r.delayUnsure
+}
+
+// ranksBefore reports whether the contract puts r strictly before o among
+// the domains ready for a claim.
+func (r *modelReady) ranksBefore(o *modelReady) bool {
+	if r.delayUnsure || o.delayUnsure || r.unranked && o.unranked {
+		return false
+	}
+	return r.at.Before(o.at)
+}
+
+// ready reports whether the domain is one Claim may lease, delay aside.
+func (md *modelDomain) isReady() bool { return !md.leased && !md.paused && len(md.backlog) > 0 }
+
+// syncReady lists each domain that became ready, as ready at now (or once
+// the delay Retry just gave it ends), and delists each that stopped being
+// ready: what the backend does as each call ends. A domain that stays
+// ready keeps its place.
+func (l *leaseModel) syncReady(now time.Time) {
+	for _, d := range modelAllDomains {
+		md := l.domains[d]
+		switch ready := md.isReady(); {
+		case ready && !md.ready.listed:
+			md.ready = modelReady{listed: true, at: now.Add(md.delay), unranked: !l.pulling}
+		case !ready:
+			md.ready = modelReady{}
+		}
+		md.delay = 0
+	}
+}
+
+// restarted notes a restart: the backend may have lost when its domains
+// became ready, and the retry delays.
+func (l *leaseModel) restarted(now time.Time) {
+	l.pulling = false
+	for _, md := range l.domains {
+		if md.ready.listed {
+			md.ready.unranked = true
+			md.ready.delayUnsure = md.ready.delayUnsure || now.Before(md.ready.at)
+		}
+	}
+}
+
+// enqueue is Enqueue on the model: TryAcquire that never grants.
+func (md *modelDomain) enqueue(off int64, payload []byte, now time.Time) worklease.AcquireStatus {
+	md.created = true
+	md.touch(now)
+	switch {
+	case md.isProcessed(off):
+		return worklease.AlreadyProcessed
+	case modelHas(md.failed, off):
+		return worklease.AlreadyFailed
+	case md.leased && off == md.lease.offset:
+		return worklease.AlreadyAcquired
+	case slices.Contains(md.backlog, off):
+		return worklease.Enqueued
+	}
+	if md.cfg.lifo {
+		md.backlog = slices.Insert(md.backlog, 0, off)
+	} else {
+		md.backlog = append(md.backlog, off)
+	}
+	if payload != nil {
+		md.payloads[off] = string(payload)
+	}
+	md.events = append(md.events, modelEvent{kind: worklease.EventEnqueued, offset: off, at: now, enqueued: true})
+	return worklease.Enqueued
+}
+
+// retry is Retry on the model.
+func (md *modelDomain) retry(tok worklease.Token, cause error, delay time.Duration, now time.Time) (worklease.RetryResult, error) {
+	if delay < 0 {
+		return worklease.RetryResult{}, worklease.ErrInvalidDuration
+	}
+	if !md.created {
+		return worklease.RetryResult{}, worklease.ErrNoLease
+	}
+	md.touch(now)
+	if err := md.checkToken(tok, now); err != nil {
+		return worklease.RetryResult{}, err
+	}
+	cause = modelKeptCause(cause)
+	l := md.lease
+	if l.retries >= md.cfg.maxRetries {
+		md.deadLetter(l.offset, l.attempts, tok, cause, now, md.cfg.park)
+		md.leased, md.lease = false, modelLease{}
+		return worklease.RetryResult{DeadLettered: true, RetryCount: l.retries + 1}, nil
+	}
+	md.emit(worklease.EventRetrying, l.offset, l.retries+1, tok, cause, now)
+	md.leased, md.lease = false, modelLease{} // ended by its holder: nothing is revoked
+	md.requeue(l.offset, modelAttempt{attempts: l.attempts, retries: l.retries + 1, acquiredAt: l.acquiredAt}, now)
+	md.delay = delay
+	return worklease.RetryResult{RetryCount: l.retries + 1}, nil
+}
+
+// pullActions returns the model test's actions for the pull calls.
+func (s *modelTest) pullActions(leased, anyDomain *rapid.Generator[string], offset *rapid.Generator[int64]) map[string]func(*rapid.T) {
+	payloads := []string{""} // "" is none
+	if s.suite.Payloads {
+		payloads = append(payloads, "p", "q", "empty")
+	}
+	payload := rapid.SampledFrom(payloads)
+	delay := rapid.SampledFrom([]time.Duration{0, 0, time.Second, 5 * time.Second, -time.Second})
+	causes := rapid.SampledFrom([]error{nil, errors.New("attempt failed")})
+	return map[string]func(*rapid.T){
+		"Enqueue": func(t *rapid.T) {
+			var p []byte
+			switch name := payload.Draw(t, "payload"); name {
+			case "":
+			case "empty":
+				p = []byte{}
+			default:
+				p = []byte(name)
+			}
+			s.enqueue(t, leased.Draw(t, "domain"), offset.Draw(t, "offset"), p)
+		},
+		"Claim": func(t *rapid.T) {
+			s.claim(t, rapid.IntRange(1, 4).Draw(t, "n"))
+		},
+		"Retry": func(t *rapid.T) {
+			d := anyDomain.Draw(t, "domain")
+			s.retry(t, d, s.drawToken(t, d), causes.Draw(t, "cause"), delay.Draw(t, "delay"))
+		},
+		// RetryCurrent retries the lease in flight, so that offsets come
+		// back after their delays and reach the dead letters.
+		"RetryCurrent": func(t *rapid.T) {
+			d := leased.Draw(t, "domain")
+			s.retry(t, d, s.model.domains[d].lease.token, nil, delay.Draw(t, "delay"))
+		},
+		// SucceedMany names each domain once, as the claims of one Claim
+		// do: the contract leaves open in which order the claims of a
+		// domain named twice are answered.
+		"SucceedMany": func(t *rapid.T) {
+			n := rapid.IntRange(0, 3).Draw(t, "n")
+			domains := rapid.Permutation(modelAllDomains).Draw(t, "domains")[:n]
+			claims := make([]worklease.Claim, n)
+			for i, d := range domains {
+				claims[i] = worklease.Claim{Domain: d, Token: s.drawToken(t, d)}
+			}
+			s.succeedMany(t, claims)
+		},
+	}
+}
+
+func (s *modelTest) enqueue(t *rapid.T, d string, off int64, payload []byte) {
+	md, now := s.model.domains[d], s.clk.Now()
+	s.model.pulling = true
+	want := md.enqueue(off, payload, now)
+	got, err := s.b.Enqueue(s.ctx, d, off, payload)
+	mustNoError(t, err, "Enqueue(%q, %d)", d, off)
+	mustEqual(t, want, got, "Enqueue(%q, %d)", d, off)
+}
+
+func (s *modelTest) retry(t *rapid.T, d string, tok worklease.Token, cause error, delay time.Duration) {
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	if delay >= 0 {
+		s.model.pulling = true
+	}
+	want, wantErr := md.retry(tok, cause, delay, now)
+	before := s.before(t, d, due, delay >= 0, wantErr) // a negative delay is refused before the domain is touched
+	got, err := s.b.Retry(s.ctx, d, tok, cause, delay)
+	if wantErr != nil {
+		mustSentinel(t, wantErr, err, "Retry(%q, %v, %v)", d, tok, delay)
+		mustZero(t, got)
+		s.requireUnchanged(t, d, before)
+		return
+	}
+	mustNoError(t, err, "Retry(%q, %v, %v)", d, tok, delay)
+	mustEqual(t, want, got, "Retry(%q, %v, %v)", d, tok, delay)
+}
+
+func (s *modelTest) succeedMany(t *rapid.T, claims []worklease.Claim) {
+	now := s.clk.Now()
+	want := make([]error, len(claims))
+	for i, c := range claims {
+		_, want[i] = s.model.domains[c.Domain].succeed(c.Token, now)
+	}
+	got, err := s.b.SucceedMany(s.ctx, claims)
+	mustNoError(t, err, "SucceedMany")
+	mustEqual(t, len(claims), len(got), "SucceedMany: errors")
+	for i, w := range want {
+		if w == nil {
+			mustNoError(t, got[i], "SucceedMany: claim %d of %q", i, claims[i].Domain)
+		} else {
+			mustSentinel(t, w, got[i], "SucceedMany: claim %d of %q", i, claims[i].Domain)
+		}
+	}
+}
+
+// claim is Claim on the model: it checks the takeovers and the claims the
+// backend made, and makes them in the model.
+func (s *modelTest) claim(t *rapid.T, n int) {
+	now := s.clk.Now()
+	s.model.pulling = true
+	var due []string // the domains whose lease is due, the earliest first
+	for _, d := range modelAllDomains {
+		if s.model.domains[d].due(now) {
+			due = append(due, d)
+		}
+	}
+	slices.SortStableFunc(due, func(a, b string) int {
+		return s.model.domains[a].lease.expiresAt.Compare(s.model.domains[b].lease.expiresAt)
+	})
+	got, err := s.b.Claim(s.ctx, n)
+	mustNoError(t, err, "Claim(%d)", n)
+	check(t, len(got) <= n, "Claim(%d): %d claims", n, len(got))
+
+	// Up to n due leases were taken over, the earliest first: their
+	// tokens are no longer leased.
+	leases, err := s.b.Leases(s.ctx)
+	mustNoError(t, err, "Leases")
+	var takenOver []string
+	for _, d := range due {
+		tok := s.model.domains[d].lease.token
+		if !slices.ContainsFunc(leases, func(l worklease.LeaseInfo) bool { return l.Domain == d && l.Token == tok }) {
+			takenOver = append(takenOver, d)
+		}
+	}
+	mustEqual(t, min(n, len(due)), len(takenOver), "Claim(%d): leases taken over of %q", n, due)
+	for _, d := range due {
+		if !slices.Contains(takenOver, d) {
+			for _, o := range takenOver {
+				check(t, !s.model.domains[d].lease.expiresAt.Before(s.model.domains[o].lease.expiresAt),
+					"Claim(%d) took over %q's lease before %q's, which expired first", n, o, d)
+			}
+		}
+	}
+	for _, d := range takenOver {
+		s.model.domains[d].touch(now)
+	}
+	s.model.syncReady(now)
+
+	// The claims: heads of domains that may be claimed, in an order the
+	// contract allows, and every domain that must be claimed if there
+	// were fewer than n.
+	var claimed []string
+	for i, c := range got {
+		md := s.model.domains[c.Domain]
+		check(t, !slices.Contains(claimed, c.Domain), "Claim(%d): %q claimed twice", n, c.Domain)
+		_, may := md.ready.claimable(now)
+		check(t, may, "Claim(%d): claimed %q, which is not ready (%+v)", n, c.Domain, md.ready)
+		for _, prev := range claimed {
+			p := s.model.domains[prev]
+			check(t, !md.ready.ranksBefore(&p.ready), "Claim(%d): claim %d, %q, became ready before %q, claimed before it", n, i, c.Domain, prev)
+		}
+		claimed = append(claimed, c.Domain)
+	}
+	for _, d := range modelAllDomains {
+		md := s.model.domains[d]
+		if must, _ := md.ready.claimable(now); !must || slices.Contains(claimed, d) {
+			continue
+		}
+		check(t, len(got) == n, "Claim(%d): %q was ready but not claimed, and only %v were", n, d, claimed)
+		for _, c := range claimed {
+			check(t, !md.ready.ranksBefore(&s.model.domains[c].ready), "Claim(%d): %q was ready before %q, which was claimed instead", n, d, c)
+		}
+	}
+	for _, c := range got {
+		md := s.model.domains[c.Domain]
+		head := md.backlog[0]
+		payload, hasPayload := md.payloads[head]
+		mustEqual(t, head, c.Offset, "Claim(%d): %q's offset", n, c.Domain)
+		md.acquireHead(c.Domain, head, now)
+		s.requireGrant(t, c.Domain, c.Token, now)
+		want := worklease.Claim{Domain: c.Domain, Offset: head, Token: c.Token, Attempt: md.lease.attempts, ExpiresAt: md.lease.expiresAt}
+		if hasPayload {
+			want.Payload = []byte(payload)
+		}
+		mustEqual(t, want, c, "Claim(%d)", n)
+		check(t, hasPayload == (c.Payload != nil), "Claim(%d): %q/%d's payload %q, want one: %t", n, c.Domain, c.Offset, c.Payload, hasPayload)
+	}
+}
+
+// checkPull checks the invariants of the pull calls on d in the model:
+// a domain is listed exactly when it is ready, and payloads belong to
+// offsets queued, in flight or failed.
+func (l *leaseModel) checkPull(t *rapid.T, d string) {
+	md := l.domains[d]
+	check(t, md.ready.listed == md.isReady(), "%q: listed %v, ready %v", d, md.ready.listed, md.isReady())
+	for off := range md.payloads {
+		check(t, slices.Contains(md.backlog, off) || md.leased && md.lease.offset == off || modelHas(md.failed, off),
+			"%q: payload kept for %d, neither queued, in flight nor failed", d, off)
+	}
+	check(t, md.created || len(md.payloads) == 0, "%q: payloads of a domain the backend does not know", d)
+}
