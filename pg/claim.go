@@ -138,13 +138,19 @@ func (m *Manager) succeedMany(ctx context.Context, op string, claims []worklease
 	errs := make([]error, len(claims))
 	domains, fences, serials := make([][]byte, 0, len(claims)), make([]int64, 0, len(claims)), make([]int64, 0, len(claims))
 	pending := make(map[string]int, len(claims)) // the claim of each domain in the batch, by index
+	named := make(map[string]bool, len(claims))  // the domains of the claims so far
 	var rest []int                               // claims left for Succeed
 	for i, c := range claims {
 		if err := m.check(op, c.Domain, 0); err != nil {
 			errs[i] = err
 			continue
 		}
-		if _, dup := pending[c.Domain]; dup || c.Token.Instance() != m.instance {
+		// A domain's first claim goes in the batch, unless its token is
+		// another database's; a domain's later claims are each answered
+		// after it, by Succeed, in order.
+		first := !named[c.Domain]
+		named[c.Domain] = true
+		if !first || c.Token.Instance() != m.instance {
 			rest = append(rest, i)
 			continue
 		}

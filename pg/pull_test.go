@@ -378,6 +378,21 @@ func TestSucceedMany(t *testing.T) {
 			t.Fatalf("TryAcquire(%s, 1): %v, %v; want AlreadyProcessed", d, res.Status, err)
 		}
 	}
+
+	// Claims of one domain are answered in order, also when the first
+	// carries another database's token: that one is refused while the
+	// lease is held, then the lease ends.
+	e.enqueue("d", 1, "", worklease.Enqueued)
+	e.clock.Advance(time.Millisecond)
+	cs, _ = e.claim(1)
+	foreign, err := worklease.NewToken(cs[0].Token.Fence(), cs[0].Token.Serial(), cs[0].Token.Instance()+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch = []worklease.Claim{{Domain: "d", Offset: 1, Token: foreign}, cs[0]}
+	if errs, err = e.m.SucceedMany(e.ctx, batch); err != nil || !errors.Is(errs[0], worklease.ErrTokenMismatch) || errs[1] != nil {
+		t.Fatalf("SucceedMany of another database's token, then the lease's: %v, %v; want ErrTokenMismatch, then nil", errs, err)
+	}
 }
 
 // ClaimNext ends a batch of leases and leases each domain's next offset,
