@@ -1,0 +1,227 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// planEnv is a schema with many domains, filled by SQL: the first leased
+// domains hold a lease (fence 1, serial = their number) with one offset
+// queued behind it, and the rest are idle with nothing queued. No domain
+// is ready.
+type planEnv struct {
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	schema string // quoted
+	pull   pullStatements
+	n      int // statements explained
+}
+
+func newPlanEnv(t *testing.T, domains, leased int) *planEnv {
+	t.Helper()
+	url := os.Getenv("WORKLEASE_PG_URL")
+	if url == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("WORKLEASE_PG_URL is not set: run the tests with make test, which starts a PostgreSQL server")
+		}
+		t.Skip("no PostgreSQL server: WORKLEASE_PG_URL is not set (make test starts one and sets it)")
+	}
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	name := fmt.Sprintf("plans_%x", newInstance())
+	t.Cleanup(func() {
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	m, err := OpenSchema(ctx, pool, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	s := pgx.Identifier{name}.Sanitize()
+	for _, q := range []string{
+		fmt.Sprintf(`INSERT INTO %[1]s.domains (domain, serial, fence, lease_off, lease_attempts, lease_acquired_at, queued, back_pos)
+			SELECT convert_to('d' || lpad(i::text, 7, '0'), 'UTF8'), i, 1,
+				CASE WHEN i <= %[2]d THEN 0 END, CASE WHEN i <= %[2]d THEN 1 ELSE 0 END, CASE WHEN i <= %[2]d THEN now() END,
+				CASE WHEN i <= %[2]d THEN 1 ELSE 0 END, CASE WHEN i <= %[2]d THEN 2 ELSE 0 END
+			FROM generate_series(1, %[3]d) i`, s, leased, domains),
+		fmt.Sprintf(`INSERT INTO %[1]s.backlog (domain, off, pos) SELECT domain, 1, 1 FROM %[1]s.domains WHERE lease_off IS NOT NULL`, s),
+		fmt.Sprintf(`SELECT setval('%[1]s.domain_serial', %[2]d)`, s, domains),
+		"ANALYZE " + s + ".domains",
+		"ANALYZE " + s + ".backlog",
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &planEnv{ctx: ctx, pool: pool, schema: s, pull: newPullStatements(s)}
+}
+
+// explain runs statement with args under EXPLAIN ANALYZE, with the
+// generic plan that a prepared statement runs from its sixth run on, in a
+// transaction it rolls back, and returns the plan's nodes.
+func (e *planEnv) explain(t *testing.T, statement string, args ...any) []map[string]any {
+	t.Helper()
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	if _, err := tx.Exec(e.ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	e.n++
+	name := fmt.Sprintf("explained_%d", e.n) // prepared statements outlive transactions
+	if _, err := tx.Exec(e.ctx, "PREPARE "+name+" AS "+statement); err != nil {
+		t.Fatal(err)
+	}
+	// EXECUTE takes its arguments as literals.
+	params := ""
+	for i, a := range args {
+		if i > 0 {
+			params += ", "
+		}
+		params += literal(a)
+	}
+	var out []byte
+	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE "+name+"("+params+")").Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(e.ctx, "DEALLOCATE "+name); err != nil {
+		t.Fatal(err)
+	}
+	var plans []struct{ Plan map[string]any }
+	if err := json.Unmarshal(out, &plans); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []map[string]any
+	var walk func(n map[string]any)
+	walk = func(n map[string]any) {
+		nodes = append(nodes, n)
+		if sub, ok := n["Plans"].([]any); ok {
+			for _, s := range sub {
+				walk(s.(map[string]any))
+			}
+		}
+	}
+	walk(plans[0].Plan)
+	return nodes
+}
+
+// literal returns a as an SQL literal.
+func literal(a any) string {
+	switch v := a.(type) {
+	case nil:
+		return "NULL"
+	case bool:
+		return fmt.Sprint(v)
+	case int64:
+		return fmt.Sprint(v)
+	case []byte:
+		return fmt.Sprintf(`'\x%x'::bytea`, v)
+	case [][]byte:
+		s := "ARRAY["
+		for i, b := range v {
+			if i > 0 {
+				s += ","
+			}
+			s += literal(b)
+		}
+		return s + "]::bytea[]"
+	case []int64:
+		s := "'{"
+		for i, n := range v {
+			if i > 0 {
+				s += ","
+			}
+			s += fmt.Sprint(n)
+		}
+		return s + "}'::bigint[]"
+	}
+	panic(fmt.Sprintf("no literal for %T", a))
+}
+
+// tokens returns the first n leased domains and their tokens' fences and
+// serials.
+func tokens(n int) (domains [][]byte, fences, serials []int64) {
+	for i := 1; i <= n; i++ {
+		domains = append(domains, fmt.Appendf(nil, "d%07d", i))
+		fences, serials = append(fences, 1), append(serials, int64(i))
+	}
+	return domains, fences, serials
+}
+
+// The batches' statements join their tokens to the domains' rows in linear
+// time: a batch of 2,000 (MaxClaim is 10,000) compares each token with the
+// rows of its own domain, not with every row of the batch.
+func TestPlanBatchJoinsAreLinear(t *testing.T) {
+	const batch = 2000
+	e := newPlanEnv(t, 20_000, batch)
+	domains, fences, serials := tokens(batch)
+	for _, c := range []struct {
+		name, statement string
+		args            []any
+	}{
+		{"SucceedMany", e.pull.succeedMany, []any{domains, fences, serials, true, nil, false}},
+		{"ClaimNext", e.pull.claimNext, []any{domains, fences, serials, true, nil, false, int64(0)}},
+	} {
+		var removed, ended float64
+		for _, n := range e.explain(t, c.statement, c.args...) {
+			r, _ := n["Rows Removed by Join Filter"].(float64)
+			removed += r
+			if n["Node Type"] == "ModifyTable" && n["Relation Name"] == "domains" {
+				ended, _ = n["Actual Rows"].(float64)
+			}
+		}
+		if ended != batch {
+			t.Errorf("%s of %d leases ended %v", c.name, batch, ended)
+		}
+		if removed > 10*batch {
+			t.Errorf("%s of %d leases: its joins compared and dropped %.0f rows; want at most a few per lease", c.name, batch, removed)
+		}
+	}
+}
+
+// A completion that makes its domain ready asks whether another domain is
+// ready (to notify waiting claims only if none is) through the ready index,
+// not by reading every domain: here no other of 20,000 domains is ready.
+func TestPlanReadyCheckReadsNoWholeTable(t *testing.T) {
+	const domains = 20_000
+	e := newPlanEnv(t, domains, 10)
+	ds, fs, ss := tokens(10)
+	// ClaimNext's domains have had their streak: they become ready.
+	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf("UPDATE %s.domains SET streak = %d WHERE serial > 5 AND serial <= 10", e.schema, MaxStreak)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, statement string
+		args            []any
+	}{
+		{"SucceedMany (one domain)", e.pull.succeedOne, []any{ds[0], fs[0], ss[0], true, nil, false}},
+		{"SucceedMany", e.pull.succeedMany, []any{ds[1:5], fs[1:5], ss[1:5], true, nil, false}},
+		{"ClaimNext", e.pull.claimNext, []any{ds[5:], fs[5:], ss[5:], true, nil, false, int64(0)}},
+	} {
+		var read float64
+		for _, n := range e.explain(t, c.statement, c.args...) {
+			if n["Relation Name"] == "domains" && n["Node Type"] == "Seq Scan" {
+				r, _ := n["Rows Removed by Filter"].(float64)
+				a, _ := n["Actual Rows"].(float64)
+				read += r + a
+			}
+		}
+		if read >= domains/2 {
+			t.Errorf("%s read %.0f of the %d domains' rows one by one", c.name, read, domains)
+		}
+	}
+}
