@@ -147,6 +147,22 @@ func callError(op string, err error) error {
 	return fmt.Errorf("pg: %s: %w: %w", op, ErrOutcomeUnknown, err)
 }
 
+// retryDeadlocked runs call, a call of one transaction that locks several
+// domains, again when PostgreSQL cancelled its transaction to break a
+// deadlock (its changes rolled back), a few times at most. Calls that wait
+// for locks take them in the order of the domains' names, but a claim that
+// finds a row changed as it locks it waits for the change's transaction,
+// holding the rows it locked before, in the order they were ready.
+func retryDeadlocked[T any](call func() (T, error)) (T, error) {
+	for tries := 1; ; tries++ {
+		out, err := call()
+		var pgErr *pgconn.PgError
+		if err == nil || tries == 3 || !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			return out, err
+		}
+	}
+}
+
 // severity returns err's severity in English, whatever the server's
 // language.
 func severity(err *pgconn.PgError) string {

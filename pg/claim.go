@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/worklease/worklease"
 )
 
@@ -46,10 +48,26 @@ func (m *Manager) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
 		return nil, err
 	}
 	defer conn.Release()
-	out, due, err := m.claimFast(ctx, conn, n)
-	if err != nil || !due {
-		return out, err
-	}
+	return retryDeadlocked(func() ([]worklease.Claim, error) {
+		// A claim that found ready domains but took none, as other calls
+		// had changed them since its snapshot, looks again at once.
+		for tries := 1; ; tries++ {
+			out, due, skipped, err := m.claimFast(ctx, conn, n)
+			switch {
+			case err != nil:
+				return nil, err
+			case due:
+				return m.claimDue(ctx, conn, n)
+			case len(out) > 0 || skipped == 0 || tries == 3:
+				return out, nil
+			}
+		}
+	})
+}
+
+// claimDue is Claim when a lease is due: the schema's claim function takes
+// due leases over, then claims.
+func (m *Manager) claimDue(ctx context.Context, conn *pgxpool.Conn, n int) ([]worklease.Claim, error) {
 	rows, err := conn.Query(ctx, m.sql.claim, append([]any{n, m.now()}, m.policy()...)...)
 	if err != nil {
 		return nil, callError("Claim", err)
@@ -74,6 +92,7 @@ func (m *Manager) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
 	if err := rows.Err(); err != nil {
 		return nil, callError("Claim", err)
 	}
+	var out []worklease.Claim
 	for i := range all {
 		c := &all[i]
 		m.report(c.domain, &c.a, nil, worklease.Token{}, nil)
@@ -160,7 +179,7 @@ func (m *Manager) succeedMany(ctx context.Context, op string, claims []worklease
 	}
 	var granted []grantedNext
 	if len(domains) > 0 {
-		all, err := m.endBatch(ctx, op, domains, fences, serials, next)
+		all, err := retryDeadlocked(func() ([]ended, error) { return m.endBatch(ctx, op, domains, fences, serials, next) })
 		if err != nil {
 			return nil, nil, err
 		}

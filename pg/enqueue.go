@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/worklease/worklease"
 )
 
@@ -60,25 +62,11 @@ func (m *Manager) EnqueueMany(ctx context.Context, items []Item) ([]worklease.Ac
 		return nil, err
 	}
 	defer c.Release()
-	rows, err := c.Query(ctx, m.sql.enqueueMany, append([]any{domains, offsets, payloads, m.now()}, m.policy()...)...)
+	all, err := retryDeadlocked(func() ([]enqueued, error) {
+		return m.enqueueBatch(ctx, c, domains, offsets, payloads)
+	})
 	if err != nil {
-		return nil, callError("EnqueueMany", err)
-	}
-	defer rows.Close()
-	type enqueued struct {
-		i int32
-		a answer
-	}
-	var all []enqueued
-	for rows.Next() {
-		var e enqueued
-		if err := rows.Scan(append([]any{&e.i}, e.a.dest()...)...); err != nil {
-			return nil, callError("EnqueueMany", err)
-		}
-		all = append(all, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, callError("EnqueueMany", err)
+		return nil, err
 	}
 	if len(all) != len(items) {
 		return nil, fmt.Errorf("pg: EnqueueMany: %d answers for %d items", len(all), len(items))
@@ -90,6 +78,33 @@ func (m *Manager) EnqueueMany(ctx context.Context, items []Item) ([]worklease.Ac
 		out[e.i-1] = worklease.AcquireStatus(e.a.status)
 	}
 	return out, nil
+}
+
+// An enqueued item is an answer of enqueue_many, for the i-th item, from 1.
+type enqueued struct {
+	i int32
+	a answer
+}
+
+// enqueueBatch runs EnqueueMany's statement on c.
+func (m *Manager) enqueueBatch(ctx context.Context, c *pgxpool.Conn, domains [][]byte, offsets []int64, payloads [][]byte) ([]enqueued, error) {
+	rows, err := c.Query(ctx, m.sql.enqueueMany, append([]any{domains, offsets, payloads, m.now()}, m.policy()...)...)
+	if err != nil {
+		return nil, callError("EnqueueMany", err)
+	}
+	defer rows.Close()
+	var all []enqueued
+	for rows.Next() {
+		var e enqueued
+		if err := rows.Scan(append([]any{&e.i}, e.a.dest()...)...); err != nil {
+			return nil, callError("EnqueueMany", err)
+		}
+		all = append(all, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, callError("EnqueueMany", err)
+	}
+	return all, nil
 }
 
 // payloadArg returns payload as a statement's argument: NULL for nil.

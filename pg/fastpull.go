@@ -22,15 +22,18 @@ import (
 // domains whose row is still the version in that snapshot: it updates each
 // row by its ctid, which the row's latest version does not share if a
 // call changed the row since, and such a row is skipped, as one another
-// call holds is. Every call that changes a domain's backlog or payloads
+// call holds is (a claim that skipped every domain it found looks again). Every call that changes a domain's backlog or payloads
 // writes the domain's row in the same transaction, so for the domains a
 // claim grants, what the snapshot holds of their backlogs is what they
 // hold. Completions read nothing but the rows they lock, whose latest
 // versions PostgreSQL rechecks after waiting.
 //
 // Batches lock their domains in the order of their names, as every call
-// that locks more than one domain and waits does, so that they never
-// deadlock; claims never wait.
+// that locks more than one domain and waits does. A claim waits only when a
+// row it locks was changed at that moment, for the change's transaction,
+// holding the rows it locked before in the order they were ready: the rare
+// deadlock that makes, PostgreSQL breaks by cancelling one transaction,
+// which the calls that lock several domains then run again.
 //
 // PostgreSQL plans a prepared statement again on every run for as long as
 // a plan for the actual arguments looks cheaper than a generic one, which
@@ -51,9 +54,29 @@ func newPullStatements(schema string) pullStatements {
 	// first, in the schema's claim function.
 	due := fmt.Sprintf(`coalesce((SELECT y.lease_expires_at <= %[2]s FROM %[1]s.domains y
 		WHERE y.lease_expires_at IS NOT NULL ORDER BY y.lease_expires_at LIMIT 1), false)`, schema, callNow(2))
+	// othersReady is the SQL of whether a domain other than those of $1 is
+	// ready at $5, read through the index of ready domains (a plan that
+	// expected one soon might read the whole table).
+	othersReady := fmt.Sprintf(`(SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> ALL (%[3]s)
+		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL`, schema, callNow(5), "(SELECT $1::bytea[])::bytea[]")
+	// tokens is the SQL of a batch's tokens, $1 to $3, a row each.
+	const tokens = "SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)"
+	// locked is the SQL of the batch's domains, locked in the order of
+	// their names. A batch's UPDATE reads it in a one-time filter, so that
+	// every lock is taken before the first row is updated.
+	locked := fmt.Sprintf("SELECT x.domain FROM %s.domains x WHERE x.domain = ANY ((SELECT $1::bytea[])::bytea[]) ORDER BY x.domain FOR UPDATE", schema)
+	// holds is the SQL of whether the row x is t's lease, not due at $5.
+	holds := fmt.Sprintf(`x.domain = t.dom AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
+		AND (x.lease_expires_at IS NULL OR %s < x.lease_expires_at)`, callNow(5))
+	// run is the SQL of how many leases in a row ClaimNext granted the
+	// domain x up to its lease: its streak counts only if its lease is the
+	// one ClaimNext granted last.
+	const run = "(CASE WHEN x.streak_fence = x.fence THEN x.streak ELSE 0 END)"
 	return pullStatements{
 		// $1 the most domains to claim, $2 now, $3 the lease TTL in
-		// microseconds (0: none).
+		// microseconds (0: none). Its one row without a domain says
+		// whether a lease is due, and how many ready domains it locked
+		// and then skipped, as another call had changed them.
 		claim: fmt.Sprintf(`WITH due AS MATERIALIZED (
 	SELECT %[3]s AS due
 ), locked AS MATERIALIZED (
@@ -67,8 +90,7 @@ func newPullStatements(schema string) pullStatements {
 	SET fence = x.fence + 1, lease_off = b.off, lease_attempts = coalesce(b.carried_attempts, 0) + 1,
 		lease_retries = coalesce(b.carried_retries, 0), lease_acquired_at = coalesce(b.carried_acquired_at, %[2]s),
 		lease_expires_at = %[2]s + CASE WHEN $3::bigint = 0 THEN NULL ELSE $3::bigint * interval '1 microsecond' END,
-		queued = x.queued - 1, ready_at = NULL, lease_payload = p.payload IS NOT NULL, streak = 0,
-		counts[1] = x.counts[1] + 1
+		queued = x.queued - 1, ready_at = NULL, lease_payload = p.payload IS NOT NULL, counts[1] = x.counts[1] + 1
 	FROM r
 	CROSS JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
 		FROM %[1]s.backlog y WHERE y.domain = r.domain ORDER BY y.pos LIMIT 1) b
@@ -78,9 +100,13 @@ func newPullStatements(schema string) pullStatements {
 ), taken AS (
 	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM g))
 )
-SELECT d.due, g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s
-FROM due d LEFT JOIN g ON true
-ORDER BY g.rank`, schema, callNow(2), due),
+SELECT d.due, (SELECT count(*) FROM r) - (SELECT count(*) FROM g), NULL::bytea, NULL::bigint, NULL::bytea, NULL::bigint,
+	NULL::bigint, NULL::int, NULL::timestamptz, %[2]s, 0::bigint AS rank
+FROM due d
+UNION ALL
+SELECT NULL, NULL, g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s, g.rank
+FROM g
+ORDER BY rank`, schema, callNow(2), due),
 
 		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance
 		// is the database's, $5 now, $6 monotonic offsets. A domain left
@@ -88,7 +114,7 @@ ORDER BY g.rank`, schema, callNow(2), due),
 		// claims are notified.
 		succeedOne: fmt.Sprintf(`WITH u AS (
 	UPDATE %[1]s.domains x
-	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END, streak = 0
+	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END
 	WHERE x.domain = $1 AND x.fence = $2::bigint AND x.serial = $3::bigint AND $4::bool AND x.lease_off IS NOT NULL
 		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
 	RETURNING x.domain, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
@@ -96,7 +122,8 @@ ORDER BY g.rank`, schema, callNow(2), due),
 	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND y.domain = $1 AND y.off = u.ended_off
 )
 SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s,
-	CASE WHEN u.ready AND NOT EXISTS (SELECT FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> $1)
+	CASE WHEN u.ready AND NOT (SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> $1
+		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL
 		THEN (SELECT true FROM pg_notify('%[4]s', '%[1]s')) END
 FROM u`, schema, callNow(5), endLease(6), readyChannel),
 
@@ -104,25 +131,23 @@ FROM u`, schema, callNow(5), endLease(6), readyChannel),
 		// whether the tokens' instance is the database's, $5 now, $6
 		// monotonic offsets.
 		succeedMany: fmt.Sprintf(`WITH t AS MATERIALIZED (
-	SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)
+	%[5]s
 ), locked AS MATERIALIZED (
-	SELECT x.domain FROM %[1]s.domains x WHERE x.domain = ANY ((SELECT $1::bytea[])::bytea[]) ORDER BY x.domain FOR UPDATE
+	%[6]s
 ), u AS (
 	UPDATE %[1]s.domains x
-	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END, streak = 0
+	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END
 	FROM t
-	WHERE x.domain = ANY (ARRAY(SELECT domain FROM locked)) AND x.domain = t.dom
-		AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
-		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
+	WHERE (SELECT count(*) FROM locked) > 0 AND %[7]s
 	RETURNING x.domain, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
 ), gone AS (
 	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND y.domain = u.domain AND y.off = u.ended_off
 ), notified AS (
-	SELECT FROM pg_notify('%[4]s', '%[1]s') WHERE EXISTS (SELECT FROM u WHERE u.ready)
-		AND NOT EXISTS (SELECT FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> ALL ((SELECT $1::bytea[])::bytea[]))
+	SELECT FROM pg_notify('%[4]s', '%[1]s') WHERE EXISTS (SELECT FROM u WHERE u.ready) AND NOT %[8]s
 )
 SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s, n.count > 0
-FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5), endLease(6), readyChannel),
+FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
+			schema, callNow(5), endLease(6), readyChannel, tokens, locked, holds, othersReady),
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
@@ -133,17 +158,15 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 		// are read as the statement's snapshot has them, before the locks:
 		// next holds only for a row still in that snapshot's version (as in
 		// claim), which the row being updated, x, shows by its ctid.
-		claimNext: fmt.Sprintf(`WITH t AS MATERIALIZED (
-	SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)
-), s AS MATERIALIZED (
-	SELECT x.domain, x.ctid AS tid, b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, p.payload
-	FROM %[1]s.domains x
+		claimNext: fmt.Sprintf(`WITH s AS MATERIALIZED (
+	SELECT t.*, x.ctid AS tid, b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, p.payload
+	FROM (%[5]s) t
+	JOIN %[1]s.domains x ON x.domain = t.dom
 	LEFT JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
 		FROM %[1]s.backlog y WHERE y.domain = x.domain ORDER BY y.pos LIMIT 1) b ON true
 	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE p.domain = x.domain AND p.off = b.off LIMIT 1) p ON true
-	WHERE x.domain = ANY ((SELECT $1::bytea[])::bytea[])
 ), locked AS MATERIALIZED (
-	SELECT x.domain FROM %[1]s.domains x WHERE x.domain = ANY ((SELECT $1::bytea[])::bytea[]) ORDER BY x.domain FOR UPDATE
+	%[6]s
 ), u AS (
 	UPDATE %[1]s.domains x
 	SET ended_off = x.lease_off, ended_attempts = x.lease_attempts, ended_payload = x.lease_payload,
@@ -151,58 +174,61 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 			THEN nummultirange(numrange(0, greatest(coalesce(upper(x.processed), 0), x.lease_off::numeric + 1)))
 			ELSE x.processed + nummultirange(numrange(x.lease_off, x.lease_off::numeric + 1)) END,
 		fence = x.fence + CASE WHEN %[3]s THEN 1 ELSE 0 END,
-		lease_off = CASE WHEN %[3]s THEN s.off END,
-		lease_attempts = CASE WHEN %[3]s THEN coalesce(s.carried_attempts, 0) + 1 ELSE 0 END,
-		lease_retries = CASE WHEN %[3]s THEN coalesce(s.carried_retries, 0) ELSE 0 END,
-		lease_acquired_at = CASE WHEN %[3]s THEN coalesce(s.carried_acquired_at, %[2]s) END,
+		lease_off = CASE WHEN %[3]s THEN t.off END,
+		lease_attempts = CASE WHEN %[3]s THEN coalesce(t.carried_attempts, 0) + 1 ELSE 0 END,
+		lease_retries = CASE WHEN %[3]s THEN coalesce(t.carried_retries, 0) ELSE 0 END,
+		lease_acquired_at = CASE WHEN %[3]s THEN coalesce(t.carried_acquired_at, %[2]s) END,
 		lease_expires_at = CASE WHEN %[3]s AND $7::bigint <> 0 THEN %[2]s + $7::bigint * interval '1 microsecond' END,
-		lease_payload = %[3]s AND s.payload IS NOT NULL,
+		lease_payload = %[3]s AND t.payload IS NOT NULL,
 		queued = x.queued - CASE WHEN %[3]s THEN 1 ELSE 0 END,
 		ready_at = CASE WHEN NOT %[3]s AND x.queued > 0 AND NOT x.paused THEN %[2]s END,
-		streak = CASE WHEN %[3]s THEN x.streak + 1 ELSE 0 END,
+		streak = CASE WHEN %[3]s THEN %[9]s + 1 ELSE 0 END,
+		streak_fence = CASE WHEN %[3]s THEN x.fence + 1 ELSE 0 END,
 		counts[1] = x.counts[1] + CASE WHEN %[3]s THEN 1 ELSE 0 END, counts[3] = x.counts[3] + 1
-	FROM t JOIN s ON s.domain = t.dom
-	WHERE x.domain = ANY (ARRAY(SELECT domain FROM locked)) AND x.domain = t.dom
-		AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
-		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
+	FROM s AS t
+	WHERE (SELECT count(*) FROM locked) > 0 AND %[7]s
 	RETURNING x.domain, x.ended_off, x.ended_attempts, x.ended_payload, t.fence AS ended_fence, x.ready_at IS NOT NULL AS ready,
-		x.lease_off, s.btid, s.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at
+		x.lease_off, t.btid, t.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at
 ), taken AS (
 	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM u WHERE u.lease_off IS NOT NULL))
 ), gone AS (
 	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND y.domain = u.domain AND y.off = u.ended_off
 ), notified AS (
-	SELECT FROM pg_notify('%[4]s', '%[1]s') WHERE EXISTS (SELECT FROM u WHERE u.ready)
-		AND NOT EXISTS (SELECT FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> ALL ((SELECT $1::bytea[])::bytea[]))
+	SELECT FROM pg_notify('%[4]s', '%[1]s') WHERE EXISTS (SELECT FROM u WHERE u.ready) AND NOT %[8]s
 )
 SELECT u.domain, u.ended_off, u.ended_attempts, u.ended_fence, %[2]s,
 	u.lease_off, CASE WHEN u.lease_off IS NOT NULL THEN u.payload END, u.fence, u.serial, u.lease_attempts, u.lease_expires_at,
 	n.count > 0
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
-			fmt.Sprintf("(x.ctid = s.tid AND s.off IS NOT NULL AND NOT x.paused AND x.streak < %d)", MaxStreak),
-			readyChannel),
+			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d)", run, MaxStreak),
+			readyChannel, tokens, locked, holds, othersReady, run),
 	}
 }
 
 // claimFast leases the heads of up to n ready domains in one statement, if
 // no lease is due; due reports that one is, and then it changed nothing.
-func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int) (out []worklease.Claim, due bool, err error) {
+// skipped counts the ready domains it locked and left, as another call had
+// changed them since its snapshot.
+func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int) (out []worklease.Claim, due bool, skipped int64, err error) {
 	rows, err := conn.Query(ctx, m.pull.claim, n, m.now(), m.ttl())
 	if err != nil {
-		return nil, false, callError("Claim", err)
+		return nil, false, 0, callError("Claim", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
+		var isDue *bool
+		var left *int64
 		var d []byte
 		var c worklease.Claim
-		var off, fence, serial *int64 // NULL in the one row of a claim that granted nothing
+		var off, fence, serial, rank *int64
 		var attempts *int32
 		var expires *time.Time
 		var at time.Time
-		if err := rows.Scan(&due, &d, &off, &c.Payload, &fence, &serial, &attempts, &expires, &at); err != nil {
-			return nil, false, callError("Claim", err)
+		if err := rows.Scan(&isDue, &left, &d, &off, &c.Payload, &fence, &serial, &attempts, &expires, &at, &rank); err != nil {
+			return nil, false, 0, callError("Claim", err)
 		}
-		if d == nil {
+		if d == nil { // the row that says what was due and skipped
+			due, skipped = *isDue, *left
 			continue
 		}
 		c.Domain, c.Offset, c.Token, c.Attempt, c.ExpiresAt = string(d), *off, m.token(*fence, *serial), int(*attempts), timeOf(expires)
@@ -214,9 +240,9 @@ func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int) (out
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, callError("Claim", err)
+		return nil, false, 0, callError("Claim", err)
 	}
-	return out, due, nil
+	return out, due, skipped, nil
 }
 
 // An ended lease is one that SucceedMany or ClaimNext ended at once, with

@@ -21,7 +21,7 @@ func TestWaitClaimAfterEnqueueMany(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer producer.Close()
-	done := make(chan []pg.Claim, 1)
+	done := make(chan []worklease.Claim, 1)
 	go func() {
 		got, _ := e.m.WaitClaim(e.ctx, 1, time.Minute)
 		done <- got

@@ -41,7 +41,7 @@ func TestEnqueueManyMatchesEnqueue(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(seed, uint64(len(cfg.name))))
 			domains := []string{"a", "b", "c"}
-			held := map[string][2]pg.Claim{} // each domain's lease, in both schemas
+			held := map[string][2]worklease.Claim{} // each domain's lease, in both schemas
 			for round := range 60 {
 				// A few calls that change the domains, alike in both.
 				for range 1 + rng.IntN(4) {
@@ -142,7 +142,7 @@ func TestEnqueueManyMatchesEnqueue(t *testing.T) {
 	}
 }
 
-func claimStrings(cs []pg.Claim) []string {
+func claimStrings(cs []worklease.Claim) []string {
 	var s []string
 	for _, c := range cs {
 		s = append(s, fmt.Sprintf("%s/%d:%s@%d", c.Domain, c.Offset, c.Payload, c.Attempt))
@@ -236,7 +236,7 @@ func TestClaimNextAfterConcurrentKill(t *testing.T) {
 	cs, _ := e.claim(1)
 	tx := e.holdDomain("a")
 	type result struct {
-		next []pg.Claim
+		next []worklease.Claim
 		errs []error
 		err  error
 	}
@@ -331,7 +331,7 @@ func TestClaimNextAfterConcurrentLIFOEnqueue(t *testing.T) {
 	e.enqueue("a", 2, "a2", worklease.Enqueued)
 	tx := e.holdDomain("a")
 	type result struct {
-		next []pg.Claim
+		next []worklease.Claim
 		errs []error
 		err  error
 	}

@@ -69,7 +69,7 @@ func (md *pullModel) fail(format string, args ...any) {
 }
 
 // granted checks a lease that a call (how) granted; the caller holds mu.
-func (md *pullModel) granted(how string, c pg.Claim) {
+func (md *pullModel) granted(how string, c worklease.Claim) {
 	md.grants.Add(1)
 	md.byHow[how]++
 	d, k, f := c.Domain, modelKey{c.Domain, c.Offset}, c.Token.Fence()
@@ -109,7 +109,7 @@ func (md *pullModel) granted(how string, c pg.Claim) {
 }
 
 // ending records that the holder of c begins the call that ends it.
-func (md *pullModel) ending(how string, cs ...pg.Claim) {
+func (md *pullModel) ending(how string, cs ...worklease.Claim) {
 	md.mu.Lock()
 	defer md.mu.Unlock()
 	for _, c := range cs {
@@ -128,7 +128,7 @@ func (md *pullModel) ending(how string, cs ...pg.Claim) {
 
 // ended records the outcome of the call that ended c's lease; the caller
 // holds mu.
-func (md *pullModel) ended(how string, c pg.Claim, err error, retried bool) {
+func (md *pullModel) ended(how string, c worklease.Claim, err error, retried bool) {
 	if err != nil {
 		md.violate("%s of %s/%d (fence %d), whose lease nothing revoked: %v", how, c.Domain, c.Offset, c.Token.Fence(), err)
 		return
@@ -272,7 +272,7 @@ func TestPullStress(t *testing.T) {
 	for w := range nWorkers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 99))
-			var next []pg.Claim
+			var next []worklease.Claim
 			for running() {
 				claims := next
 				next = nil
@@ -299,7 +299,7 @@ func TestPullStress(t *testing.T) {
 							md.fail("TryAcquire(%s, %d): %v", d, o, err)
 							return
 						case res.Status == worklease.Acquired:
-							c := pg.Claim{Domain: d, Offset: o, Token: res.Token, Attempt: res.RetryCount + 1}
+							c := worklease.Claim{Domain: d, Offset: o, Token: res.Token, Attempt: res.RetryCount + 1}
 							md.mu.Lock()
 							md.granted("TryAcquire", c)
 							md.mu.Unlock()
@@ -324,7 +324,7 @@ func TestPullStress(t *testing.T) {
 					time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Microsecond)
 					continue
 				}
-				var batch []pg.Claim
+				var batch []worklease.Claim
 				for _, c := range claims {
 					switch r := rng.IntN(100); {
 					case r < 8:
@@ -507,7 +507,7 @@ func (md *revokeModel) violate(format string, args ...any) {
 }
 
 // granted records leases a call that started at start granted.
-func (md *revokeModel) granted(how string, start int64, cs ...pg.Claim) {
+func (md *revokeModel) granted(how string, start int64, cs ...worklease.Claim) {
 	md.mu.Lock()
 	defer md.mu.Unlock()
 	md.seq++
@@ -531,7 +531,7 @@ func (md *revokeModel) granted(how string, start int64, cs ...pg.Claim) {
 
 // ended records the outcome of a call, started at start, that ended c's
 // lease as a success: lost says the lease was gone.
-func (md *revokeModel) ended(how string, start int64, c pg.Claim, err error) {
+func (md *revokeModel) ended(how string, start int64, c worklease.Claim, err error) {
 	md.mu.Lock()
 	defer md.mu.Unlock()
 	md.seq++
@@ -617,7 +617,7 @@ func TestPullStressRevocations(t *testing.T) {
 	for w := range nWorkers {
 		wg.Go(func() { // the workers
 			rng := rand.New(rand.NewPCG(uint64(w), 77))
-			var next []pg.Claim
+			var next []worklease.Claim
 			for running() {
 				claims := next
 				next = nil
@@ -638,7 +638,7 @@ func TestPullStressRevocations(t *testing.T) {
 				if rng.IntN(20) == 0 {
 					time.Sleep(ttl + ttl/2) // stall: the leases expire
 				}
-				var batch []pg.Claim
+				var batch []worklease.Claim
 				for _, c := range claims {
 					switch r := rng.IntN(100); {
 					case r < 8:

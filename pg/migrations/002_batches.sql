@@ -2,12 +2,27 @@
 -- offset and attempts: the statement deletes the payload only if it had one.
 ALTER TABLE {{schema}}.domains ADD COLUMN ended_payload bool;
 
--- streak counts the leases ClaimNext granted the domain in a row, since it
--- was last claimed: at MaxStreak it goes behind the other ready domains.
-ALTER TABLE {{schema}}.domains ADD COLUMN streak int NOT NULL DEFAULT 0;
+-- streak counts the leases ClaimNext granted the domain in a row, the last
+-- of them under streak_fence: a lease under another fence was granted
+-- otherwise, and starts a new run. At MaxStreak the domain goes behind the
+-- other ready domains instead.
+ALTER TABLE {{schema}}.domains ADD COLUMN streak int NOT NULL DEFAULT 0,
+	ADD COLUMN streak_fence bigint NOT NULL DEFAULT 0;
 
--- SucceedMany is a plain statement now (see fastpull.go).
-DROP FUNCTION {{schema}}.succeed_many(bytea[], bigint[], bigint[], bool, timestamptz, bool);
+-- SucceedMany is a plain statement now (see fastpull.go); succeed_many
+-- stays for processes of the previous version, during an upgrade.
+
+-- _notify_ready asks whether another domain is ready through the index of
+-- ready domains: a plan that expects to find one soon in the table may
+-- otherwise read all of it, when none is.
+CREATE OR REPLACE FUNCTION {{schema}}._notify_ready(p_now timestamptz, p_new bytea[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF (SELECT true FROM {{schema}}.domains x WHERE x.ready_at <= p_now AND x.domain <> ALL (p_new)
+		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NULL THEN
+		PERFORM pg_notify('worklease_ready', '{{schema}}');
+	END IF;
+END $$;
 
 -- Batches in a few statements, whatever their size: enqueue_many does an
 -- offer's work for all of its items at once, where it did the whole of an
@@ -99,5 +114,7 @@ BEGIN
 		CASE WHEN s.fresh THEN ARRAY[2::smallint] END, CASE WHEN s.fresh THEN ARRAY[s.off] END,
 		CASE WHEN s.fresh THEN ARRAY[0] END, CASE WHEN s.fresh THEN ARRAY[0::bigint] END,
 		CASE WHEN s.fresh THEN ARRAY[0::smallint] END, p_now)::{{schema}}.answer
-	FROM s LEFT JOIN (SELECT count(*) FROM notified) n ON true;
+	-- notified runs only if the query reads it: a join whose columns
+	-- nothing reads would be left out.
+	FROM s, (SELECT count(*) AS c FROM notified) n WHERE n.c >= 0;
 END $$;
