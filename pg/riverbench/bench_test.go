@@ -73,9 +73,12 @@ const burnWorkers = 16
 
 // BenchmarkPullBurnDown burns down b.N offsets spread evenly over
 // burnDomains domains, stored with EnqueueMany before the timer starts:
-// burnWorkers workers each claim a batch of ready domains' heads at a time
-// and succeed them in one call. Every domain's offsets finish in order, one at a
-// time, under fenced leases.
+// burnWorkers workers each claim a batch of ready domains' heads, succeed
+// them with ClaimNext, which leases the same domains' next offsets in the
+// same call, and top the batch up with Claim; a worker that finds nothing
+// ready waits with WaitClaim. The batch doubles while it comes back full
+// and halves when it comes back short. Every domain's offsets finish in
+// order, one at a time, under fenced leases.
 func BenchmarkPullBurnDown(b *testing.B) { benchPull(b, false) }
 
 // BenchmarkPullContinuous is BenchmarkPullBurnDown with the offsets
@@ -96,6 +99,7 @@ func benchPull(b *testing.B, continuous bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer m.Close() // and the connection WaitClaim listens on
 	// The producer stores offsets in batches, a round trip each; while the
 	// workers run, in small ones: a batch locks each of its domains until
 	// it commits, and the workers skip (claims) or wait for (completions)
@@ -125,12 +129,20 @@ func benchPull(b *testing.B, continuous bool) {
 	var done atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
+	// Workers with nothing to do wait for work with WaitClaim; the last
+	// completion (or a failure) ends their waits.
+	work, stop := context.WithCancel(ctx)
+	defer stop()
+	fail := func(err error) {
+		failed.CompareAndSwap(nil, &err)
+		stop()
+	}
 	b.ResetTimer()
 	start := time.Now()
 	if continuous {
 		wg.Go(func() {
 			if err := produce(); err != nil {
-				failed.CompareAndSwap(nil, &err)
+				fail(err)
 			}
 		})
 	}
@@ -138,15 +150,24 @@ func benchPull(b *testing.B, continuous bool) {
 		wg.Go(func() {
 			batch := claimBatch
 			var next []worklease.Claim // what ClaimNext leased the worker
-			for done.Load() < int64(b.N) && failed.Load() == nil {
+			for work.Err() == nil {
 				claims := next
 				if len(claims) < batch/2 { // top up the batch
 					more, err := m.Claim(ctx, batch-len(claims))
 					if err != nil {
-						failed.CompareAndSwap(nil, &err)
+						fail(err)
 						return
 					}
 					claims = append(claims, more...)
+				}
+				if len(claims) == 0 { // nothing ready: wait for some
+					var err error
+					if claims, err = m.WaitClaim(work, batch, 0); err != nil {
+						if work.Err() == nil {
+							fail(err)
+						}
+						return
+					}
 				}
 				var errs []error
 				var err error
@@ -155,20 +176,18 @@ func benchPull(b *testing.B, continuous bool) {
 					err = errors.Join(errs...)
 				}
 				if err != nil {
-					failed.CompareAndSwap(nil, &err)
+					fail(err)
 					return
 				}
-				done.Add(int64(len(claims)))
-				// The batch adapts to what is ready: it doubles while claims
-				// come back full, and halves when one comes back empty.
-				switch len(claims) {
-				case batch:
-					batch = min(2*batch, maxClaimBatch)
-				case 0:
-					batch = max(batch/2, claimBatch)
+				if done.Add(int64(len(claims))) == int64(b.N) {
+					stop()
 				}
-				if len(claims) == 0 {
-					time.Sleep(time.Millisecond)
+				// The batch adapts to what is ready: it doubles while claims
+				// come back full, and halves when they come back short.
+				if len(claims) >= batch {
+					batch = min(2*batch, maxClaimBatch)
+				} else {
+					batch = max(batch/2, claimBatch)
 				}
 			}
 		})
