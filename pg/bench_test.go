@@ -35,11 +35,13 @@ func benchPool(b *testing.B) *pgxpool.Pool {
 }
 
 // runWorkers runs benchWorkers goroutines until b.N cycles are done in
-// all, worker w calling cycle(w, i) for its i-th cycle, and reports
+// all, worker w calling cycle(w, i, last) for its i-th cycle, last saying
+// whether it is the worker's last (each worker takes its next cycle before
+// it runs one), and reports
 // cycles/s, a cycle's median and 99th-percentile latency, and the bytes
 // of write-ahead log the server wrote per cycle (pool is to read its
 // position). The first error stops the benchmark.
-func runWorkers(b *testing.B, pool *pgxpool.Pool, cycle func(w, i int) error) {
+func runWorkers(b *testing.B, pool *pgxpool.Pool, cycle func(w, i int, last bool) error) {
 	walStart := walPosition(b, pool)
 	var next atomic.Int64
 	var failed atomic.Pointer[error]
@@ -49,9 +51,11 @@ func runWorkers(b *testing.B, pool *pgxpool.Pool, cycle func(w, i int) error) {
 	start := time.Now()
 	for w := range benchWorkers {
 		wg.Go(func() {
-			for i := 0; next.Add(1) <= int64(b.N) && failed.Load() == nil; i++ {
+			more := next.Add(1) <= int64(b.N)
+			for i := 0; more && failed.Load() == nil; i++ {
+				more = next.Add(1) <= int64(b.N)
 				began := time.Now()
-				if err := cycle(w, i); err != nil {
+				if err := cycle(w, i, !more); err != nil {
 					failed.CompareAndSwap(nil, &err)
 				}
 				latencies[w] = append(latencies[w], time.Since(began))
@@ -117,7 +121,7 @@ func BenchmarkPostgresCycle(b *testing.B) {
 					}
 				}
 			}
-			runWorkers(b, pool, func(w, i int) error {
+			runWorkers(b, pool, func(w, i int, _ bool) error {
 				visit := visits[w]
 				domain, offset := visit[i%len(visit)], int64(1+i/len(visit))
 				res, err := m.TryAcquire(ctx, domain, offset)
@@ -170,7 +174,7 @@ func BenchmarkPostgresSkipLocked(b *testing.B) {
 	claim := "UPDATE " + s + ".jobs SET state = 'running' WHERE id = (SELECT id FROM " + s +
 		".jobs WHERE state = 'ready' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id"
 	complete := "UPDATE " + s + ".jobs SET state = 'done' WHERE id = $1"
-	runWorkers(b, pool, func(int, int) error {
+	runWorkers(b, pool, func(int, int, bool) error {
 		var id int64
 		if err := pool.QueryRow(ctx, claim).Scan(&id); err != nil {
 			return err
@@ -233,7 +237,7 @@ func benchmarkPullCycle(b *testing.B, domains int) {
 	store(b, m, b.N, func(i int) pg.Item {
 		return pg.Item{Domain: fmt.Sprintf("domain-%05d", i%domains), Offset: int64(i / domains)}
 	})
-	runWorkers(b, pool, func(int, int) error {
+	runWorkers(b, pool, func(int, int, bool) error {
 		for {
 			claims, err := m.Claim(ctx, 1)
 			if err != nil {
@@ -249,6 +253,48 @@ func benchmarkPullCycle(b *testing.B, domains int) {
 			}
 			return err
 		}
+	})
+}
+
+// BenchmarkPostgresPullNext is BenchmarkPostgresPullCycle/domains=1000
+// with complete-and-continue: each worker works one offset at a time,
+// ending it with ClaimNext, which leases the same domain's next offset in
+// the same statement (MaxStreak times in a row), and claims anew when that
+// leases nothing. A cycle is one offset claimed and completed.
+func BenchmarkPostgresPullNext(b *testing.B) {
+	const domains = 1000
+	pool := benchPool(b)
+	m, _ := newManager(b, pool)
+	ctx := context.Background()
+	store(b, m, b.N, func(i int) pg.Item {
+		return pg.Item{Domain: fmt.Sprintf("domain-%05d", i%domains), Offset: int64(i / domains)}
+	})
+	next := make([][]worklease.Claim, benchWorkers) // each worker's next lease
+	runWorkers(b, pool, func(w, _ int, last bool) error {
+		claims := next[w]
+		for len(claims) == 0 {
+			var err error
+			if claims, err = m.Claim(ctx, 1); err != nil {
+				return err
+			}
+			if len(claims) == 0 { // every ready domain is leased to another worker
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+		// A worker's last cycle ends its lease without taking the next,
+		// which it would hold forever.
+		var errs []error
+		var err error
+		if last {
+			next[w] = nil
+			errs, err = m.SucceedMany(ctx, claims)
+		} else {
+			next[w], errs, err = m.ClaimNext(ctx, claims)
+		}
+		if err == nil {
+			err = errs[0]
+		}
+		return err
 	})
 }
 
