@@ -212,10 +212,10 @@ func (m *Manager) takeOver(now instant, n int, b *batch) {
 
 // WaitClaim is Claim that waits for work: when nothing is ready it waits
 // until a call makes a domain ready (a Manager wakes one waiting claim for
-// each, and a claim that comes back full wakes another), the earliest retry
-// delay ends, or poll has passed (0 means DefaultPoll), and claims again,
-// until it claims something, ctx ends, whose error it then returns, or the
-// Manager is closed (ErrClosed). The poll only bounds a wait that nothing
+// each, and a claim that comes back full wakes another if domains are
+// left in the queue), the earliest retry delay ends, or poll has passed (0
+// means DefaultPoll), and claims again, until it claims something, ctx
+// ends, whose error it then returns, or the Manager is closed (ErrClosed). The poll only bounds a wait that nothing
 // ends: a retry's delay read against a Clock given to WithClock, which
 // does not move with real time, say. It starts no goroutine.
 //
@@ -233,8 +233,8 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]C
 			return nil, err
 		}
 		claims, err := m.Claim(n)
-		if len(claims) == n {
-			q.wake() // more may be ready: another waiting claim looks
+		if len(claims) == n && q.more() {
+			q.wake() // another waiting claim takes the rest
 		}
 		if err != nil || len(claims) > 0 {
 			return claims, err
