@@ -30,7 +30,10 @@ func TestOrderAndExclusivity(t *testing.T) {
 		ttl  time.Duration // zero: leases never expire
 	}{
 		{name: "no-ttl"},
-		{name: "ttl", ttl: 150 * time.Millisecond},
+		// Leases last a second: long enough that no lease expires however
+		// late a renewal runs on a loaded machine, so that the checks of
+		// exclusivity hold (a lost lease would void them).
+		{name: "ttl", ttl: time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -61,8 +64,17 @@ func runOrder(t *testing.T, seed uint64, ttl time.Duration) {
 		fmt.Fprintf(h, "%d/%s/%d/%d", seed, j.Domain, j.Offset, j.Attempt)
 		return h.Sum64() % 100
 	}
-	slow := 0
+	slow := 0 // slow attempts so far: a few, so that the test stays quick
 	var slowMu sync.Mutex
+	takeSlow := func() bool {
+		slowMu.Lock()
+		defer slowMu.Unlock()
+		if slow == 6 {
+			return false
+		}
+		slow++
+		return true
+	}
 	h := func(ctx context.Context, j worker.Job) error {
 		s.begin(j)
 		if want := fmt.Sprintf("%s/%d", j.Domain, j.Offset); string(j.Payload) != want {
@@ -77,12 +89,9 @@ func runOrder(t *testing.T, seed uint64, ttl time.Duration) {
 		case f < 20 && j.Attempt <= maxRetries:
 			s.end(j, false)
 			panic("boom")
-		case f < 22 && ttl > 0:
-			slowMu.Lock()
-			slow++
-			slowMu.Unlock()
+		case f < 22 && ttl > 0 && takeSlow():
 			select { // long enough for a renewal or two
-			case <-time.After(ttl):
+			case <-time.After(ttl * 2 / 3):
 			case <-ctx.Done():
 				s.end(j, false)
 				return context.Cause(ctx)
