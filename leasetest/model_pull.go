@@ -102,12 +102,12 @@ func (l *leaseModel) restarted(now time.Time) {
 // claim that first took over due leases, a Forget and a restart, where
 // the Manager starts again from 0: after those, while the model's count is
 // below MaxStreak, the backend may also lease nothing.
-func (md *modelDomain) claimNext(tok worklease.Token, now time.Time) (err error, may, must bool) {
+func (md *modelDomain) claimNext(tok worklease.Token, now time.Time) (may, must bool, err error) {
 	if _, err := md.succeed(tok, now); err != nil {
-		return err, false, false
+		return false, false, err
 	}
 	may = !md.paused && len(md.backlog) > 0 && md.streak < worklease.MaxStreak
-	return nil, may, may && !md.streakUnsure
+	return may, may && !md.streakUnsure, nil
 }
 
 // enqueue is Enqueue on the model: TryAcquire that never grants.
@@ -289,7 +289,7 @@ func (s *modelTest) claimNext(t *rapid.T, claims []worklease.Claim) {
 	}
 	want := make([]answer, len(claims))
 	for i, c := range claims {
-		want[i].err, want[i].may, want[i].must = s.model.domains[c.Domain].claimNext(c.Token, now)
+		want[i].may, want[i].must, want[i].err = s.model.domains[c.Domain].claimNext(c.Token, now)
 	}
 	got, errs, err := s.b.ClaimNext(s.ctx, claims)
 	mustNoError(t, err, "ClaimNext")
