@@ -49,6 +49,8 @@ BENCH_TIMED := ^(BenchmarkCycle|BenchmarkFloorCycle|BenchmarkFloorCycleTimeline|
 # goroutine and concurrent callers need the other cores.
 BENCH_WAL := ^(BenchmarkManagerDurable|BenchmarkManagerNoSync|BenchmarkManagerInMemory|BenchmarkManagerReplay)$$
 BENCHTIME ?= 500ms
+# The worker Pool's, against a hand-written loop and an unordered pool.
+BENCH_WORKER := ^(BenchmarkPoolOverhead|BenchmarkPoolThroughput)$$
 # Longer: a journaled run must span segment rotations and snapshots to
 # measure their share.
 BENCHTIME_WAL ?= 2s
@@ -76,11 +78,12 @@ BENCH_ROUNDS ?= 5
 
 bench: ## the performance benchmarks, then a table of their ratios against the targets
 	@status=$$(mktemp); bin=$$(mktemp -d); \
-	{ go test -c -o "$$bin/worklease.test" . && go test -c -o "$$bin/wal.test" ./wal && \
+	{ go test -c -o "$$bin/worklease.test" . && go test -c -o "$$bin/wal.test" ./wal && go test -c -o "$$bin/worker.test" ./worker && \
 	  (cd pg && go test -c -o "$$bin/pg.test" .) && (cd pg/riverbench && go test -c -o "$$bin/riverbench.test" .) && \
 	  i=0 && while [ $$i -lt $(BENCH_ROUNDS) ] && \
 	    "$$bin/worklease.test" -test.run='^$$' -test.bench='$(BENCH_TIMED)' -test.benchtime=$(BENCHTIME) -test.count=1 -test.cpu=1,2 -test.benchmem && \
-	    "$$bin/wal.test" -test.run='^$$' -test.bench='$(BENCH_WAL)' -test.benchtime=$(BENCHTIME_WAL) -test.count=1 -test.benchmem; \
+	    "$$bin/wal.test" -test.run='^$$' -test.bench='$(BENCH_WAL)' -test.benchtime=$(BENCHTIME_WAL) -test.count=1 -test.benchmem && \
+	    "$$bin/worker.test" -test.run='^$$' -test.bench='$(BENCH_WORKER)' -test.benchtime=$(BENCHTIME) -test.count=1 -test.benchmem; \
 	    do i=$$((i+1)); done && [ $$i -eq $(BENCH_ROUNDS) ] && \
 	  "$$bin/worklease.test" -test.run='^$$' -test.bench='^BenchmarkMemory$$' -test.benchtime=1x -test.count=5 && \
 	  BIN=$$bin scripts/with-postgres sh -c 'i=0 && while [ $$i -lt $(BENCH_ROUNDS) ] && \

@@ -40,17 +40,21 @@ type Backend interface {
 
 	// The pull calls: producers enqueue offsets with their payloads, and
 	// workers claim ready domains' heads and end them with Succeed,
-	// SucceedMany or Retry. A backend that keeps no payloads (the Manager
-	// with a journal) refuses a payload that is not nil in Enqueue, with
-	// an error matching ErrPayloadNotJournaled. SucceedMany answers each
-	// claim as Succeed would; the claims of a domain named more than once
-	// may be answered in any order. Domains that became ready at the same
-	// instant may be claimed in any order.
+	// SucceedMany, ClaimNext or Retry. A backend that keeps no payloads
+	// (the Manager with a journal) refuses a payload that is not nil in
+	// Enqueue, with an error matching ErrPayloadNotJournaled. SucceedMany
+	// answers each claim as Succeed would; the claims of a domain named
+	// more than once may be answered in any order. ClaimNext is
+	// SucceedMany that also claims each domain's next offset for the
+	// caller, up to MaxStreak times in a row, as Manager.ClaimNext
+	// documents. Domains that became ready at the same instant may be
+	// claimed in any order.
 	Enqueue(ctx context.Context, domain string, offset int64, payload []byte) (AcquireStatus, error)
 	Claim(ctx context.Context, n int) ([]Claim, error)
 	WaitClaim(ctx context.Context, n int, poll time.Duration) ([]Claim, error)
 	Retry(ctx context.Context, domain string, tok Token, cause error, delay time.Duration) (RetryResult, error)
 	SucceedMany(ctx context.Context, claims []Claim) ([]error, error)
+	ClaimNext(ctx context.Context, claims []Claim) ([]Claim, []error, error)
 
 	// Close releases what the backend holds; every later call returns an
 	// error matching ErrClosed.
@@ -221,6 +225,13 @@ func (b managerBackend) SucceedMany(ctx context.Context, claims []Claim) ([]erro
 		return nil, err
 	}
 	return b.m.SucceedMany(claims)
+}
+
+func (b managerBackend) ClaimNext(ctx context.Context, claims []Claim) ([]Claim, []error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	return b.m.ClaimNext(claims)
 }
 
 func (b managerBackend) Close() error { return b.m.Close() }

@@ -149,4 +149,7 @@ func TestSettingsRecordBinaryForm(t *testing.T) {
 	var rec worklease.Record
 	assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, "018000010000000000000000000000")), "unknown kind 128")
 	assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, "0281000100")), "unknown kind 129")
+	// A worker pool's events are no transitions: no journal holds them.
+	assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, "0211000100")), "unknown kind 17")
+	assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, "0212000100")), "unknown kind 18")
 }

@@ -210,6 +210,14 @@ func (cb *checkedBackend) WaitClaim(ctx context.Context, n int, poll time.Durati
 	return cs, err
 }
 
+func (cb *checkedBackend) ClaimNext(ctx context.Context, claims []worklease.Claim) ([]worklease.Claim, []error, error) {
+	cs, errs, err := cb.Backend.ClaimNext(ctx, claims)
+	for _, c := range cs {
+		cb.granted(c.Domain, c.Token)
+	}
+	return cs, errs, err
+}
+
 func (cb *checkedBackend) Forget(ctx context.Context, d string) error {
 	err := cb.Backend.Forget(ctx, d)
 	if err == nil {

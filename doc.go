@@ -45,15 +45,17 @@
 // running, with a backlog, and past any retry delay), the longest waiting
 // first, so that one deep backlog cannot starve the others, and returns
 // them as [Claim] values with their payloads and tokens. The worker ends a
-// claim with [Manager.Succeed] or [Manager.SucceedMany], or with
-// [Manager.Retry], which ends the lease as a failed attempt and puts the
+// claim with [Manager.Succeed] or [Manager.SucceedMany], with
+// [Manager.ClaimNext], which also leases it each domain's next offset (up
+// to [MaxStreak] in a row), or with [Manager.Retry], which ends the lease as a failed attempt and puts the
 // offset back at the front of its domain's line until a delay has passed
 // (or makes it a dead letter once out of retries), so that no worker
 // holds it while it waits. [Manager.WaitClaim] waits until there is
 // something to claim. A claim first takes over leases that are due, so a
 // crashed worker's domain comes back without a reaper. The Manager keeps
 // its list of ready domains only once a pull call has been made; a Manager
-// that is only pushed to pays nothing for it.
+// that is only pushed to pays nothing for it. The worker package runs a
+// handler on these calls, for those who would rather not write the loop.
 //
 // # States
 //

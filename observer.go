@@ -10,7 +10,7 @@ import (
 type EventKind uint8
 
 // The transitions an Observer is told about. Every one is also counted in
-// Stats.
+// Stats. (The events a worker pool tells follow them.)
 const (
 	_ EventKind = iota // the zero value is not a kind
 
@@ -69,7 +69,25 @@ const (
 	// EventForgotten: the domain and its history were dropped by Forget.
 	EventForgotten
 
-	numEventKinds = iota
+	numEventKinds = iota // the transitions' kinds end here; journals and Stats hold no others
+)
+
+// The events a worker pool tells its observer (see the worker package),
+// never a backend: they are no transition of a domain's state, so a
+// journal never holds them and Stats does not count them. Passing the
+// same Observer to the backend and to the pool gives every event of a job
+// once: the pool's, and the backend's transitions.
+const (
+	// EventStarted: a worker pool started a handler on an offset it
+	// claimed; Attempt and Token are the claim's.
+	EventStarted EventKind = numEventKinds + iota
+	// EventLeaseLost: a worker pool found, renewing or ending a lease it
+	// worked under, that the lease was gone; Cause says how (an error
+	// matching ErrLeaseExpired, ErrLeaseRevoked, ErrTokenMismatch or
+	// ErrNoLease), and Token is the lost lease's.
+	EventLeaseLost
+
+	numKinds = numEventKinds + iota
 )
 
 // RecordSettings is the Kind of a journal Record that is no transition and
@@ -83,7 +101,7 @@ const (
 // kinds, which may grow.
 const RecordSettings EventKind = 128
 
-var eventKindNames = [numEventKinds]string{
+var eventKindNames = [numKinds]string{
 	EventAcquired:     "Acquired",
 	EventEnqueued:     "Enqueued",
 	EventProcessed:    "Processed",
@@ -100,12 +118,14 @@ var eventKindNames = [numEventKinds]string{
 	EventPaused:       "Paused",
 	EventResumed:      "Resumed",
 	EventForgotten:    "Forgotten",
+	EventStarted:      "Started",
+	EventLeaseLost:    "LeaseLost",
 }
 
 // String returns the kind's name without the Event prefix, e.g.
 // "Processed", and "Settings" for RecordSettings.
 func (k EventKind) String() string {
-	if k > 0 && int(k) < numEventKinds {
+	if k > 0 && int(k) < numKinds {
 		return eventKindNames[k]
 	}
 	if k == RecordSettings {
@@ -130,7 +150,8 @@ type Event struct {
 	At    time.Time // the Manager's clock when the transition happened
 }
 
-// An Observer is told about every transition. See WithObserver.
+// An Observer is told about every transition. See WithObserver; a worker
+// pool tells one about its jobs too (EventStarted, EventLeaseLost).
 type Observer interface {
 	Observe(Event)
 }

@@ -177,6 +177,8 @@ func TestEventKindStrings(t *testing.T) {
 		worklease.EventPaused:       "Paused",
 		worklease.EventResumed:      "Resumed",
 		worklease.EventForgotten:    "Forgotten",
+		worklease.EventStarted:      "Started",
+		worklease.EventLeaseLost:    "LeaseLost",
 		worklease.EventKind(0):      "EventKind(0)",
 		worklease.EventKind(200):    "EventKind(200)",
 	}

@@ -11,8 +11,9 @@ import (
 
 // The pull calls: a producer stores offsets with their payloads (Enqueue),
 // and workers claim the heads of ready domains (Claim, WaitClaim), each
-// under a lease, and finish them with Succeed or SucceedMany, or with Retry
-// to let another attempt wait out a delay without holding a worker. A
+// under a lease, and finish them with Succeed or SucceedMany, with
+// ClaimNext to go on with the domains' next offsets, or with Retry to let
+// another attempt wait out a delay without holding a worker. A
 // domain's order, its single lease, its fences and its dead letters are
 // the contract's, as with TryAcquire; the calls mix with the others.
 
@@ -97,7 +98,7 @@ func (m *Manager) Enqueue(domain string, offset int64, payload []byte) (AcquireS
 // Payload is a copy of the one stored, the caller's to keep.
 //
 // The Manager starts noting when its domains become ready at its first
-// Enqueue, Claim, WaitClaim or Retry: domains ready before then, and
+// Enqueue, Claim, WaitClaim, ClaimNext or Retry: domains ready before then, and
 // after a restart every domain ready, are claimed before those that become
 // ready later, in no particular order among themselves. A retry's delay is
 // not journaled: after a restart the offset is ready at once.
@@ -160,14 +161,20 @@ func (m *Manager) claimEntry(q *readyQueue, e *readyEntry, now instant, b *batch
 	var c Claim
 	granted := r.state.claim(&m.policy, &st)
 	if granted {
-		s := &r.state
-		c = Claim{
-			Domain: r.domain, Offset: s.lease.offset, Payload: bytes.Clone(s.payloadOf(s.lease.offset)),
-			Token: s.leaseToken(&m.policy), Attempt: s.attempts(), ExpiresAt: s.lease.expiresAt.in(m.loc),
-		}
+		c = m.claimOf(r)
+		r.streak = 0
 	}
 	m.release(b, m.shardOf(m.hash(r.domain)), r, &st) // a domain granted leaves the queue
 	return c, granted
+}
+
+// claimOf returns the Claim of r's lease. r.mu must be held, and r leased.
+func (m *Manager) claimOf(r *record) Claim {
+	s := &r.state
+	return Claim{
+		Domain: r.domain, Offset: s.lease.offset, Payload: bytes.Clone(s.payloadOf(s.lease.offset)),
+		Token: s.leaseToken(&m.policy), Attempt: s.attempts(), ExpiresAt: s.lease.expiresAt.in(m.loc),
+	}
 }
 
 // takeOver revokes up to n leases that are due at now, the earliest first,
@@ -205,10 +212,10 @@ func (m *Manager) takeOver(now instant, n int, b *batch) {
 
 // WaitClaim is Claim that waits for work: when nothing is ready it waits
 // until a call makes a domain ready (a Manager wakes one waiting claim for
-// each, and a claim that comes back full wakes another), the earliest retry
-// delay ends, or poll has passed (0 means DefaultPoll), and claims again,
-// until it claims something, ctx ends, whose error it then returns, or the
-// Manager is closed (ErrClosed). The poll only bounds a wait that nothing
+// each, and a claim that comes back full wakes another if domains are
+// left in the queue), the earliest retry delay ends, or poll has passed (0
+// means DefaultPoll), and claims again, until it claims something, ctx
+// ends, whose error it then returns, or the Manager is closed (ErrClosed). The poll only bounds a wait that nothing
 // ends: a retry's delay read against a Clock given to WithClock, which
 // does not move with real time, say. It starts no goroutine.
 //
@@ -226,8 +233,8 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]C
 			return nil, err
 		}
 		claims, err := m.Claim(n)
-		if len(claims) == n {
-			q.wake() // more may be ready: another waiting claim looks
+		if len(claims) == n && q.more() {
+			q.wake() // another waiting claim takes the rest
 		}
 		if err != nil || len(claims) > 0 {
 			return claims, err
@@ -306,29 +313,99 @@ func (m *Manager) Retry(domain string, tok Token, cause error, delay time.Durati
 // Manager is closed, or if the journal failed (ErrJournalFailed): with a
 // journal, it waits once for all the records it wrote.
 func (m *Manager) SucceedMany(claims []Claim) ([]error, error) {
-	if err := m.checkOpen(); err != nil {
-		return nil, err
-	}
-	errs := make([]error, len(claims))
-	var b batch
-	for i := 0; i < len(claims) && b.err == nil; i++ {
-		errs[i] = m.succeedIn(&b, claims[i].Domain, claims[i].Token)
-	}
-	if err := m.endBatch(&b); err != nil {
-		return nil, err
-	}
-	return errs, nil
+	_, errs, err := m.succeedMany("SucceedMany", claims, false)
+	return errs, err
 }
 
-// succeedIn is Succeed of tok's lease on domain, in b.
-func (m *Manager) succeedIn(b *batch, domain string, tok Token) error {
-	if !m.accepts(domain, 0) {
-		return m.refuse("SucceedMany", domain, 0)
+// MaxStreak is how many leases in a row ClaimNext grants a domain since
+// Claim last claimed it; the next time, the domain goes behind the other
+// ready domains instead, so that a worker that keeps going through one
+// deep backlog does not starve the others. Every backend counts the same.
+const MaxStreak = 8
+
+// ClaimNext is SucceedMany, and in the same step, under each domain's
+// lock, the claim for the caller of the next offset of each domain whose
+// lease it ended, as Claim would claim it: the head of its backlog, with
+// its payload, under a new lease (a new token with a higher fence, the
+// attempts it carries, a TTL from now). A domain whose next offset it does
+// not lease, because it has none queued, is paused, or was leased
+// MaxStreak times in a row by ClaimNext since Claim last claimed it,
+// becomes ready for Claim as SucceedMany leaves it, behind the domains
+// ready before it. Only the first claim of a domain that claims name more
+// than once may lead to a next lease: the later ones are answered as
+// Succeed would answer them, after it.
+//
+// ClaimNext returns the leases it granted, in the order of the claims
+// that led to them, and for each claim nil or Succeed's error, as
+// SucceedMany does; its own error is SucceedMany's. With a journal it
+// writes the records of a Succeed followed by those of a grant.
+func (m *Manager) ClaimNext(claims []Claim) ([]Claim, []error, error) {
+	return m.succeedMany("ClaimNext", claims, true)
+}
+
+// succeedMany is SucceedMany, and ClaimNext if next is set; op is the
+// call's name.
+func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []error, error) {
+	if err := m.checkOpen(); err != nil {
+		return nil, nil, err
 	}
-	now := m.nowIfNeeded()
+	if next {
+		m.pullQueue()
+	}
+	errs := make([]error, len(claims))
+	var out []Claim
+	var b batch
+	var named map[string]bool // the domains of the claims so far, in a batch too long to search
+	for i := 0; i < len(claims) && b.err == nil; i++ {
+		c := &claims[i]
+		if !m.accepts(c.Domain, 0) {
+			errs[i] = m.refuse(op, c.Domain, 0)
+			continue
+		}
+		// A domain's first claim ends its streak or carries it on; the
+		// later ones are plain Succeeds, as the PostgreSQL backend
+		// answers them.
+		first := true
+		if len(claims) <= 16 {
+			for j := range i {
+				if claims[j].Domain == c.Domain {
+					first = false
+					break
+				}
+			}
+		} else {
+			if named == nil {
+				named = make(map[string]bool, len(claims))
+			}
+			first = !named[c.Domain]
+			named[c.Domain] = true
+		}
+		granted, ok, err := m.succeedIn(&b, op, c.Domain, c.Token, first, next)
+		errs[i] = err
+		if ok {
+			out = append(out, granted)
+		}
+	}
+	if err := m.endBatch(&b); err != nil {
+		return nil, nil, err
+	}
+	return out, errs, nil
+}
+
+// succeedIn is Succeed of tok's lease on domain, in b, for op. If the
+// claim is its domain's first of the batch, a success ends the domain's
+// streak, or, with next, carries it on with the claim of the domain's next
+// offset, which it returns.
+func (m *Manager) succeedIn(b *batch, op, domain string, tok Token, first, next bool) (Claim, bool, error) {
+	var now instant
+	if next {
+		now = m.now() // a grant records when
+	} else {
+		now = m.nowIfNeeded()
+	}
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return m.absent(domainError("SucceedMany", domain, ErrNoLease))
+		return Claim{}, false, m.absent(domainError(op, domain, ErrNoLease))
 	}
 	st := step{now: now}
 	if m.reporting {
@@ -337,11 +414,21 @@ func (m *Manager) succeedIn(b *batch, domain string, tok Token) error {
 	}
 	var res SucceedResult
 	err := r.state.succeed(&m.policy, &st, tok, &res)
+	var c Claim
+	granted := false
+	if err == nil && first {
+		if next && r.streak < MaxStreak && r.state.claim(&m.policy, &st) {
+			c, granted = m.claimOf(r), true
+			r.streak++
+		} else {
+			r.streak = 0
+		}
+	}
 	m.release(b, sh, r, &st)
 	if err != nil {
-		return domainError("SucceedMany", domain, err)
+		return Claim{}, false, domainError(op, domain, err)
 	}
-	return nil
+	return c, granted, nil
 }
 
 // A batch is one call's passage through several domains, each in a step

@@ -303,7 +303,13 @@ func TestPullConcurrentInvariants(t *testing.T) {
 					default:
 						_, err = m.Succeed(c.Domain, c.Token)
 					}
-					assert.NoError(t, err)
+					// The operator's ForceRelease may come first: the holder
+					// learns so, or, once the domain's lease was revoked
+					// again, that its token is no longer the lease's.
+					if !errors.Is(err, worklease.ErrLeaseRevoked) && !errors.Is(err, worklease.ErrTokenMismatch) &&
+						!errors.Is(err, worklease.ErrNoLease) {
+						assert.NoError(t, err)
+					}
 				}
 			}
 		})

@@ -130,6 +130,14 @@ func (q *readyQueue) current(e *readyEntry) bool {
 	return !q.stale(e)
 }
 
+// more reports whether a domain may be ready for a claim: the queue has
+// entries (some of which may be stale, or wait for a delay).
+func (q *readyQueue) more() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.head < len(q.now) || len(q.later) > 0
+}
+
 // nextDelay returns when the earliest delay of a domain that waits for
 // one ends, if one does.
 func (q *readyQueue) nextDelay() (instant, bool) {

@@ -20,8 +20,8 @@
 // each changing nothing that Inspect, Leases, DeadLetters and Domains
 // report; lease TTLs, Extend and Reap; FIFO, LIFO and best-effort ordering;
 // the operators' calls; the pull calls (Enqueue, Claim, WaitClaim, Retry,
-// SucceedMany: claim order and fairness, retry delays, takeovers of due
-// leases, waiting claims, payloads); WithMonotonicOffsets; the observer's
+// SucceedMany, ClaimNext: claim order and fairness, retry delays,
+// takeovers of due leases, waiting claims, payloads, streaks); WithMonotonicOffsets; the observer's
 // events; calls with a done context; restarts; concurrent use; and a model
 // test, which
 // draws long sequences of calls and options at random with

@@ -110,6 +110,10 @@ var allCalls = append([]struct {
 		errs, err := b.SucceedMany(ctx, []worklease.Claim{{Domain: d}})
 		return cmp.Or(err, errors.Join(errs...))
 	}},
+	{"ClaimNext", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+		_, errs, err := b.ClaimNext(ctx, []worklease.Claim{{Domain: d}})
+		return cmp.Or(err, errors.Join(errs...))
+	}},
 }, domainCalls...)
 
 // busy sets up the domains the error cases refuse calls on: "A" holds a

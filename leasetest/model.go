@@ -486,6 +486,10 @@ type modelDomain struct {
 	payloads map[int64]string // what Enqueue stored with an offset, until it succeeds
 	ready    modelReady       // the domain's place among those Claim may lease
 	delay    time.Duration    // the delay Retry just gave the domain, which the next sync reads
+	// streak counts the leases ClaimNext granted in a row since a claim;
+	// streakUnsure: the backend's may be higher (see modelDomain.claimNext).
+	streak       int
+	streakUnsure bool
 
 	// History.
 	created  bool              // the backend knows the domain (TryAcquire, Kill or Pause made it; Forget drops it)
@@ -512,6 +516,8 @@ func (md *modelDomain) reset() {
 	md.revoked, md.revokedErr = worklease.Token{}, nil
 	md.created, md.granted = false, nil
 	md.payloads, md.ready, md.delay = map[int64]string{}, modelReady{}, 0
+	md.streakUnsure = md.streakUnsure || md.streak > 0 // Forget may or may not end a streak
+	md.streak = 0
 }
 
 // A leaseModel is the whole backend: plain maps and slices, no locks.

@@ -10,7 +10,8 @@ import (
 	"github.com/worklease/worklease"
 )
 
-// The model of the pull calls: Enqueue, Claim, Retry and SucceedMany.
+// The model of the pull calls: Enqueue, Claim, Retry, SucceedMany and
+// ClaimNext.
 //
 // Claim's choice is not wholly fixed by the contract, so the model checks
 // it rather than predicting it, and then follows the backend: the domains
@@ -20,7 +21,8 @@ import (
 // that became ready at the same instant; the order of those that became
 // ready before the backend's first pull call since it started (it may not
 // note when a domain becomes ready until then), which come before the
-// others; and whether a retry's delay set before a restart survives it.
+// others; whether a retry's delay set before a restart survives it; and
+// the streaks of ClaimNext in the cases modelDomain.claimNext lists.
 
 // modelReady is a domain's place among the domains Claim may lease.
 type modelReady struct {
@@ -75,7 +77,7 @@ func (l *leaseModel) syncReady(now time.Time) {
 }
 
 // restarted notes a restart: the backend may have lost when its domains
-// became ready, and the retry delays.
+// became ready, the retry delays, and ClaimNext's streaks.
 func (l *leaseModel) restarted(now time.Time) {
 	l.pulling = false
 	for _, md := range l.domains {
@@ -83,7 +85,29 @@ func (l *leaseModel) restarted(now time.Time) {
 			md.ready.unranked = true
 			md.ready.delayUnsure = md.ready.delayUnsure || now.Before(md.ready.at)
 		}
+		md.streakUnsure = md.streakUnsure || md.streak > 0
+		md.streak = 0
 	}
+}
+
+// claimNext is the model's answer to ClaimNext of tok's lease, the only
+// claim of its domain in the call: Succeed's error, and whether the
+// backend may and must lease the domain's next offset to the caller. It
+// must when the domain has one queued, is not paused, and ClaimNext
+// leased it fewer than MaxStreak times in a row since the domain's last
+// claim, or SucceedMany or ClaimNext ended a lease without a next one.
+//
+// The model counts a streak as the in-memory Manager does, which is the
+// least a backend may count. The PostgreSQL backend counts on across a
+// claim that first took over due leases, a Forget and a restart, where
+// the Manager starts again from 0: after those, while the model's count is
+// below MaxStreak, the backend may also lease nothing.
+func (md *modelDomain) claimNext(tok worklease.Token, now time.Time) (may, must bool, err error) {
+	if _, err := md.succeed(tok, now); err != nil {
+		return false, false, err
+	}
+	may = !md.paused && len(md.backlog) > 0 && md.streak < worklease.MaxStreak
+	return may, may && !md.streakUnsure, nil
 }
 
 // enqueue is Enqueue on the model: TryAcquire that never grants.
@@ -176,15 +200,33 @@ func (s *modelTest) pullActions(leased, anyDomain *rapid.Generator[string], offs
 		// do: the contract leaves open in which order the claims of a
 		// domain named twice are answered.
 		"SucceedMany": func(t *rapid.T) {
-			n := rapid.IntRange(0, 3).Draw(t, "n")
-			domains := rapid.Permutation(modelAllDomains).Draw(t, "domains")[:n]
-			claims := make([]worklease.Claim, n)
-			for i, d := range domains {
-				claims[i] = worklease.Claim{Domain: d, Token: s.drawToken(t, d)}
-			}
-			s.succeedMany(t, claims)
+			s.succeedMany(t, s.drawClaims(t, false))
+		},
+		"ClaimNext": func(t *rapid.T) {
+			s.claimNext(t, s.drawClaims(t, false))
+		},
+		// ClaimNextCurrent ends leases in flight, so that domains go
+		// through their backlogs, and reach MaxStreak.
+		"ClaimNextCurrent": func(t *rapid.T) {
+			s.claimNext(t, s.drawClaims(t, true))
 		},
 	}
+}
+
+// drawClaims draws up to three claims, each of another domain, with the
+// lease in flight's token if current, and otherwise with drawToken's.
+func (s *modelTest) drawClaims(t *rapid.T, current bool) []worklease.Claim {
+	n := rapid.IntRange(0, 3).Draw(t, "n")
+	domains := rapid.Permutation(modelAllDomains).Draw(t, "domains")[:n]
+	claims := make([]worklease.Claim, 0, n)
+	for _, d := range domains {
+		if !current {
+			claims = append(claims, worklease.Claim{Domain: d, Token: s.drawToken(t, d)})
+		} else if md := s.model.domains[d]; md.leased {
+			claims = append(claims, worklease.Claim{Domain: d, Offset: md.lease.offset, Token: md.lease.token})
+		}
+	}
+	return claims
 }
 
 func (s *modelTest) enqueue(t *rapid.T, d string, off int64, payload []byte) {
@@ -219,7 +261,10 @@ func (s *modelTest) succeedMany(t *rapid.T, claims []worklease.Claim) {
 	now := s.clk.Now()
 	want := make([]error, len(claims))
 	for i, c := range claims {
-		_, want[i] = s.model.domains[c.Domain].succeed(c.Token, now)
+		md := s.model.domains[c.Domain]
+		if _, want[i] = md.succeed(c.Token, now); want[i] == nil {
+			md.streak, md.streakUnsure = 0, false
+		}
 	}
 	got, err := s.b.SucceedMany(s.ctx, claims)
 	mustNoError(t, err, "SucceedMany")
@@ -231,6 +276,54 @@ func (s *modelTest) succeedMany(t *rapid.T, claims []worklease.Claim) {
 			mustSentinel(t, w, got[i], "SucceedMany: claim %d of %q", i, claims[i].Domain)
 		}
 	}
+}
+
+// claimNext is ClaimNext on the model: it checks the errors and the next
+// leases, and makes them in the model.
+func (s *modelTest) claimNext(t *rapid.T, claims []worklease.Claim) {
+	now := s.clk.Now()
+	s.model.pulling = true
+	type answer struct {
+		err       error
+		may, must bool
+	}
+	want := make([]answer, len(claims))
+	for i, c := range claims {
+		want[i].may, want[i].must, want[i].err = s.model.domains[c.Domain].claimNext(c.Token, now)
+	}
+	got, errs, err := s.b.ClaimNext(s.ctx, claims)
+	mustNoError(t, err, "ClaimNext")
+	mustEqual(t, len(claims), len(errs), "ClaimNext: errors")
+	next := 0 // got's next lease to match
+	for i, c := range claims {
+		w, md := want[i], s.model.domains[c.Domain]
+		if w.err != nil {
+			mustSentinel(t, w.err, errs[i], "ClaimNext: claim %d of %q", i, c.Domain)
+			continue
+		}
+		mustNoError(t, errs[i], "ClaimNext: claim %d of %q", i, c.Domain)
+		granted := next < len(got) && got[next].Domain == c.Domain
+		check(t, !granted || w.may, "ClaimNext: claim %d of %q led to a next lease, which it may not (streak %d)", i, c.Domain, md.streak)
+		check(t, granted || !w.must, "ClaimNext: claim %d of %q led to no next lease, which it must (streak %d)", i, c.Domain, md.streak)
+		if !granted {
+			md.streak, md.streakUnsure = 0, false
+			continue
+		}
+		g := got[next]
+		next++
+		head := md.backlog[0]
+		payload, hasPayload := md.payloads[head]
+		md.acquireHead(c.Domain, head, now)
+		s.requireGrant(t, c.Domain, g.Token, now)
+		md.streak++
+		want := worklease.Claim{Domain: c.Domain, Offset: head, Token: g.Token, Attempt: md.lease.attempts, ExpiresAt: md.lease.expiresAt}
+		if hasPayload {
+			want.Payload = []byte(payload)
+		}
+		mustEqual(t, want, g, "ClaimNext: the next lease of %q", c.Domain)
+		check(t, hasPayload == (g.Payload != nil), "ClaimNext: %q/%d's payload %q, want one: %t", c.Domain, g.Offset, g.Payload, hasPayload)
+	}
+	mustEqual(t, len(got), next, "ClaimNext: next leases %v, in the order of %v", claimNames(got), claimNames(claims))
 }
 
 // claim is Claim on the model: it checks the takeovers and the claims the
@@ -306,6 +399,10 @@ func (s *modelTest) claim(t *rapid.T, n int) {
 		head := md.backlog[0]
 		payload, hasPayload := md.payloads[head]
 		mustEqual(t, head, c.Offset, "Claim(%d): %q's offset", n, c.Domain)
+		// A claim starts a streak again; one that took over due leases
+		// first may not, in the PostgreSQL backend (see claimNext).
+		md.streakUnsure = len(due) > 0 && (md.streakUnsure || md.streak > 0)
+		md.streak = 0
 		md.acquireHead(c.Domain, head, now)
 		s.requireGrant(t, c.Domain, c.Token, now)
 		want := worklease.Claim{Domain: c.Domain, Offset: head, Token: c.Token, Attempt: md.lease.attempts, ExpiresAt: md.lease.expiresAt}

@@ -311,6 +311,116 @@ func testPull(t *testing.T, s *Suite) {
 			mustNoError(t, err, "SucceedMany of none")
 			mustEqual(t, 0, len(errs), "SucceedMany of none")
 		}},
+		{"ClaimNext", func(t *testing.T, s *Suite) {
+			// ClaimNext ends a batch of leases and leases each domain's
+			// next offset to the caller, MaxStreak times in a row at most;
+			// then the domain goes behind those that waited.
+			e := s.start(t, worklease.WithLeaseTTL(time.Minute))
+			for off := range int64(worklease.MaxStreak + 2) {
+				e.enqueue("deep", off, nil, worklease.Enqueued)
+			}
+			e.clk.Advance(time.Millisecond)
+			e.enqueue("one", 1, nil, worklease.Enqueued)
+			e.clk.Advance(time.Millisecond)
+			e.enqueue("paused", 1, nil, worklease.Enqueued)
+			e.enqueue("paused", 2, nil, worklease.Enqueued)
+			e.clk.Advance(time.Millisecond)
+			e.enqueue("later", 1, nil, worklease.Enqueued)
+			e.clk.Advance(time.Millisecond)
+			cs := e.claim(3, "deep/0@1", "one/1@1", "paused/1@1")
+			e.pause("paused")
+			next := e.claimNext(cs, "deep/1@1")
+			mustTrue(t, next[0].Token.Fence() > cs[0].Token.Fence(), "fence %d after %d", next[0].Token.Fence(), cs[0].Token.Fence())
+			mustTrue(t, next[0].ExpiresAt.Equal(e.clk.Now().Add(time.Minute)), "ExpiresAt %v: want a TTL from now", next[0].ExpiresAt)
+			mustEqual(t, worklease.DomainInfo{Processed: 1}, e.inspect("one"))
+			mustEqual(t, worklease.DomainInfo{Paused: true, Backlog: []int64{2}, Processed: 1}, e.inspect("paused"))
+			// The ended lease's token is spent.
+			_, errs, err := e.b.ClaimNext(e.ctx, cs[:1])
+			mustNoError(t, err, "ClaimNext of a spent token")
+			mustSentinel(t, worklease.ErrTokenMismatch, errs[0], "ClaimNext of a spent token")
+			// deep goes on to MaxStreak leases in a row, then waits behind
+			// later.
+			for off := 2; off <= worklease.MaxStreak; off++ {
+				next = e.claimNext(next, fmt.Sprintf("deep/%d@1", off))
+			}
+			e.clk.Advance(time.Millisecond)
+			e.claimNext(next)
+			e.clk.Advance(time.Millisecond)
+			cs = e.claim(5, "later/1@1", fmt.Sprintf("deep/%d@1", worklease.MaxStreak+1))
+			// Claim starts a new streak.
+			e.claimNext(cs[1:])
+			mustEqual(t, worklease.DomainInfo{Processed: worklease.MaxStreak + 2}, e.inspect("deep"))
+		}},
+		{"ClaimNextAfterRetry", func(t *testing.T, s *Suite) {
+			// The next offset carries the attempts of a retry, and a retry
+			// waiting out its delay is leased by a claim only.
+			e := s.start(t, worklease.WithMaxRetries(3))
+			e.enqueue("a", 1, nil, worklease.Enqueued)
+			e.enqueue("a", 2, nil, worklease.Enqueued)
+			tok := e.claim(1, "a/1@1")[0].Token
+			e.retry("a", tok, nil, 0)
+			e.claimNext(e.claim(1, "a/1@2"), "a/2@1")
+			e.enqueue("b", 1, nil, worklease.Enqueued)
+			tok = e.claim(1, "b/1@1")[0].Token
+			e.enqueue("b", 2, nil, worklease.Enqueued)
+			e.enqueue("b", 3, nil, worklease.Enqueued)
+			e.retry("b", tok, nil, time.Hour)
+			e.claim(5)
+			// TryAcquire of the offset ends the delay; the next is leased
+			// at once.
+			res := e.acquire("b", 1, worklease.Acquired)
+			e.claimNext([]worklease.Claim{{Domain: "b", Offset: 1, Token: res.Token}}, "b/2@1")
+		}},
+		{"ClaimNextRefused", func(t *testing.T, s *Suite) {
+			// A claim ClaimNext cannot end gets Succeed's error and no next
+			// lease; neither does a domain's second claim in the batch,
+			// answered after the first.
+			e := s.start(t, worklease.WithLeaseTTL(time.Minute))
+			for _, d := range []string{"a", "b", "c"} {
+				e.enqueue(d, 1, nil, worklease.Enqueued)
+				e.enqueue(d, 2, nil, worklease.Enqueued)
+			}
+			cs := e.claimAny(3)
+			mustEqual(t, 3, len(cs), "claims")
+			byDomain := map[string]worklease.Claim{}
+			for _, c := range cs {
+				byDomain[c.Domain] = c
+			}
+			stale := byDomain["b"]
+			stale.Token = worklease.Token{}
+			next, errs, err := e.b.ClaimNext(e.ctx, []worklease.Claim{
+				byDomain["a"], stale, byDomain["b"], byDomain["a"], {Domain: "nobody", Token: byDomain["a"].Token}, {Domain: ""},
+			})
+			mustNoError(t, err, "ClaimNext")
+			mustEqual(t, 6, len(errs), "ClaimNext's errors")
+			for i, want := range []error{nil, worklease.ErrTokenMismatch, nil, worklease.ErrTokenMismatch, worklease.ErrNoLease, worklease.ErrInvalidDomain} {
+				if want == nil {
+					mustNoError(t, errs[i], "claim %d", i)
+				} else {
+					mustSentinel(t, want, errs[i], "claim %d", i)
+				}
+			}
+			mustEqual(t, []string{"a/2@1"}, claimNames(next), "ClaimNext's leases")
+			mustEqual(t, worklease.DomainInfo{Backlog: []int64{2}, Processed: 1}, e.inspect("b"))
+			e.clk.Advance(time.Minute) // c's lease is due
+			next, errs, err = e.b.ClaimNext(e.ctx, []worklease.Claim{byDomain["c"]})
+			mustNoError(t, err, "ClaimNext")
+			mustSentinel(t, worklease.ErrLeaseExpired, errs[0], "ClaimNext of a due lease")
+			mustEqual(t, 0, len(next), "ClaimNext of a due lease: leases")
+			next, errs, err = e.b.ClaimNext(e.ctx, nil)
+			mustNoError(t, err, "ClaimNext of none")
+			mustEqual(t, 0, len(errs)+len(next), "ClaimNext of none")
+		}},
+		{"ClaimNextPayloads", func(t *testing.T, s *Suite) {
+			e := s.startPayloads(t)
+			e.enqueue("A", 1, []byte("one"), worklease.Enqueued)
+			e.enqueue("A", 2, []byte("two"), worklease.Enqueued)
+			e.enqueue("A", 3, nil, worklease.Enqueued)
+			next := e.claimNext(e.claim(1, "A/1@1"), "A/2@1")
+			mustEqual(t, []byte("two"), next[0].Payload, "A/2's payload")
+			next = e.claimNext(next, "A/3@1")
+			mustTrue(t, next[0].Payload == nil, "A/3 was stored without a payload: got %q", next[0].Payload)
+		}},
 		{"Payloads", func(t *testing.T, s *Suite) {
 			e := s.startPayloads(t, worklease.WithMaxRetries(1))
 			p := []byte{0, 1, 2, 255}
@@ -432,6 +542,27 @@ func testPull(t *testing.T, s *Suite) {
 			mustEqual(t, tok, evs[2].Token, "Retrying's token")
 			mustEqual(t, "flaky", evs[2].Cause.Error(), "Retrying's cause")
 			mustZero(t, evs[3].Token, "Requeued's token")
+		}},
+		{"ClaimNextEvents", func(t *testing.T, s *Suite) {
+			e := s.startObserved(t)
+			e.enqueue("A", 1, nil, worklease.Enqueued)
+			e.enqueue("A", 2, nil, worklease.Enqueued)
+			c := e.claim(1, "A/1@1")[0]
+			next := e.claimNext([]worklease.Claim{c}, "A/2@1")
+			e.claimNext(next)
+			type ev struct {
+				Kind   worklease.EventKind
+				Offset int64
+				Token  worklease.Token
+			}
+			var got []ev
+			for _, x := range e.rec.of("A")[2:] {
+				got = append(got, ev{x.Kind, x.Offset, x.Token})
+			}
+			mustEqual(t, []ev{
+				{worklease.EventAcquired, 1, c.Token}, {worklease.EventProcessed, 1, c.Token},
+				{worklease.EventAcquired, 2, next[0].Token}, {worklease.EventProcessed, 2, next[0].Token},
+			}, got)
 		}},
 		{"Workers", testPullWorkers},
 	})
@@ -578,6 +709,25 @@ func (e *env) claimAny(n int) []worklease.Claim {
 			"Claim(%d): %s/%d: the domain's lease is %+v", n, c.Domain, c.Offset, info.Lease)
 	}
 	return cs
+}
+
+// claimNext ends claims with ClaimNext, each of which must succeed, and
+// checks the leases granted next against want, as claim does.
+func (e *env) claimNext(claims []worklease.Claim, want ...string) []worklease.Claim {
+	e.t.Helper()
+	next, errs, err := e.b.ClaimNext(e.ctx, claims)
+	mustNoError(e.t, err, "ClaimNext(%v)", claimNames(claims))
+	mustEqual(e.t, len(claims), len(errs), "ClaimNext(%v): errors", claimNames(claims))
+	for i, err := range errs {
+		mustNoError(e.t, err, "ClaimNext(%v): claim %d", claimNames(claims), i)
+	}
+	mustEqual(e.t, want, claimNames(next), "ClaimNext(%v)", claimNames(claims))
+	for _, c := range next {
+		info := e.inspect(c.Domain)
+		mustTrue(e.t, info.Leased && info.Lease.Offset == c.Offset && info.Lease.Token == c.Token,
+			"ClaimNext: %s/%d: the domain's lease is %+v", c.Domain, c.Offset, info.Lease)
+	}
+	return next
 }
 
 func (e *env) retry(d string, tok worklease.Token, cause error, delay time.Duration) worklease.RetryResult {

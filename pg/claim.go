@@ -229,8 +229,8 @@ type grantedNext struct {
 // MaxStreak is how many leases in a row ClaimNext grants a domain since it
 // was last claimed; the next time, the domain goes behind the other ready
 // domains instead, so that a worker that keeps going through one deep
-// backlog does not starve the others.
-const MaxStreak = 8
+// backlog does not starve the others. It is the in-memory Manager's.
+const MaxStreak = worklease.MaxStreak
 
 // ClaimNext is SucceedMany, and in the same round trip it claims for the
 // caller the next offset of each domain it ends at once, as Claim would:

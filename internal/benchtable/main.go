@@ -122,6 +122,22 @@ var rows = []row{
 		atMost:  false, target: 1e6,
 	},
 	{
+		measure: "BenchmarkPoolOverhead/impl=pool ÷ impl=loop, ns/op",
+		meaning: "a worker Pool costs a job at most 1.2 times what a hand-written pull loop over the Manager does",
+		value: ratio(
+			quantity{"BenchmarkPoolOverhead/impl=pool", 0, "ns/op"},
+			quantity{"BenchmarkPoolOverhead/impl=loop", 0, "ns/op"}),
+		atMost: true, target: 1.2,
+	},
+	{
+		measure: "BenchmarkPoolThroughput/impl=pool ÷ impl=unordered, jobs/s",
+		meaning: "with 1,000 domains and a 1 ms handler, a Pool that keeps each domain's order runs at least 0.9 of the jobs of a pool that keeps none",
+		value: ratio(
+			quantity{"BenchmarkPoolThroughput/impl=pool", 0, "jobs/s"},
+			quantity{"BenchmarkPoolThroughput/impl=unordered", 0, "jobs/s"}),
+		atMost: false, target: 0.9,
+	},
+	{
 		measure: "BenchmarkPostgresCycle/domains=1000 ÷ BenchmarkPostgresSkipLocked, cycles/s",
 		meaning: "on PostgreSQL, a lease cycle runs at least as fast as a plain SKIP LOCKED job table's claim and complete",
 		value: ratio(

@@ -1,0 +1,23 @@
+package worker
+
+import (
+	"time"
+
+	fakeclock "github.com/worklease/worklease/internal/clock"
+)
+
+// Hooks for the black-box tests in package worker_test.
+
+// WithClock makes the Pool read the time and wait on c, the fake clock a
+// test gives its Manager too.
+func WithClock(c *fakeclock.Fake) Option {
+	return optionFunc(func(cfg *config) { cfg.clock = fakeClock{c} })
+}
+
+type fakeClock struct{ *fakeclock.Fake }
+
+func (f fakeClock) AfterFunc(d time.Duration, fn func()) timer { return f.Fake.AfterFunc(d, fn) }
+
+// WithPoll sets the poll of the Pool's WaitClaim calls: with a fake clock,
+// how soon a claim sees a retry's delay ended by the clock's move.
+func WithPoll(d time.Duration) Option { return optionFunc(func(cfg *config) { cfg.poll = d }) }

@@ -1,0 +1,211 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/worklease/worklease"
+)
+
+// A worker is one of a Pool's goroutines: it claims a ready offset, runs
+// the handler on it, and ends the attempt, going on with the domain's next
+// offset when the backend hands it over (ClaimNext), so that a domain with
+// a backlog keeps its worker for up to worklease.MaxStreak offsets in a
+// row without a claim in between.
+type worker struct {
+	p      *Pool
+	ctx    context.Context // its handlers' contexts derive from it
+	cancel context.CancelCauseFunc
+	renew  renewer
+	one    [1]worklease.Claim // the argument of ClaimNext and SucceedMany, without an allocation
+
+	// Counts, summed by Stats. Each worker writes only its own.
+	inFlight     atomic.Bool
+	started      atomic.Uint64
+	succeeded    atomic.Uint64
+	retried      atomic.Uint64
+	deadLettered atomic.Uint64
+	panicked     atomic.Uint64
+	_            [64]byte // keeps the next worker's counts off this one's cache line
+}
+
+// run is the worker's goroutine.
+func (w *worker) run() {
+	p := w.p
+	defer func() {
+		w.renew.close()
+		w.cancel(nil)
+	}()
+	var next []worklease.Claim // the domain's next offset, handed over by ClaimNext: one at most
+	failures := 0              // claims that failed in a row
+	for {
+		var c worklease.Claim
+		if len(next) > 0 {
+			c = next[0]
+		} else {
+			if p.isStopping() {
+				return
+			}
+			cs, err := p.b.WaitClaim(p.claimCtx, 1, p.cfg.poll)
+			if err != nil {
+				if p.claimCtx.Err() != nil {
+					return
+				}
+				p.callFailed(fmt.Errorf("worker: WaitClaim: %w", err))
+				if !p.sleep(p.cfg.backoff.Delay(failures), p.stopping) {
+					return
+				}
+				failures++
+				continue
+			}
+			failures = 0
+			if len(cs) == 0 {
+				continue
+			}
+			c = cs[0]
+		}
+		next = w.work(c)
+	}
+}
+
+// work runs the handler on c, and ends the attempt; it returns the claim
+// of the domain's next offset if the backend handed it over.
+func (w *worker) work(c worklease.Claim) []worklease.Claim {
+	p := w.p
+	w.inFlight.Store(true)
+	w.started.Add(1)
+	p.observe(worklease.EventStarted, &c, nil)
+	ctx, cancel := w.ctx, context.CancelCauseFunc(nil)
+	if !c.ExpiresAt.IsZero() {
+		ctx, cancel = context.WithCancelCause(w.ctx)
+		w.renew.start(c, cancel)
+		if p.cfg.reapEvery == reapAuto && p.ttl.Load() == 0 {
+			p.sawTTL(c.ExpiresAt.Sub(p.cfg.clock.Now()))
+		}
+	}
+	err := w.call(ctx, Job{Domain: c.Domain, Offset: c.Offset, Attempt: c.Attempt, Token: c.Token, Payload: c.Payload})
+	stopped := err != nil && errors.Is(context.Cause(ctx), ErrStopped)
+	lost := false
+	if cancel != nil {
+		lost = w.renew.stop()
+		cancel(nil)
+	}
+	w.inFlight.Store(false)
+	if lost { // told already; the attempt is the backend's to end
+		p.settleLost(&c)
+		return nil
+	}
+	if err == nil {
+		return w.succeed(&c)
+	}
+	delay := p.cfg.backoff.Delay(c.Attempt)
+	if stopped {
+		delay = 0
+	}
+	w.retry(&c, err, delay)
+	return nil
+}
+
+// call runs the handler, recovering a panic as a failed attempt.
+func (w *worker) call(ctx context.Context, job Job) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.panicked.Add(1)
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return w.p.h(ctx, job)
+}
+
+// succeed ends c's attempt as processed, with ClaimNext unless the Pool is
+// stopping, and returns what ClaimNext handed over.
+func (w *worker) succeed(c *worklease.Claim) []worklease.Claim {
+	p := w.p
+	var next []worklease.Claim
+	var lease error // the claim's error: the lease is gone
+	ended := w.end(func(retried bool) error {
+		w.one[0] = *c
+		var errs []error
+		var err error
+		// After an error the call may have gone through: its next lease,
+		// if any, then expires unclaimed; a retry claims no other.
+		if p.isStopping() || retried {
+			errs, err = p.b.SucceedMany(p.base, w.one[:])
+		} else {
+			next, errs, err = p.b.ClaimNext(p.base, w.one[:])
+		}
+		w.one[0] = worklease.Claim{}
+		if err != nil {
+			return fmt.Errorf("worker: end of %s/%d: %w", c.Domain, c.Offset, err)
+		}
+		if len(errs) == 1 && errs[0] != nil {
+			if !leaseGone(errs[0]) {
+				return fmt.Errorf("worker: end of %s/%d: %w", c.Domain, c.Offset, errs[0])
+			}
+			lease = errs[0]
+		}
+		return nil
+	})
+	switch {
+	case !ended:
+	case lease != nil:
+		p.leaseLost(*c, lease)
+		p.settleLost(c)
+	default:
+		w.succeeded.Add(1)
+		p.q.done(queueKey{c.Domain, c.Offset})
+	}
+	return next
+}
+
+// retry ends c's attempt as failed, with cause, to be retried after delay
+// (or dead-lettered).
+func (w *worker) retry(c *worklease.Claim, cause error, delay time.Duration) {
+	p := w.p
+	var res worklease.RetryResult
+	var lease error
+	ended := w.end(func(bool) error {
+		var err error
+		res, err = p.b.Retry(p.base, c.Domain, c.Token, cause, delay)
+		if err != nil && leaseGone(err) {
+			lease, err = err, nil
+		}
+		if err != nil {
+			return fmt.Errorf("worker: retry of %s/%d: %w", c.Domain, c.Offset, err)
+		}
+		return nil
+	})
+	switch {
+	case !ended:
+	case lease != nil:
+		p.leaseLost(*c, lease)
+		p.settleLost(c)
+	case res.DeadLettered:
+		w.deadLettered.Add(1)
+		p.q.done(queueKey{c.Domain, c.Offset})
+	default:
+		w.retried.Add(1)
+	}
+}
+
+// end makes the call that ends an attempt, again after each error, with
+// the Pool's backoff between, and reports whether it went through: not if
+// the backend is closed, or if the handlers were cancelled while it
+// waited to call again (the lease then stays, to expire if it does).
+func (w *worker) end(call func(retried bool) error) bool {
+	p := w.p
+	for n := 0; ; n++ {
+		err := call(n > 0)
+		if err == nil {
+			return true
+		}
+		p.callFailed(err)
+		if errors.Is(err, worklease.ErrClosed) || !p.sleep(p.cfg.backoff.Delay(n), p.handlerCtx.Done()) {
+			return false
+		}
+	}
+}
