@@ -64,7 +64,7 @@ func (e *leaseEnv) next() attempt {
 // and waits for the renewal that follows to extend the lease.
 func (e *leaseEnv) renewal(d time.Duration) worklease.Event {
 	e.t.Helper()
-	require.True(e.t, e.clk.WaitTimers(1, nil))
+	waitTimers(e.t, e.clk, 1)
 	e.clk.Advance(d)
 	return e.rec.next(e.t, worklease.EventExtended)
 }
@@ -107,11 +107,11 @@ func TestLeaseLost(t *testing.T) {
 		{"revoked", func(e *leaseEnv) {
 			_, err := e.m.ForceRelease("a")
 			require.NoError(e.t, err)
-			require.True(e.t, e.clk.WaitTimers(1, nil))
+			waitTimers(e.t, e.clk, 1)
 			e.clk.Advance(leaseTTL / 2)
 		}, worklease.ErrLeaseRevoked},
 		{"expired", func(e *leaseEnv) {
-			require.True(e.t, e.clk.WaitTimers(1, nil))
+			waitTimers(e.t, e.clk, 1)
 			e.clk.Advance(leaseTTL) // the renewal comes too late
 		}, worklease.ErrLeaseExpired},
 	} {
@@ -189,7 +189,7 @@ func TestLeaseLostLastAttempt(t *testing.T) {
 	_, err := e.p.Submit(context.Background(), "a", 1, nil)
 	require.NoError(t, err)
 	a := e.next()
-	require.True(t, e.clk.WaitTimers(1, nil))
+	waitTimers(t, e.clk, 1)
 	e.clk.Advance(leaseTTL)
 	e.rec.next(t, worklease.EventLeaseLost)
 	a.result <- context.Cause(a.ctx)
@@ -198,4 +198,61 @@ func TestLeaseLostLastAttempt(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
 	require.ErrorIs(t, dead[0].Cause, worklease.ErrLeaseExpired)
+}
+
+// TestReap checks that the Pool reaps expired leases in the background,
+// also while its workers are all busy: a lease that a crashed process
+// held is revoked, and its offset runs.
+func TestReap(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts []worker.Option
+		// step is how far each of the clock's two moves goes: the second
+		// one passes the crashed lease's expiry and the reaping's time.
+		step time.Duration
+	}{
+		{"every", []worker.Option{worker.WithReapEvery(leaseTTL / 2)}, leaseTTL / 2},
+		{"default", nil, leaseTTL / 2}, // every TTL, once the Pool claimed a lease that expires
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			rec := newRecorder(worklease.EventExtended, worklease.EventExpired, worklease.EventProcessed)
+			m := newManager(t, worklease.WithClock(clk), worklease.WithObserver(rec), worklease.WithLeaseTTL(leaseTTL))
+			crashed, err := m.TryAcquire("crashed", 1) // another process's, which it will never end
+			require.NoError(t, err)
+			require.Equal(t, worklease.Acquired, crashed.Status)
+			h, started, results := gated()
+			p := start(t, m.Backend(), h, append([]worker.Option{worker.WithWorkers(1), worker.WithClock(clk)}, tc.opts...)...)
+			_, err = p.Submit(context.Background(), "busy", 1, nil)
+			require.NoError(t, err)
+			<-started
+			// Two timers: the busy lease's renewal, and the reaping.
+			waitTimers(t, clk, 2)
+			clk.Advance(tc.step)
+			rec.next(t, worklease.EventExtended)
+			waitTimers(t, clk, 2)
+			clk.Advance(tc.step)
+			exp := rec.next(t, worklease.EventExpired)
+			require.Equal(t, "crashed", exp.Domain)
+			require.Equal(t, crashed.Token, exp.Token)
+			results <- nil
+			rec.next(t, worklease.EventProcessed)
+			j := <-started // the crashed process's offset, now the Pool's
+			require.Equal(t, "crashed/1@2", name(j))
+			results <- nil
+		})
+	}
+}
+
+// waitTimers waits until clk has n timers pending, for a minute at most.
+func waitTimers(t *testing.T, clk *clock.Fake, n int) {
+	t.Helper()
+	timeout := make(chan struct{})
+	timer := time.AfterFunc(time.Minute, func() { close(timeout) })
+	defer timer.Stop()
+	if !clk.WaitTimers(n, timeout) {
+		t.Fatalf("%d timers pending after a minute, want %d", clk.Timers(), n)
+	}
 }

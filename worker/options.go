@@ -74,7 +74,7 @@ func WithWorkers(n int) Option { return optionFunc(func(c *config) { c.workers =
 // finishing, so that a producer held back submits in batches. An offset
 // submitted again while it is unfinished takes no more room. n of 0 means
 // no limit; the default is DefaultQueueLimit. Either way the Pool keeps
-// the key of each offset it counts, some 40 bytes each.
+// a hash of each offset it counts, some 16 bytes each.
 //
 // The count is this Pool's view: it counts an offset finished when one of
 // its own workers finishes it (succeeds or dead-letters it), or finds it
