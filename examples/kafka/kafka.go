@@ -111,6 +111,9 @@ func produce(ctx context.Context, cl *kgo.Client, n, keys int, seed uint64, chk 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for range n {
+		if ctx.Err() != nil {
+			break // a record failed, or the run is over
+		}
 		k := rng.IntN(keys)
 		key, seq := keyName(k), seqs[k]
 		seqs[k]++
