@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0 # = 2026.1, supports Go
 
 # The modules of the repository: the core, and those with heavier
 # dependencies in folders of their own.
-MODULES := . pg pg/riverbench
+MODULES := . pg pg/riverbench examples/kafka workleaseprom
 
 # Runs its argument, a shell command, in each module in turn, stopping at
 # the first that fails.
@@ -28,9 +28,12 @@ export RAPID_CHECKS ?= 500
 PG_RAPID_CHECKS ?= 100
 
 # pg/riverbench holds benchmarks only: each runs a few iterations, to show
-# it works.
+# it works. examples/kafka's tests run the example against an in-process
+# Kafka cluster, which needs no server.
 test: ## the full test suite of every module, as CI runs it
 	scripts/with-postgres sh -c 'go test $(RACE) -shuffle=on -count=1 ./... && \
+		(cd examples/kafka && go test $(RACE) -shuffle=on -count=1 ./...) && \
+		(cd workleaseprom && go test $(RACE) -shuffle=on -count=1 ./...) && \
 		(cd pg && RAPID_CHECKS=$(PG_RAPID_CHECKS) go test $(RACE) -shuffle=on -count=1 -timeout=20m ./...) && \
 		cd pg/riverbench && go test -count=1 -run="^$$" -bench=. -benchtime=200x ./...'
 
@@ -143,4 +146,5 @@ ci: lint test ## what .ci/run runs
 	go run ./examples/orchestrator -quiet
 	go run ./examples/durable -quiet
 	cd pg && go run ./examples/multiprocess -quiet
+	cd examples/kafka && go run . -quiet
 	go test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null
