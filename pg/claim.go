@@ -48,21 +48,19 @@ func (m *Manager) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
 		return nil, err
 	}
 	defer conn.Release()
-	return retryDeadlocked(func() ([]worklease.Claim, error) {
-		// A claim that found ready domains but took none, as other calls
-		// had changed them since its snapshot, looks again at once.
-		for tries := 1; ; tries++ {
-			out, due, skipped, err := m.claimFast(ctx, conn, n)
-			switch {
-			case err != nil:
-				return nil, err
-			case due:
-				return m.claimDue(ctx, conn, n)
-			case len(out) > 0 || skipped == 0 || tries == 3:
-				return out, nil
-			}
+	// A claim that found ready domains but took none, as other calls had
+	// changed them since its snapshot, looks again at once.
+	for tries := 1; ; tries++ {
+		fast, err := retryDeadlocked(func() (fastClaim, error) { return m.claimFast(ctx, conn, n) })
+		switch {
+		case err != nil:
+			return nil, err
+		case fast.due: // the claim function takes due leases over first
+			return retryDeadlocked(func() ([]worklease.Claim, error) { return m.claimDue(ctx, conn, n) })
+		case len(fast.claims) > 0 || fast.skipped == 0 || tries == 3:
+			return fast.claims, nil
 		}
-	})
+	}
 }
 
 // claimDue is Claim when a lease is due: the schema's claim function takes

@@ -1,8 +1,10 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,17 +76,15 @@ func newPullStatements(schema string) pullStatements {
 	const run = "(CASE WHEN x.streak_fence = x.fence THEN x.streak ELSE 0 END)"
 	return pullStatements{
 		// $1 the most domains to claim, $2 now, $3 the lease TTL in
-		// microseconds (0: none). Its one row without a domain says
-		// whether a lease is due, and how many ready domains it locked
-		// and then skipped, as another call had changed them.
-		claim: fmt.Sprintf(`WITH due AS MATERIALIZED (
-	SELECT %[3]s AS due
-), locked AS MATERIALIZED (
-	SELECT d.ctid AS tid, d.domain FROM %[1]s.domains d
-	WHERE d.ready_at <= %[2]s AND NOT (SELECT due FROM due)
+		// microseconds (0: none). Every row says whether a lease is due
+		// (then the claim grants nothing, and leaves the due leases to the
+		// schema's claim function) and how many ready domains the claim
+		// locked (it grants those its snapshot still holds); a claim that
+		// granted nothing returns one row with no domain.
+		claim: fmt.Sprintf(`WITH r AS MATERIALIZED (
+	SELECT d.ctid AS tid, d.domain, d.priority, d.ready_at FROM %[1]s.domains d
+	WHERE d.ready_at <= %[2]s AND NOT %[3]s
 	ORDER BY d.priority DESC, d.ready_at LIMIT (SELECT $1::int) FOR UPDATE SKIP LOCKED
-), r AS MATERIALIZED (
-	SELECT l.*, row_number() OVER () AS rank FROM locked l
 ), g AS (
 	UPDATE %[1]s.domains x
 	SET fence = x.fence + 1, lease_off = b.off, lease_attempts = coalesce(b.carried_attempts, 0) + 1,
@@ -96,17 +96,14 @@ func newPullStatements(schema string) pullStatements {
 		FROM %[1]s.backlog y WHERE y.domain = r.domain ORDER BY y.pos LIMIT 1) b
 	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE p.domain = r.domain AND p.off = b.off LIMIT 1) p ON true
 	WHERE x.ctid = ANY (ARRAY(SELECT tid FROM r)) AND x.ctid = r.tid
-	RETURNING x.domain, x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at, b.btid, r.rank
+	RETURNING x.domain, x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at, b.btid,
+		r.priority, r.ready_at
 ), taken AS (
 	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM g))
 )
-SELECT d.due, (SELECT count(*) FROM r) - (SELECT count(*) FROM g), NULL::bytea, NULL::bigint, NULL::bytea, NULL::bigint,
-	NULL::bigint, NULL::int, NULL::timestamptz, %[2]s, 0::bigint AS rank
-FROM due d
-UNION ALL
-SELECT NULL, NULL, g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s, g.rank
-FROM g
-ORDER BY rank`, schema, callNow(2), due),
+SELECT d.due, d.locked, g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s,
+	g.priority, g.ready_at
+FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON true`, schema, callNow(2), due),
 
 		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance
 		// is the database's, $5 now, $6 monotonic offsets. A domain left
@@ -205,44 +202,69 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 	}
 }
 
-// claimFast leases the heads of up to n ready domains in one statement, if
-// no lease is due; due reports that one is, and then it changed nothing.
-// skipped counts the ready domains it locked and left, as another call had
-// changed them since its snapshot.
-func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int) (out []worklease.Claim, due bool, skipped int64, err error) {
+// A fastClaim is what claimFast did: the leases it granted, in the order
+// of their domains' priority, then of the time they became ready; whether
+// a lease is due, in which case it granted none; and how many ready
+// domains it locked and left, as another call had changed them since its
+// snapshot.
+type fastClaim struct {
+	claims  []worklease.Claim
+	due     bool
+	skipped int64
+}
+
+// claimFast leases the heads of up to n ready domains in one statement.
+func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int) (fastClaim, error) {
+	var out fastClaim
 	rows, err := conn.Query(ctx, m.pull.claim, n, m.now(), m.ttl())
 	if err != nil {
-		return nil, false, 0, callError("Claim", err)
+		return out, callError("Claim", err)
 	}
 	defer rows.Close()
+	type ranked struct {
+		c        worklease.Claim
+		priority int32
+		readyAt  time.Time
+	}
+	var all []ranked
+	var locked int64
 	for rows.Next() {
-		var isDue *bool
-		var left *int64
 		var d []byte
-		var c worklease.Claim
-		var off, fence, serial, rank *int64
-		var attempts *int32
-		var expires *time.Time
+		var r ranked
+		var off, fence, serial *int64 // NULL in the one row of a claim that granted nothing
+		var attempts, priority *int32
+		var expires, readyAt *time.Time
 		var at time.Time
-		if err := rows.Scan(&isDue, &left, &d, &off, &c.Payload, &fence, &serial, &attempts, &expires, &at, &rank); err != nil {
-			return nil, false, 0, callError("Claim", err)
+		if err := rows.Scan(&out.due, &locked, &d, &off, &r.c.Payload, &fence, &serial, &attempts, &expires, &at,
+			&priority, &readyAt); err != nil {
+			return fastClaim{}, callError("Claim", err)
 		}
-		if d == nil { // the row that says what was due and skipped
-			due, skipped = *isDue, *left
+		if d == nil {
 			continue
 		}
-		c.Domain, c.Offset, c.Token, c.Attempt, c.ExpiresAt = string(d), *off, m.token(*fence, *serial), int(*attempts), timeOf(expires)
+		r.c.Domain, r.c.Offset, r.c.Token, r.c.Attempt, r.c.ExpiresAt = string(d), *off, m.token(*fence, *serial), int(*attempts), timeOf(expires)
+		r.priority, r.readyAt = *priority, *readyAt
 		if m.cfg.Observer != nil {
 			a := answer{serial: *serial, at: &at}
 			a.event(1, *off, *attempts, *fence)
-			m.report(c.Domain, &a, nil, worklease.Token{}, nil)
+			m.report(r.c.Domain, &a, nil, worklease.Token{}, nil)
 		}
-		out = append(out, c)
+		all = append(all, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, 0, callError("Claim", err)
+		return fastClaim{}, callError("Claim", err)
 	}
-	return out, due, skipped, nil
+	slices.SortFunc(all, func(a, b ranked) int {
+		if c := cmp.Compare(b.priority, a.priority); c != 0 {
+			return c
+		}
+		return a.readyAt.Compare(b.readyAt)
+	})
+	for _, r := range all {
+		out.claims = append(out.claims, r.c)
+	}
+	out.skipped = locked - int64(len(out.claims))
+	return out, nil
 }
 
 // An ended lease is one that SucceedMany or ClaimNext ended at once, with

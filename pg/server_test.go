@@ -120,7 +120,7 @@ func (p *schemaPool) get(t testing.TB) string {
 	s := pgx.Identifier{name}.Sanitize()
 	_, err := p.pool.Exec(context.Background(), `DO $$ BEGIN
 		IF EXISTS (SELECT FROM pg_namespace WHERE nspname = `+quoteLiteral(name)+`) THEN
-			TRUNCATE `+s+`.domains, `+s+`.backlog, `+s+`.dead_letters;
+			TRUNCATE `+s+`.domains, `+s+`.backlog, `+s+`.dead_letters, `+s+`.payloads;
 			ALTER SEQUENCE `+s+`.domain_serial RESTART;
 			UPDATE `+s+`.meta SET counts = array_fill(0::bigint, ARRAY[16]),
 				instance = 1 + floor(random() * 4611686018427387903)::bigint; -- tokens of a previous use never match
