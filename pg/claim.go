@@ -37,15 +37,22 @@ const MaxClaim = 10_000
 // separate Reap. Domains another call holds at that moment are skipped.
 // Claim returns no claims, and no error, when nothing is ready.
 func (m *Manager) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
+	claims, _, err := m.claim(ctx, n)
+	return claims, err
+}
+
+// claim is Claim, which it reports too whether more domains may be ready
+// than it claimed.
+func (m *Manager) claim(ctx context.Context, n int) (claims []worklease.Claim, more bool, err error) {
 	if m.closed.Load() {
-		return nil, fmt.Errorf("pg: Claim: %w", worklease.ErrClosed)
+		return nil, false, fmt.Errorf("pg: Claim: %w", worklease.ErrClosed)
 	}
 	if n < 1 || n > MaxClaim {
-		return nil, fmt.Errorf("%w: %d", ErrInvalidClaim, n)
+		return nil, false, fmt.Errorf("%w: %d", ErrInvalidClaim, n)
 	}
 	conn, err := m.conn(ctx, "Claim")
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer conn.Release()
 	// A claim that found ready domains but took none, as other calls had
@@ -54,11 +61,12 @@ func (m *Manager) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
 		fast, err := retryDeadlocked(func() (fastClaim, error) { return m.claimFast(ctx, conn, n) })
 		switch {
 		case err != nil:
-			return nil, err
+			return nil, false, err
 		case fast.due: // the claim function takes due leases over first
-			return retryDeadlocked(func() ([]worklease.Claim, error) { return m.claimDue(ctx, conn, n) })
+			claims, err := retryDeadlocked(func() ([]worklease.Claim, error) { return m.claimDue(ctx, conn, n) })
+			return claims, len(claims) == n, err
 		case len(fast.claims) > 0 || fast.skipped == 0 || tries == 3:
-			return fast.claims, nil
+			return fast.claims, fast.more || fast.skipped > 0, nil
 		}
 	}
 }

@@ -78,9 +78,10 @@ func newPullStatements(schema string) pullStatements {
 		// $1 the most domains to claim, $2 now, $3 the lease TTL in
 		// microseconds (0: none). Every row says whether a lease is due
 		// (then the claim grants nothing, and leaves the due leases to the
-		// schema's claim function) and how many ready domains the claim
-		// locked (it grants those its snapshot still holds); a claim that
-		// granted nothing returns one row with no domain.
+		// schema's claim function), how many ready domains the claim
+		// locked (it grants those its snapshot still holds) and, if it
+		// locked $1, whether another is ready; a claim that granted
+		// nothing returns one row with no domain.
 		claim: fmt.Sprintf(`WITH r AS MATERIALIZED (
 	SELECT d.ctid AS tid, d.domain, d.priority, d.ready_at FROM %[1]s.domains d
 	WHERE d.ready_at <= %[2]s AND NOT %[3]s
@@ -101,7 +102,10 @@ func newPullStatements(schema string) pullStatements {
 ), taken AS (
 	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM g))
 )
-SELECT d.due, d.locked, g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s,
+SELECT d.due, d.locked, d.locked >= $1::int AND (SELECT true FROM %[1]s.domains x
+		WHERE x.ready_at <= %[2]s AND x.ctid <> ALL (ARRAY(SELECT tid FROM r))
+		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL,
+	g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s,
 	g.priority, g.ready_at
 FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON true`, schema, callNow(2), due),
 
@@ -204,13 +208,15 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 
 // A fastClaim is what claimFast did: the leases it granted, in the order
 // of their domains' priority, then of the time they became ready; whether
-// a lease is due, in which case it granted none; and how many ready
-// domains it locked and left, as another call had changed them since its
-// snapshot.
+// a lease is due, in which case it granted none; how many ready domains
+// it locked and left, as another call had changed them since its
+// snapshot; and whether, having locked as many as it was asked for, it
+// left another domain ready.
 type fastClaim struct {
 	claims  []worklease.Claim
 	due     bool
 	skipped int64
+	more    bool
 }
 
 // claimFast leases the heads of up to n ready domains in one statement.
@@ -235,7 +241,7 @@ func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int) (fas
 		var attempts, priority *int32
 		var expires, readyAt *time.Time
 		var at time.Time
-		if err := rows.Scan(&out.due, &locked, &d, &off, &r.c.Payload, &fence, &serial, &attempts, &expires, &at,
+		if err := rows.Scan(&out.due, &locked, &out.more, &d, &off, &r.c.Payload, &fence, &serial, &attempts, &expires, &at,
 			&priority, &readyAt); err != nil {
 			return fastClaim{}, callError("Claim", err)
 		}

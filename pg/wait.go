@@ -28,7 +28,7 @@ const DefaultPoll = time.Second
 // waiting claim, not all: a completion that leaves its domain ready, when
 // no other is, notifies, and waking every idle worker for it would have
 // them all claim for one domain. A claim that comes back full wakes
-// another.
+// another if more domains are ready.
 type listener struct {
 	mu      sync.Mutex    // guards the fields below
 	signal  chan struct{} // holds one wake-up, for the next waiting claim
@@ -133,7 +133,7 @@ func (m *Manager) listenOnce(ctx context.Context) {
 // WaitClaim is Claim that waits for work: when nothing is ready it waits
 // until the database notifies the Manager that a call of any process made
 // one of the schema's domains ready (a notification wakes one waiting
-// claim of the Manager, and a claim that comes back full wakes another),
+// claim of the Manager, and a claim that comes back full wakes another if more are ready),
 // or poll has passed (0 means DefaultPoll;
 // each wait is jittered by up to a fifth, so that idle workers do not
 // poll together), and claims again, until it claims something or ctx
@@ -150,9 +150,9 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]w
 	closing := m.listen.closing()
 	for {
 		wake := m.woken()
-		claims, err := m.Claim(ctx, n)
-		if len(claims) == n {
-			m.listen.wake() // more may be ready
+		claims, more, err := m.claim(ctx, n)
+		if more {
+			m.listen.wake() // another waiting claim may take it
 		}
 		if err != nil || len(claims) > 0 {
 			return claims, err
