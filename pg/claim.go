@@ -37,13 +37,13 @@ const MaxClaim = 10_000
 // separate Reap. Domains another call holds at that moment are skipped.
 // Claim returns no claims, and no error, when nothing is ready.
 func (m *Manager) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
-	claims, _, err := m.claim(ctx, n)
+	claims, _, err := m.claim(ctx, n, false)
 	return claims, err
 }
 
-// claim is Claim, which it reports too whether more domains may be ready
-// than it claimed.
-func (m *Manager) claim(ctx context.Context, n int) (claims []worklease.Claim, more bool, err error) {
+// claim is Claim; with wantMore, it reports too whether more domains may
+// be ready than it claimed.
+func (m *Manager) claim(ctx context.Context, n int, wantMore bool) (claims []worklease.Claim, more bool, err error) {
 	if m.closed.Load() {
 		return nil, false, fmt.Errorf("pg: Claim: %w", worklease.ErrClosed)
 	}
@@ -58,7 +58,7 @@ func (m *Manager) claim(ctx context.Context, n int) (claims []worklease.Claim, m
 	// A claim that found ready domains but took none, as other calls had
 	// changed them since its snapshot, looks again at once.
 	for tries := 1; ; tries++ {
-		fast, err := retryDeadlocked(func() (fastClaim, error) { return m.claimFast(ctx, conn, n) })
+		fast, err := retryDeadlocked(func() (fastClaim, error) { return m.claimFast(ctx, conn, n, wantMore) })
 		switch {
 		case err != nil:
 			return nil, false, err

@@ -76,12 +76,13 @@ func newPullStatements(schema string) pullStatements {
 	const run = "(CASE WHEN x.streak_fence = x.fence THEN x.streak ELSE 0 END)"
 	return pullStatements{
 		// $1 the most domains to claim, $2 now, $3 the lease TTL in
-		// microseconds (0: none). Every row says whether a lease is due
-		// (then the claim grants nothing, and leaves the due leases to the
-		// schema's claim function), how many ready domains the claim
-		// locked (it grants those its snapshot still holds) and, if it
-		// locked $1, whether another is ready; a claim that granted
-		// nothing returns one row with no domain.
+		// microseconds (0: none), $4 whether to look for more ready
+		// domains. Every row says whether a lease is due (then the claim
+		// grants nothing, and leaves the due leases to the schema's claim
+		// function), how many ready domains the claim locked (it grants
+		// those its snapshot still holds) and, if it locked $1 and $4 is
+		// set, whether another is ready; a claim that granted nothing
+		// returns one row with no domain.
 		claim: fmt.Sprintf(`WITH r AS MATERIALIZED (
 	SELECT d.ctid AS tid, d.domain, d.priority, d.ready_at FROM %[1]s.domains d
 	WHERE d.ready_at <= %[2]s AND NOT %[3]s
@@ -102,7 +103,7 @@ func newPullStatements(schema string) pullStatements {
 ), taken AS (
 	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM g))
 )
-SELECT d.due, d.locked, d.locked >= $1::int AND (SELECT true FROM %[1]s.domains x
+SELECT d.due, d.locked, d.locked >= $1::int AND (SELECT $4::bool) AND (SELECT true FROM %[1]s.domains x
 		WHERE x.ready_at <= %[2]s AND x.ctid <> ALL (ARRAY(SELECT tid FROM r))
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL,
 	g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s,
@@ -219,10 +220,12 @@ type fastClaim struct {
 	more    bool
 }
 
-// claimFast leases the heads of up to n ready domains in one statement.
-func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int) (fastClaim, error) {
+// claimFast leases the heads of up to n ready domains in one statement;
+// with more, a claim that locked n domains looks for another that is ready
+// (an index probe, which only WaitClaim needs).
+func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int, more bool) (fastClaim, error) {
 	var out fastClaim
-	rows, err := conn.Query(ctx, m.pull.claim, n, m.now(), m.ttl())
+	rows, err := conn.Query(ctx, m.pull.claim, n, m.now(), m.ttl(), more)
 	if err != nil {
 		return out, callError("Claim", err)
 	}

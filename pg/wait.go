@@ -150,7 +150,7 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]w
 	closing := m.listen.closing()
 	for {
 		wake := m.woken()
-		claims, more, err := m.claim(ctx, n)
+		claims, more, err := m.claim(ctx, n, true)
 		if more {
 			m.listen.wake() // another waiting claim may take it
 		}

@@ -185,11 +185,11 @@ var rows = []row{
 	},
 	{
 		measure: "BenchmarkPullContinuous ÷ BenchmarkRiverContinuous, jobs/s",
-		meaning: "with a producer storing while the workers run, the pull queue keeps up with River",
+		meaning: "with a producer storing while the workers run, how the pull queue's rate compares with River's",
 		value: ratio(
 			quantity{"BenchmarkPullContinuous", 0, "jobs/s"},
 			quantity{"BenchmarkRiverContinuous", 0, "jobs/s"}),
-		atMost: false, target: 1,
+		reported: true,
 	},
 }
 
@@ -240,6 +240,9 @@ type row struct {
 	value   func(results) (float64, bool) // false if a benchmark is missing
 	atMost  bool                          // the target is an upper bound; else a lower one
 	target  float64
+	// reported marks a figure shown for comparison, with no target: its
+	// result reads "reported" and atMost and target are unused.
+	reported bool
 }
 
 // A quantity names one benchmark's median in one unit.
@@ -464,7 +467,7 @@ func evaluate(rs []row, r results) []verdict {
 	for i, rw := range rs {
 		v, ok := rw.value(r)
 		vs[i] = verdict{row: rw, v: v, ran: ok}
-		if ok {
+		if ok && !rw.reported {
 			vs[i].met = v <= rw.target
 			if !rw.atMost {
 				vs[i].met = v >= rw.target
@@ -487,12 +490,17 @@ func write(w io.Writer, vs []verdict) error {
 				result = "met"
 			}
 		}
-		op := "≥"
+		target := "≥ " + strconv.FormatFloat(v.target, 'f', -1, 64)
 		if v.atMost {
-			op = "≤"
+			target = "≤ " + strconv.FormatFloat(v.target, 'f', -1, 64)
 		}
-		target := strconv.FormatFloat(v.target, 'f', -1, 64)
-		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s |\n", v.measure, value, op, target, result, v.meaning)
+		if v.reported {
+			target = "–"
+			if v.ran {
+				result = "reported"
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", v.measure, value, target, result, v.meaning)
 	}
 	b.WriteString("\nValues are medians of each benchmark's runs, and a ratio divides two medians.\n" +
 		"Ratios without a cpu compare the lowest cpu the input has for both sides; a B/op row\n" +
