@@ -62,7 +62,7 @@ BENCHTIME_WAL ?= 2s
 # started once the others are done, so that its background work does not
 # weigh on them: a fixed number of cycles, as the job table's floor stores
 # one job for each.
-BENCH_PG := ^(BenchmarkPostgresCycle|BenchmarkPostgresSkipLocked|BenchmarkPostgresPullCycle|BenchmarkPostgresHotDomain)$$
+BENCH_PG := ^(BenchmarkPostgresCycle|BenchmarkPostgresSkipLocked|BenchmarkPostgresPullCycle|BenchmarkPostgresPullNext|BenchmarkPostgresHotDomain)$$
 BENCHTIME_PG ?= 20000x
 # The pull queue against River, burning down the same number of jobs:
 # 1,000 domains of 300 offsets each, stored before the timer starts; and

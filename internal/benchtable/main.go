@@ -161,6 +161,14 @@ var rows = []row{
 		atMost: false, target: 1,
 	},
 	{
+		measure: "BenchmarkPostgresPullNext ÷ BenchmarkPostgresSkipLocked, cycles/s",
+		meaning: "one offset at a time, ended with ClaimNext, which leases the domain's next in the same statement, against the job table",
+		value: ratio(
+			quantity{"BenchmarkPostgresPullNext", 0, "cycles/s"},
+			quantity{"BenchmarkPostgresSkipLocked", 0, "cycles/s"}),
+		reported: true,
+	},
+	{
 		measure: "BenchmarkPostgresPullCycle, most ÷ fewest cycles/s of domains=100, 1000, 10000",
 		meaning: "a claim and its completion cost the same from 100 to 10,000 domains, within 25 %",
 		value: spread("cycles/s",
