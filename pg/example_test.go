@@ -234,5 +234,61 @@ func ExampleManager_Claim() {
 	}
 }
 
+// A producer stores a batch of events in one round trip; each item's
+// status says whether it was stored or was known already.
+func ExampleManager_EnqueueMany() {
+	items := []pg.Item{
+		{Domain: "tenant-7", Offset: 43, Payload: []byte(`{"amount": 5}`)},
+		{Domain: "tenant-9", Offset: 12, Payload: []byte(`{"amount": 7}`)},
+	}
+	statuses, err := m.EnqueueMany(ctx, items)
+	if err != nil {
+		log.Fatal(err) // nothing of the batch was stored
+	}
+	for i, st := range statuses {
+		if st == worklease.AlreadyProcessed {
+			log.Printf("%s/%d is done already", items[i].Domain, items[i].Offset)
+		}
+	}
+}
+
+// A worker waits for ready domains, works each offset it holds, and ends
+// them with ClaimNext, which leases the same domains' next offsets to it in
+// the same round trip; it claims anew when that leases nothing.
+func ExampleManager_ClaimNext() {
+	var next []worklease.Claim
+	for ctx.Err() == nil {
+		claims := next
+		if len(claims) == 0 {
+			var err error
+			if claims, err = m.WaitClaim(ctx, 10, 0); err != nil { // 0: the default poll
+				return
+			}
+		}
+		var done []worklease.Claim
+		for _, c := range claims {
+			if err := handle(c.Payload, c.Token.Fence()); err != nil {
+				if _, err := m.Retry(ctx, c.Domain, c.Token, err, time.Second); err != nil {
+					log.Print(err) // the lease was lost: another worker has the offset
+				}
+				continue
+			}
+			done = append(done, c)
+		}
+		var errs []error
+		var err error
+		next, errs, err = m.ClaimNext(ctx, done)
+		if err != nil {
+			log.Print(err) // with pg.ErrOutcomeUnknown, any next leases expire
+			continue
+		}
+		for i, err := range errs {
+			if err != nil {
+				log.Printf("%s/%d: %v", done[i].Domain, done[i].Offset, err) // the lease was lost
+			}
+		}
+	}
+}
+
 // handle is the examples' work: it writes through fence.
 func handle(payload []byte, fence uint64) error { return nil }
