@@ -256,3 +256,27 @@ func waitTimers(t *testing.T, clk *clock.Fake, n int) {
 		t.Fatalf("%d timers pending after a minute, want %d", clk.Timers(), n)
 	}
 }
+
+// TestShortLeaseRenewedInTime: a lease shorter than the least a renewal
+// extends one by is renewed before it runs out, at a third of the time it
+// has left, so a handler that runs for three of its TTLs keeps it.
+func TestShortLeaseRenewedInTime(t *testing.T) {
+	const ttl = 20 * time.Millisecond
+	m := newManager(t, worklease.WithLeaseTTL(ttl))
+	rec := newRecorder(worklease.EventProcessed)
+	done := make(chan struct{})
+	p := start(t, m.Backend(), func(ctx context.Context, j worker.Job) error {
+		defer close(done)
+		select {
+		case <-time.After(3 * ttl): // runs three TTLs: the Pool must renew
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		return nil
+	}, worker.WithWorkers(1), worker.WithObserver(rec), worker.WithReapEvery(0))
+	_, err := p.Submit(context.Background(), "a", 1, nil)
+	require.NoError(t, err)
+	<-done
+	eventually(t, func() bool { s := p.Stats(); return s.Succeeded+s.LeaseLost+s.Retried > 0 }, "ended")
+	require.Zero(t, p.Stats().LeaseLost, "lease lost although the Pool renews at a third of the TTL")
+}

@@ -34,17 +34,15 @@ type config struct {
 	noWait     bool
 	backoff    worklease.Backoff
 	observer   worklease.Observer
-	reapEvery  time.Duration // reapAuto: every lease TTL once one is seen; 0: never
+	reapAuto   bool          // reap every lease TTL once one is seen, as no WithReapEvery says otherwise
+	reapEvery  time.Duration // without reapAuto; 0: never
 	errorFunc  func(error)
 	clock      clock
 	poll       time.Duration // WaitClaim's; 0: worklease.DefaultPoll
 }
 
-// reapAuto is the default of config.reapEvery.
-const reapAuto time.Duration = -1
-
 func newConfig(opts []Option) (config, error) {
-	c := config{workers: DefaultWorkers, queueLimit: DefaultQueueLimit, reapEvery: reapAuto, clock: systemClock{}}
+	c := config{workers: DefaultWorkers, queueLimit: DefaultQueueLimit, reapAuto: true, clock: systemClock{}}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -55,7 +53,7 @@ func newConfig(opts []Option) (config, error) {
 		return config{}, fmt.Errorf("%w: worker: WithWorkers(%d): must be 1 or more", worklease.ErrInvalidConfig, c.workers)
 	case c.queueLimit < 0:
 		return config{}, fmt.Errorf("%w: worker: WithQueueLimit(%d): must be 0 (no limit) or more", worklease.ErrInvalidConfig, c.queueLimit)
-	case c.reapEvery < 0 && c.reapEvery != reapAuto:
+	case c.reapEvery < 0:
 		return config{}, fmt.Errorf("%w: worker: WithReapEvery(%v): must be 0 (never) or more", worklease.ErrInvalidConfig, c.reapEvery)
 	}
 	return c, nil
@@ -112,7 +110,9 @@ func WithObserver(o worklease.Observer) Option { return optionFunc(func(c *confi
 // claim takes over leases that are due anyway.) d of 0 turns reaping off.
 // By default the Pool reaps once a lease TTL, starting when it first
 // claims a lease that expires, and never if leases never expire.
-func WithReapEvery(d time.Duration) Option { return optionFunc(func(c *config) { c.reapEvery = d }) }
+func WithReapEvery(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.reapAuto, c.reapEvery = false, d })
+}
 
 // WithErrorFunc makes the Pool call f with each error of a backend call it
 // made that is no answer about a job: a claim, a renewal, a reap or the end

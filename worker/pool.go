@@ -158,13 +158,18 @@ func (p *Pool) Run(ctx context.Context) error {
 		w.ctx, w.cancel = context.WithCancelCause(p.handlerCtx)
 		p.workers[i] = w
 	}
+	// A ctx that ended before Run stops the Pool before any claim.
+	early := ctx.Err()
+	if early != nil {
+		p.stopLocked()
+	}
 	p.mu.Unlock()
 
 	var wg sync.WaitGroup
 	for _, w := range p.workers {
 		wg.Go(w.run)
 	}
-	if p.cfg.reapEvery != 0 {
+	if p.cfg.reapAuto || p.cfg.reapEvery != 0 {
 		wg.Go(p.reap)
 	}
 	finished := make(chan struct{})
@@ -172,7 +177,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		wg.Wait()
 		close(finished)
 	}()
-	var err error
+	err := early
 	select {
 	case <-finished:
 	case <-ctx.Done(): // also while Stop waits: handlers stop now
@@ -296,7 +301,7 @@ func (p *Pool) sawTTL(ttl time.Duration) {
 // lease TTL once it knows one, until the Pool stops.
 func (p *Pool) reap() {
 	every := p.cfg.reapEvery
-	if every == reapAuto {
+	if p.cfg.reapAuto {
 		select {
 		case <-p.ttlKnown:
 			every = time.Duration(p.ttl.Load())

@@ -23,12 +23,13 @@ func TestNewRefusesInvalidOptions(t *testing.T) {
 		h    worker.Handler
 		opts []worker.Option
 	}{
-		"no backend":   {nil, h, nil},
-		"no handler":   {m.Backend(), nil, nil},
-		"no workers":   {m.Backend(), h, []worker.Option{worker.WithWorkers(0)}},
-		"queue limit":  {m.Backend(), h, []worker.Option{worker.WithQueueLimit(-1)}},
-		"reap every":   {m.Backend(), h, []worker.Option{worker.WithReapEvery(-time.Second)}},
-		"last applies": {m.Backend(), h, []worker.Option{worker.WithWorkers(4), worker.WithWorkers(-4)}},
+		"no backend":    {nil, h, nil},
+		"no handler":    {m.Backend(), nil, nil},
+		"no workers":    {m.Backend(), h, []worker.Option{worker.WithWorkers(0)}},
+		"queue limit":   {m.Backend(), h, []worker.Option{worker.WithQueueLimit(-1)}},
+		"reap every":    {m.Backend(), h, []worker.Option{worker.WithReapEvery(-time.Second)}},
+		"reap every -1": {m.Backend(), h, []worker.Option{worker.WithReapEvery(-1)}},
+		"last applies":  {m.Backend(), h, []worker.Option{worker.WithWorkers(4), worker.WithWorkers(-4)}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -43,16 +43,19 @@ type renewer struct {
 // start keeps c's lease until stop, cancelling the handler's context with
 // cancel if it is lost.
 func (r *renewer) start(c worklease.Claim, cancel context.CancelCauseFunc) {
-	ttl := max(c.ExpiresAt.Sub(r.p.cfg.clock.Now()), minRenewTTL)
+	left := c.ExpiresAt.Sub(r.p.cfg.clock.Now())
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.c, r.ttl, r.cancel, r.active, r.lost = c, ttl, cancel, true, false
-	r.armLocked()
+	r.c, r.ttl, r.cancel, r.active, r.lost = c, max(left, minRenewTTL), cancel, true, false
+	// The first renewal comes at a third of the time the lease has left,
+	// however short: a lease of less than minRenewTTL is extended by that.
+	r.armLocked(max(left, 0))
 }
 
-// armLocked sets the timer for the next renewal. r.mu must be held.
-func (r *renewer) armLocked() {
-	d := time.Duration(float64(r.ttl) / 3 * (0.9 + 0.2*rand.Float64()))
+// armLocked sets the timer for the next renewal, at about a third of
+// period. r.mu must be held.
+func (r *renewer) armLocked(period time.Duration) {
+	d := time.Duration(float64(period) / 3 * (0.9 + 0.2*rand.Float64()))
 	if r.timer == nil {
 		r.timer = r.p.cfg.clock.AfterFunc(d, r.renew)
 	} else {
@@ -91,7 +94,7 @@ func (r *renewer) renew() {
 		// After an error that is no answer about the lease (a lost
 		// connection, say) the next try comes as soon as another renewal
 		// would.
-		r.armLocked()
+		r.armLocked(r.ttl)
 	}
 	r.mu.Unlock()
 	switch {

@@ -249,3 +249,30 @@ func countQueued(t *testing.T, m *worklease.Manager, domains map[string][]int64)
 	}
 	return n
 }
+
+// TestRunEndedContext: Run with a context that ended before it stops the
+// Pool before any claim: no handler starts, nothing is dead-lettered, and
+// Run returns the context's error.
+func TestRunEndedContext(t *testing.T) {
+	m := newManager(t, worklease.WithMaxRetries(0))
+	ctx := context.Background()
+	var started atomic.Int32
+	for i := range 50 {
+		p, err := worker.New(m.Backend(), func(ctx context.Context, j worker.Job) error {
+			started.Add(1)
+			return context.Cause(ctx)
+		}, worker.WithWorkers(16))
+		require.NoError(t, err)
+		for d := range 16 {
+			_, err := p.Submit(ctx, fmt.Sprintf("r%d-%d", i, d), 1, nil)
+			require.NoError(t, err)
+		}
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, p.Run(ended), context.Canceled)
+	}
+	dl, err := m.DeadLetters("")
+	require.NoError(t, err)
+	require.Zero(t, started.Load(), "handlers started under a Run whose context had ended")
+	require.Empty(t, dl)
+}

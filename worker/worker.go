@@ -83,7 +83,7 @@ func (w *worker) work(c worklease.Claim) []worklease.Claim {
 	if !c.ExpiresAt.IsZero() {
 		ctx, cancel = context.WithCancelCause(w.ctx)
 		w.renew.start(c, cancel)
-		if p.cfg.reapEvery == reapAuto && p.ttl.Load() == 0 {
+		if p.cfg.reapAuto && p.ttl.Load() == 0 {
 			p.sawTTL(c.ExpiresAt.Sub(p.cfg.clock.Now()))
 		}
 	}
