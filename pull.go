@@ -249,6 +249,9 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]C
 		select {
 		case <-ctx.Done():
 		case <-q.signal:
+			if ctx.Err() != nil {
+				q.wake() // this claim leaves: the wake-up is another's
+			}
 		case <-q.done: // the next claim says why
 		case <-timer.C:
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -220,6 +221,42 @@ func TestWaitClaimWakesOneWaiterPerDomain(t *testing.T) {
 		domains = append(domains, cs[0].Domain)
 	}
 	require.ElementsMatch(t, []string{"d0", "d1", "d2", "d3"}, domains)
+}
+
+// TestWaitClaimLeavingPassesWakeUpOn: a waiting claim whose ctx ends
+// after a wake-up reached it, before it claimed, passes the wake-up on to
+// another waiting claim, which takes the domain at once rather than after
+// its poll. One processor makes the order sure: the wake-up goes to the
+// first waiter, whose ctx ends before it runs.
+func TestWaitClaimLeavingPassesWakeUpOn(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	m, err := worklease.New()
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = m.Claim(1) // the queue of ready domains exists from the first pull call
+	require.NoError(t, err)
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { _, err := m.WaitClaim(ctx1, 1, time.Hour); first <- err }()
+	time.Sleep(50 * time.Millisecond)
+	second := make(chan []worklease.Claim, 1)
+	go func() {
+		cs, err := m.WaitClaim(context.Background(), 1, time.Hour)
+		assert.NoError(t, err)
+		second <- cs
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_, err = m.Enqueue("a", 1, nil) // wakes the first waiter
+	require.NoError(t, err)
+	cancel1() // before it runs
+	require.ErrorIs(t, <-first, context.Canceled)
+	select {
+	case cs := <-second:
+		require.Len(t, cs, 1)
+		require.Equal(t, "a", cs[0].Domain)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second waiting claim was not woken, though a/1 is ready")
+	}
 }
 
 // TestPullClosed checks the pull calls of a closed Manager and of a zero

@@ -164,6 +164,10 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]w
 			return nil, ctx.Err()
 		case <-wake:
 			timer.Stop()
+			if ctx.Err() != nil {
+				m.listen.wake() // this claim leaves: the wake-up is another's
+				return nil, ctx.Err()
+			}
 		case <-closing: // the next Claim says so
 			timer.Stop()
 		case <-timer.C:
