@@ -75,7 +75,8 @@ func TestPullEdgeBadInputs(t *testing.T) {
 	require.NoError(t, err)
 	_, err = m.Retry("b", cs[0].Token, errors.New("x"), -1)
 	require.ErrorIs(t, err, worklease.ErrInvalidDuration)
-	info, _ := m.Inspect("b")
+	info, err := m.Inspect("b")
+	require.NoError(t, err)
 	require.True(t, info.Leased)
 	// nil and empty batches.
 	next, errs, err := m.ClaimNext(nil)
@@ -155,7 +156,8 @@ func TestPullEdgeDuplicateClaimsInBatch(t *testing.T) {
 			}
 			require.NotNil(t, na)
 			require.Equal(t, int64(1), na.Offset)
-			info, _ := m.Inspect("a")
+			info, err := m.Inspect("a")
+			require.NoError(t, err)
 			require.EqualValues(t, 1, info.Processed)
 			require.True(t, info.Leased)
 			require.Equal(t, na.Token, info.Lease.Token)
@@ -165,7 +167,8 @@ func TestPullEdgeDuplicateClaimsInBatch(t *testing.T) {
 			require.ErrorIs(t, errs[0], worklease.ErrTokenMismatch)
 			require.NoError(t, errs[1])
 			require.Empty(t, next2)
-			info, _ = m.Inspect("a")
+			info, err = m.Inspect("a")
+			require.NoError(t, err)
 			require.EqualValues(t, 2, info.Processed)
 			require.False(t, info.Leased)
 			cs, err = m.Claim(100)
@@ -257,28 +260,22 @@ func TestPullEdgeClaimNextPausedAndWake(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, errs[0])
 	require.Empty(t, next)
-	got := make(chan []worklease.Claim, 1)
-	go func() {
-		cs, err := m.WaitClaim(context.Background(), 5, time.Hour)
-		if err != nil {
-			panic(err)
-		}
-		got <- cs
-	}()
+	got := waitClaim(m)
 	time.Sleep(20 * time.Millisecond)
 	_, err = m.Resume("a")
 	require.NoError(t, err)
 	select {
-	case cs := <-got:
-		require.Len(t, cs, 1)
-		require.Equal(t, int64(1), cs[0].Offset)
+	case w := <-got:
+		require.NoError(t, w.err)
+		require.Len(t, w.claims, 1)
+		require.Equal(t, int64(1), w.claims[0].Offset)
 	case <-time.After(2 * time.Second):
 		t.Fatal("WaitClaim not woken by Resume")
 	}
 	// Kill the in-flight offset: its claim then gets an error; Redrive wakes
 	// a waiting claim.
-	cs = nil
-	info, _ := m.Inspect("a")
+	info, err := m.Inspect("a")
+	require.NoError(t, err)
 	_, err = m.Kill("a", info.Lease.Offset, "k")
 	require.NoError(t, err)
 	errs, err = m.SucceedMany([]worklease.Claim{{Domain: "a", Token: info.Lease.Token}})
@@ -290,20 +287,15 @@ func TestPullEdgeClaimNextPausedAndWake(t *testing.T) {
 	_, errs, err = m.ClaimNext(c2)
 	require.NoError(t, err)
 	require.NoError(t, errs[0])
-	go func() {
-		cs, err := m.WaitClaim(context.Background(), 5, time.Hour)
-		if err != nil {
-			panic(err)
-		}
-		got <- cs
-	}()
+	got = waitClaim(m)
 	time.Sleep(20 * time.Millisecond)
 	_, err = m.Redrive("a", 1)
 	require.NoError(t, err)
 	select {
-	case cs := <-got:
-		require.Len(t, cs, 1)
-		require.Equal(t, int64(1), cs[0].Offset)
+	case w := <-got:
+		require.NoError(t, w.err)
+		require.Len(t, w.claims, 1)
+		require.Equal(t, int64(1), w.claims[0].Offset)
 	case <-time.After(2 * time.Second):
 		t.Fatal("WaitClaim not woken by Redrive")
 	}
@@ -320,7 +312,8 @@ func TestPullEdgeWaitClaimCtxAndClose(t *testing.T) {
 	cs, err := m.WaitClaim(ctx, 1, 0)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Empty(t, cs)
-	info, _ := m.Inspect("a")
+	info, err := m.Inspect("a")
+	require.NoError(t, err)
 	require.False(t, info.Leased)
 
 	m2 := newEdgeManager(t)
@@ -369,4 +362,21 @@ func TestPullEdgeForgetRelist(t *testing.T) {
 	require.NoError(t, err)
 	require.Error(t, errs[0])
 	requireInvariants(t, m)
+}
+
+// A waited claim is what a WaitClaim of waitClaim returned.
+type waited struct {
+	claims []worklease.Claim
+	err    error
+}
+
+// waitClaim starts a WaitClaim of up to 5 domains, with a poll of an hour,
+// and returns the channel its answer comes on.
+func waitClaim(m *worklease.Manager) <-chan waited {
+	got := make(chan waited, 1)
+	go func() {
+		cs, err := m.WaitClaim(context.Background(), 5, time.Hour)
+		got <- waited{cs, err}
+	}()
+	return got
 }

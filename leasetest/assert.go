@@ -115,6 +115,20 @@ func mustSentinel(t tb, want, err error, msgAndArgs ...any) {
 	}
 }
 
+// mustErrors checks a batch call's errors, one for each of its items: nil
+// where want has nil, else the sentinel want has (see mustSentinel).
+func mustErrors(t tb, op string, want, errs []error) {
+	t.Helper()
+	mustEqual(t, len(want), len(errs), "%s's errors", op)
+	for i, w := range want {
+		if w == nil {
+			mustNoError(t, errs[i], "%s: item %d", op, i)
+		} else {
+			mustSentinel(t, w, errs[i], "%s: item %d", op, i)
+		}
+	}
+}
+
 // equal reports whether want and got hold the same values, field by field,
 // as a caller of a backend tells them apart: times are equal if they are the
 // same instant (whatever their location or monotonic reading), errors if

@@ -1,13 +1,9 @@
 package pg
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/worklease/worklease"
 )
@@ -16,25 +12,7 @@ import (
 // what it held, queued offsets with their payloads and a lease in flight,
 // carries on under the new statements.
 func TestMigrateUpgrades(t *testing.T) {
-	url := os.Getenv("WORKLEASE_PG_URL")
-	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("WORKLEASE_PG_URL is not set: run the tests with make test, which starts a PostgreSQL server")
-		}
-		t.Skip("no PostgreSQL server: WORKLEASE_PG_URL is not set (make test starts one and sets it)")
-	}
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	schema := fmt.Sprintf("upgrade_%x", newInstance())
-	t.Cleanup(func() {
-		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Error(err)
-		}
-	})
+	ctx, pool, schema := scratchSchema(t, "upgrade")
 
 	all, err := migrations()
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -25,25 +24,7 @@ type planEnv struct {
 
 func newPlanEnv(t *testing.T, domains, leased int) *planEnv {
 	t.Helper()
-	url := os.Getenv("WORKLEASE_PG_URL")
-	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("WORKLEASE_PG_URL is not set: run the tests with make test, which starts a PostgreSQL server")
-		}
-		t.Skip("no PostgreSQL server: WORKLEASE_PG_URL is not set (make test starts one and sets it)")
-	}
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	name := fmt.Sprintf("plans_%x", newInstance())
-	t.Cleanup(func() {
-		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE"); err != nil {
-			t.Error(err)
-		}
-	})
+	ctx, pool, name := scratchSchema(t, "plans")
 	m, err := OpenSchema(ctx, pool, name)
 	if err != nil {
 		t.Fatal(err)
