@@ -223,9 +223,17 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 		st.kept = &kept // set here, not through a pointer: kept stays on the stack
 	}
 	var h Head
+	head, hadHead := r.state.backlog.front()
 	err := op(&r.state, &st)
 	if err == nil {
 		h.Next, h.HasNext = r.state.next()
+	}
+	// A retry's delay is its offset's, at the head of the backlog: a domain
+	// given another head (Kill of the delayed offset, Redrive) waits no more.
+	if q := m.ready.Load(); q != nil && r.listed && r.state.ready() {
+		if next, ok := r.state.backlog.front(); ok && (!hadHead || next != head) {
+			q.endDelay(r, now)
+		}
 	}
 	if ferr := m.finish(sh, r, &st); ferr != nil {
 		return Head{}, ferr

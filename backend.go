@@ -46,8 +46,10 @@ type Backend interface {
 	// answers each claim as Succeed would; the claims of a domain named
 	// more than once may be answered in any order. ClaimNext is
 	// SucceedMany that also claims each domain's next offset for the
-	// caller, up to MaxStreak times in a row, as Manager.ClaimNext
-	// documents. Domains that became ready at the same instant may be
+	// caller, up to MaxStreak times in a row, and answers a claim
+	// repeated after its next lease was granted with that lease again
+	// while it is in flight, as Manager.ClaimNext documents (after a
+	// restart a backend may answer it as Succeed would). Domains that became ready at the same instant may be
 	// claimed in any order.
 	Enqueue(ctx context.Context, domain string, offset int64, payload []byte) (AcquireStatus, error)
 	Claim(ctx context.Context, n int) ([]Claim, error)

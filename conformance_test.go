@@ -147,6 +147,7 @@ type checkedBackend struct {
 type grantTracks struct {
 	mu     sync.Mutex // guards the fields below
 	grants map[string]uint64
+	last   map[string]worklease.Token // the latest grant's token of each domain
 	// forgotten: Forget dropped a domain, after which fences only grow
 	// (the Manager keeps the fences of forgotten domains as a floor that
 	// other domains may share).
@@ -155,7 +156,7 @@ type grantTracks struct {
 }
 
 func newGrantTracks() *grantTracks {
-	return &grantTracks{grants: map[string]uint64{}}
+	return &grantTracks{grants: map[string]uint64{}, last: map[string]worklease.Token{}}
 }
 
 // granted checks the fence of a grant in d: the number of grants in d so
@@ -165,6 +166,7 @@ func (cb *checkedBackend) granted(d string, tok worklease.Token) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.grants[d]++
+	g.last[d] = tok
 	if !g.forgotten && tok.Fence() != g.grants[d] {
 		g.errs = append(g.errs, fmt.Errorf("%q: grant %d has fence %d", d, g.grants[d], tok.Fence()))
 	}
@@ -213,9 +215,26 @@ func (cb *checkedBackend) WaitClaim(ctx context.Context, n int, poll time.Durati
 func (cb *checkedBackend) ClaimNext(ctx context.Context, claims []worklease.Claim) ([]worklease.Claim, []error, error) {
 	cs, errs, err := cb.Backend.ClaimNext(ctx, claims)
 	for _, c := range cs {
-		cb.granted(c.Domain, c.Token)
+		if !cb.repeated(c.Token, claims) {
+			cb.granted(c.Domain, c.Token)
+		}
 	}
 	return cs, errs, err
+}
+
+// repeated reports whether ClaimNext answered with tok, the latest grant
+// of its domain, again, as it does a claim repeated: one of claims holds
+// the token of the lease before it.
+func (cb *checkedBackend) repeated(tok worklease.Token, claims []worklease.Claim) bool {
+	g := cb.tracks
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range claims {
+		if c.Token.Fence()+1 == tok.Fence() && c.Token.Serial() == tok.Serial() && g.last[c.Domain] == tok {
+			return true
+		}
+	}
+	return false
 }
 
 func (cb *checkedBackend) Forget(ctx context.Context, d string) error {

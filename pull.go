@@ -266,7 +266,8 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]C
 // has passed, for any worker; in FIFO order nothing of the domain
 // overtakes it (with LIFO ordering a later offset goes in front, as
 // always; Pause and Resume end the delay, and so does TryAcquire of the
-// offset, which grants it at once). Otherwise the offset becomes a dead
+// offset, which grants it at once, as do Kill of the offset and Redrive of
+// another, which put another offset at the head). Otherwise the offset becomes a dead
 // letter with cause, as Fail would make it. The token is spent either
 // way: Succeed, Fail and Extend with it then answer as for any lease that
 // ended (ErrNoLease, or ErrTokenMismatch once the domain is leased again).
@@ -342,6 +343,13 @@ const MaxStreak = 8
 // that led to them, and for each claim nil or Succeed's error, as
 // SucceedMany does; its own error is SucceedMany's. With a journal it
 // writes the records of a Succeed followed by those of a grant.
+//
+// ClaimNext may be repeated, as after an error that left unknown whether
+// it went through: a claim whose lease it ended already, with the next
+// lease granted to its caller, is answered with that lease again, nil for
+// an error, and nothing changes, for as long as that next lease is in
+// flight. Once it ended or expired, or after a restart, the repeated
+// claim gets Succeed's error for a spent token.
 func (m *Manager) ClaimNext(claims []Claim) ([]Claim, []error, error) {
 	return m.succeedMany("ClaimNext", claims, true)
 }
@@ -415,16 +423,24 @@ func (m *Manager) succeedIn(b *batch, op, domain string, tok Token, first, next 
 		var kept [stepInline]change
 		st.kept = &kept // set here, not through a pointer: kept stays on the stack
 	}
-	var res SucceedResult
-	err := r.state.succeed(&m.policy, &st, tok, &res)
 	var c Claim
 	granted := false
-	if err == nil && first {
-		if next && r.streak < MaxStreak && r.state.claim(&m.policy, &st) {
-			c, granted = m.claimOf(r), true
-			r.streak++
-		} else {
-			r.streak = 0
+	var err error
+	if next && first && r.state.chainedFrom(&m.policy, &st, tok) {
+		// A ClaimNext repeated: its lease ended already, with the next
+		// lease granted to its caller, who did not hear of it.
+		c, granted = m.claimOf(r), true
+	} else {
+		var res SucceedResult
+		err = r.state.succeed(&m.policy, &st, tok, &res)
+		if err == nil && first {
+			if next && r.streak < MaxStreak && r.state.claim(&m.policy, &st) {
+				c, granted = m.claimOf(r), true
+				r.state.chained = true
+				r.streak++
+			} else {
+				r.streak = 0
+			}
 		}
 	}
 	m.release(b, sh, r, &st)

@@ -75,6 +75,24 @@ func (q *readyQueue) sync(r *record, now, at instant) {
 	q.mu.Unlock()
 }
 
+// endDelay lists r, which is locked and listed, as ready at now if it
+// waits for a retry's delay to end: the delay was its backlog's head's,
+// which an admin call took away (Kill) or put a redriven offset before.
+// Admin calls are rare: it looks through the delayed domains.
+func (q *readyQueue) endDelay(r *record, now instant) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ticket := q.live[r]
+	for i := range q.later {
+		if e := &q.later[i]; e.ticket == ticket && e.r == r {
+			if e.at > now {
+				q.push(r, now, now) // the delayed entry is stale now
+			}
+			return
+		}
+	}
+}
+
 // push lists r as ready at at. q.mu must be held.
 func (q *readyQueue) push(r *record, now, at instant) {
 	q.ticket++

@@ -22,6 +22,11 @@ import (
 type domainState struct {
 	leased bool // whether lease is valid: the domain is in flight
 	paused bool // grants nothing until resumed (Pause, or parked on a dead letter)
+	// chained says that ClaimNext granted the lease as it ended the one
+	// before (the previous fence): repeated with that lease's token, as
+	// after an answer that was lost, ClaimNext answers with this lease
+	// again (see chainedFrom). Every other grant clears it; not journaled.
+	chained bool
 	// released counts the forced releases in the history of the offset in
 	// flight, zero when idle: the lease's attempts made are its
 	// retries+1+released (see attempts). Part of the lease, it is kept

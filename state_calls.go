@@ -281,6 +281,14 @@ func (s *domainState) claim(p *policy, st *step) bool {
 	return true
 }
 
+// chainedFrom first revokes a due lease, then reports whether ClaimNext
+// granted the lease in flight as it ended tok's, the lease before it.
+func (s *domainState) chainedFrom(p *policy, st *step, tok Token) bool {
+	s.expireIfDue(p, st)
+	return s.leased && s.chained && s.issued.fence > 1 &&
+		tok == Token{fence: s.issued.fence - 1, serial: s.issued.serial, instance: p.instance}
+}
+
 // retry is Retry: the attempt under tok failed. With retries left, the
 // lease ends and its offset goes back to the front of the line, carrying
 // its attempts, to wait out a delay the Manager keeps; without, the offset

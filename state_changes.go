@@ -93,7 +93,7 @@ func (s *domainState) applyAcquired(p *policy, l lease, tok Token, attempts int)
 		s.grantRare(p, l.offset, tok)
 	}
 	s.issued.fence = tok.fence
-	s.leased, s.lease = true, l
+	s.leased, s.lease, s.chained = true, l, false
 	// The attempts made beyond the failed ones were released (see attempts).
 	s.released = uint32(attempts - l.retries - 1)
 }

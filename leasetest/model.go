@@ -490,6 +490,12 @@ type modelDomain struct {
 	// streakUnsure: the backend's may be higher (see modelDomain.claimNext).
 	streak       int
 	streakUnsure bool
+	// chainedFrom is the token of the lease ClaimNext ended as it granted
+	// the one in flight, zero if another call granted that; ClaimNext
+	// repeated with it answers with the lease in flight again.
+	// chainedUnsure: a restart since may have made the backend forget it.
+	chainedFrom   worklease.Token
+	chainedUnsure bool
 
 	// History.
 	created  bool              // the backend knows the domain (TryAcquire, Kill or Pause made it; Forget drops it)
@@ -704,6 +710,7 @@ func (md *modelDomain) acquire(domain string, off int64, now time.Time) (worklea
 	}
 	md.leased = true
 	md.lease = modelLease{offset: off, acquiredAt: now, attempts: 1}
+	md.chainedFrom, md.chainedUnsure = worklease.Token{}, false
 	if a, ok := md.carried[off]; ok {
 		md.lease.retries, md.lease.acquiredAt, md.lease.attempts = a.retries, a.acquiredAt, a.attempts+1
 		delete(md.carried, off)
@@ -926,18 +933,32 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 		cause = modelKeptCause(errors.New(reason))
 	}
 	attempts, tok := 0, worklease.Token{}
+	head := md.backlog
 	if inFlight {
 		attempts, tok = md.lease.attempts, md.lease.token
 		md.endLease(tok, worklease.ErrLeaseRevoked)
 	} else if i := slices.Index(md.backlog, off); i >= 0 {
-		md.backlog = slices.Delete(md.backlog, i, i+1)
+		md.backlog = slices.Delete(slices.Clone(md.backlog), i, i+1)
 		attempts = md.carried[off].attempts
 		delete(md.carried, off)
 	}
 	md.emit(worklease.EventKilled, off, attempts, tok, cause, now)
 	md.deadLetter(off, attempts, tok, cause, now, false) // a kill never parks
+	md.endDelay(head, now)
 	next, ok := md.next()
 	return next, ok, nil
+}
+
+// endDelay ends the retry delay of a domain listed as ready whose backlog,
+// which was before, an admin call gave another head: the delay was the
+// head's.
+func (md *modelDomain) endDelay(before []int64, now time.Time) {
+	if !md.ready.listed || !md.isReady() || len(before) > 0 && before[0] == md.backlog[0] {
+		return
+	}
+	if now.Before(md.ready.at) {
+		md.ready.at = now
+	}
 }
 
 func (md *modelDomain) redrive(off int64, now time.Time) (int64, bool, error) {
@@ -952,8 +973,10 @@ func (md *modelDomain) redrive(off int64, now time.Time) (int64, bool, error) {
 		return 0, false, worklease.ErrNotDeadLettered
 	}
 	delete(md.failed, off)
-	md.backlog = slices.Insert(md.backlog, 0, off) // fresh attempts: nothing carried
+	before := md.backlog
+	md.backlog = slices.Insert(slices.Clone(md.backlog), 0, off) // fresh attempts: nothing carried
 	md.emit(worklease.EventRedriven, off, 0, worklease.Token{}, nil, now)
+	md.endDelay(before, now)
 	next, ok := md.next()
 	return next, ok, nil
 }

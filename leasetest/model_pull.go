@@ -87,6 +87,7 @@ func (l *leaseModel) restarted(now time.Time) {
 		}
 		md.streakUnsure = md.streakUnsure || md.streak > 0
 		md.streak = 0
+		md.chainedUnsure = !md.chainedFrom.IsZero()
 	}
 }
 
@@ -108,6 +109,23 @@ func (md *modelDomain) claimNext(tok worklease.Token, now time.Time) (may, must 
 	}
 	may = !md.paused && len(md.backlog) > 0 && md.streak < worklease.MaxStreak
 	return may, may && !md.streakUnsure, nil
+}
+
+// repeats reports whether ClaimNext of tok is one repeated after its next
+// lease was granted, which the backend answers with that lease again
+// (sure), or may (maybe: it restarted since), once a due lease is revoked.
+func (md *modelDomain) repeats(tok worklease.Token, now time.Time) (sure, maybe bool) {
+	if !md.created {
+		return false, false
+	}
+	md.touch(now)
+	if !md.leased || md.chainedFrom.IsZero() || tok != md.chainedFrom {
+		return false, false
+	}
+	if tok.Instance() != md.lease.token.Instance() {
+		return false, false // granted under another instance, before a restart: no repeat
+	}
+	return !md.chainedUnsure, md.chainedUnsure
 }
 
 // enqueue is Enqueue on the model: TryAcquire that never grants.
@@ -205,6 +223,13 @@ func (s *modelTest) pullActions(leased, anyDomain *rapid.Generator[string], offs
 		"ClaimNext": func(t *rapid.T) {
 			s.claimNext(t, s.drawClaims(t, false))
 		},
+		// ClaimNextRepeated repeats a ClaimNext that granted the lease in
+		// flight, as a caller that lost its answer does (with a zero token
+		// where none did: a refusal).
+		"ClaimNextRepeated": func(t *rapid.T) {
+			d := leased.Draw(t, "domain")
+			s.claimNext(t, []worklease.Claim{{Domain: d, Token: s.model.domains[d].chainedFrom}})
+		},
 		// ClaimNextCurrent ends leases in flight, so that domains go
 		// through their backlogs, and reach MaxStreak.
 		"ClaimNextCurrent": func(t *rapid.T) {
@@ -284,12 +309,16 @@ func (s *modelTest) claimNext(t *rapid.T, claims []worklease.Claim) {
 	now := s.clk.Now()
 	s.model.pulling = true
 	type answer struct {
-		err       error
-		may, must bool
+		err            error
+		may, must      bool
+		repeat, unsure bool // see modelDomain.repeats
 	}
 	want := make([]answer, len(claims))
 	for i, c := range claims {
-		want[i].may, want[i].must, want[i].err = s.model.domains[c.Domain].claimNext(c.Token, now)
+		md := s.model.domains[c.Domain]
+		if want[i].repeat, want[i].unsure = md.repeats(c.Token, now); !want[i].repeat && !want[i].unsure {
+			want[i].may, want[i].must, want[i].err = md.claimNext(c.Token, now)
+		}
 	}
 	got, errs, err := s.b.ClaimNext(s.ctx, claims)
 	mustNoError(t, err, "ClaimNext")
@@ -297,6 +326,24 @@ func (s *modelTest) claimNext(t *rapid.T, claims []worklease.Claim) {
 	next := 0 // got's next lease to match
 	for i, c := range claims {
 		w, md := want[i], s.model.domains[c.Domain]
+		if w.unsure { // the backend chooses: a repeat, or Succeed's error
+			if w.repeat = errs[i] == nil; !w.repeat {
+				_, w.err = md.succeed(c.Token, now)
+				check(t, w.err != nil, "ClaimNext: claim %d of %q: Succeed of a spent token went through", i, c.Domain)
+			}
+		}
+		if w.repeat {
+			mustNoError(t, errs[i], "ClaimNext: repeated claim %d of %q", i, c.Domain)
+			check(t, next < len(got) && got[next].Domain == c.Domain, "ClaimNext: repeated claim %d of %q led to no lease", i, c.Domain)
+			g := got[next]
+			next++
+			want := worklease.Claim{Domain: c.Domain, Offset: md.lease.offset, Token: md.lease.token, Attempt: md.lease.attempts, ExpiresAt: md.lease.expiresAt}
+			if payload, ok := md.payloads[md.lease.offset]; ok {
+				want.Payload = []byte(payload)
+			}
+			mustEqual(t, want, g, "ClaimNext: the lease of %q, repeated", c.Domain)
+			continue
+		}
 		if w.err != nil {
 			mustSentinel(t, w.err, errs[i], "ClaimNext: claim %d of %q", i, c.Domain)
 			continue
@@ -316,6 +363,7 @@ func (s *modelTest) claimNext(t *rapid.T, claims []worklease.Claim) {
 		md.acquireHead(c.Domain, head, now)
 		s.requireGrant(t, c.Domain, g.Token, now)
 		md.streak++
+		md.chainedFrom = c.Token
 		want := worklease.Claim{Domain: c.Domain, Offset: head, Token: g.Token, Attempt: md.lease.attempts, ExpiresAt: md.lease.expiresAt}
 		if hasPayload {
 			want.Payload = []byte(payload)

@@ -227,6 +227,24 @@ func testPull(t *testing.T, s *Suite) {
 			e.resume("a")
 			e.claim(1, "a/1@2")
 		}},
+		{"RetryDelayEndsWithItsOffset", func(t *testing.T, s *Suite) {
+			// A retry's delay is its offset's: a domain whose delayed head is
+			// killed, or given a redriven offset before it, waits no more.
+			// Killing another offset keeps the delay.
+			e := s.start(t)
+			for off := int64(1); off <= 4; off++ {
+				e.enqueue("a", off, nil, worklease.Enqueued)
+			}
+			e.kill("a", 4, "")
+			e.retry("a", e.claim(1, "a/1@1")[0].Token, nil, time.Hour)
+			e.kill("a", 2, "")
+			e.claim(1)
+			e.redrive("a", 4)
+			e.succeed("a", e.claim(1, "a/4@1")[0].Token)
+			e.retry("a", e.claim(1, "a/1@2")[0].Token, nil, time.Hour)
+			e.kill("a", 1, "")
+			e.claim(1, "a/3@1")
+		}},
 		{"RetryRefused", func(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithLeaseTTL(time.Minute))
 			e.enqueue("A", 1, nil, worklease.Enqueued)
@@ -325,10 +343,18 @@ func testPull(t *testing.T, s *Suite) {
 			mustTrue(t, next[0].ExpiresAt.Equal(e.clk.Now().Add(time.Minute)), "ExpiresAt %v: want a TTL from now", next[0].ExpiresAt)
 			mustEqual(t, worklease.DomainInfo{Processed: 1}, e.inspect("one"))
 			mustEqual(t, worklease.DomainInfo{Paused: true, Backlog: []int64{2}, Processed: 1}, e.inspect("paused"))
-			// The ended lease's token is spent.
-			_, errs, err := e.b.ClaimNext(e.ctx, cs[:1])
-			mustNoError(t, err, "ClaimNext of a spent token")
-			mustSentinel(t, worklease.ErrTokenMismatch, errs[0], "ClaimNext of a spent token")
+			// ClaimNext repeated, as after a lost answer, answers with the
+			// lease it granted, and changes nothing.
+			before := e.inspect("deep")
+			again, errs, err := e.b.ClaimNext(e.ctx, cs[:1])
+			mustNoError(t, err, "ClaimNext repeated")
+			mustNoError(t, errs[0], "ClaimNext repeated")
+			mustEqual(t, next, again, "ClaimNext repeated")
+			mustEqual(t, before, e.inspect("deep"), "deep after ClaimNext repeated")
+			// The ended lease's token is spent for the other calls.
+			errs, err = e.b.SucceedMany(e.ctx, cs[:1])
+			mustNoError(t, err, "SucceedMany of a spent token")
+			mustSentinel(t, worklease.ErrTokenMismatch, errs[0], "SucceedMany of a spent token")
 			// deep goes on to MaxStreak leases in a row, then waits behind
 			// later.
 			for off := 2; off <= worklease.MaxStreak; off++ {

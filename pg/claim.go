@@ -120,7 +120,8 @@ func (m *Manager) claimDue(ctx context.Context, conn *pgxpool.Conn, n int) ([]wo
 // domain's line, and the domain becomes ready for Claim once delay has
 // passed, for any worker; in FIFO order nothing of the domain overtakes
 // it (with LIFO ordering a later offset goes in front, as always; Pause
-// and Resume end the delay). Otherwise the offset becomes a dead letter
+// and Resume end the delay, and so do Kill of the offset and Redrive of
+// another, which put another offset at the head). Otherwise the offset becomes a dead letter
 // with cause, as Fail would make it. The token is spent either way.
 // Errors are those of Fail.
 func (m *Manager) Retry(ctx context.Context, domain string, tok worklease.Token, cause error, delay time.Duration) (worklease.RetryResult, error) {
@@ -213,7 +214,19 @@ func (m *Manager) succeedMany(ctx context.Context, op string, claims []worklease
 	}
 	slices.Sort(rest)
 	for _, i := range rest {
-		_, errs[i] = m.Succeed(ctx, claims[i].Domain, claims[i].Token)
+		c := &claims[i]
+		if j, ok := pending[c.Domain]; next && ok && j == i { // perhaps a ClaimNext repeated
+			repeated, ok, err := m.repeatedNext(ctx, c.Domain, c.Token)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			if ok {
+				granted = append(granted, grantedNext{i, repeated})
+				continue
+			}
+		}
+		_, errs[i] = m.Succeed(ctx, c.Domain, c.Token)
 	}
 	if len(granted) == 0 {
 		return nil, errs, nil
@@ -247,6 +260,12 @@ const MaxStreak = worklease.MaxStreak
 // granted, in the order of claims, and for each claim nil or Succeed's
 // error, as SucceedMany does; a lease that SucceedMany would end through
 // Succeed is ended so, without a next lease.
+//
+// ClaimNext may be repeated, as after ErrOutcomeUnknown: a claim whose
+// lease it ended already, with the next lease granted to its caller, is
+// answered with that lease again, and nil for an error, for as long as
+// that lease is in flight; nothing changes. Once it ended or expired, the
+// repeated claim gets Succeed's error for a spent token.
 func (m *Manager) ClaimNext(ctx context.Context, claims []worklease.Claim) ([]worklease.Claim, []error, error) {
 	return m.succeedMany(ctx, "ClaimNext", claims, true)
 }

@@ -3,6 +3,7 @@ package pg
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -48,7 +49,7 @@ import (
 
 // pullStatements are the pull queue's plain statements of a schema.
 type pullStatements struct {
-	claim, succeedOne, succeedMany, claimNext string
+	claim, succeedOne, succeedMany, claimNext, repeatNext string
 }
 
 func newPullStatements(schema string) pullStatements {
@@ -204,7 +205,42 @@ SELECT u.domain, u.ended_off, u.ended_attempts, u.ended_fence, %[2]s,
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d)", run, MaxStreak),
 			readyChannel, tokens, locked, holds, othersReady, run),
+
+		// $1 domain, $2 fence, $3 serial, $4 now: the lease in flight, not
+		// due at $4, if ClaimNext granted it as it ended the lease of the
+		// token ($2, $3), the one before it. It reads without locking: the
+		// lease it finds may end at once, as any holder's may.
+		repeatNext: fmt.Sprintf(`SELECT x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at
+FROM %[1]s.domains x
+LEFT JOIN %[1]s.payloads p ON x.lease_payload AND p.domain = x.domain AND p.off = x.lease_off
+WHERE x.domain = $1 AND x.fence = $2::bigint + 1 AND x.serial = $3::bigint AND x.streak_fence = x.fence
+	AND x.lease_off IS NOT NULL AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)`, schema, callNow(4)),
 	}
+}
+
+// repeatedNext returns the lease ClaimNext granted as it ended the lease
+// of tok on domain, if it is still in flight: ClaimNext was repeated,
+// after its answer was lost.
+func (m *Manager) repeatedNext(ctx context.Context, domain string, tok worklease.Token) (worklease.Claim, bool, error) {
+	c, err := m.conn(ctx, "ClaimNext")
+	if err != nil {
+		return worklease.Claim{}, false, err
+	}
+	defer c.Release()
+	var off, fence, serial int64
+	var attempts int32
+	var payload []byte
+	var expires *time.Time
+	err = c.QueryRow(ctx, m.pull.repeatNext, []byte(domain), int64(tok.Fence()), int64(tok.Serial()), m.now()).
+		Scan(&off, &payload, &fence, &serial, &attempts, &expires)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return worklease.Claim{}, false, nil
+	case err != nil:
+		return worklease.Claim{}, false, callError("ClaimNext", err)
+	}
+	return worklease.Claim{Domain: domain, Offset: off, Payload: payload, Token: m.token(fence, serial), Attempt: int(attempts),
+		ExpiresAt: timeOf(expires)}, true, nil
 }
 
 // A fastClaim is what claimFast did: the leases it granted, in the order

@@ -429,9 +429,17 @@ func TestClaimNext(t *testing.T) {
 		next[0].Attempt != 1 || next[0].Token.Fence() != stale.Token.Fence()+1 || next[0].ExpiresAt.IsZero() {
 		t.Fatalf("ClaimNext: %+v; want deep's offset 1 under the next fence", next)
 	}
-	// The ended lease's token is spent.
-	if _, errs, err := e.m.ClaimNext(e.ctx, []worklease.Claim{stale}); err != nil || !errors.Is(errs[0], worklease.ErrTokenMismatch) {
-		t.Fatalf("ClaimNext of a spent token: %v, %v; want ErrTokenMismatch", errs, err)
+	// Repeated, as after ErrOutcomeUnknown, it answers with the lease it
+	// granted, and changes nothing.
+	again, errs, err := e.m.ClaimNext(e.ctx, []worklease.Claim{stale})
+	if err != nil || errs[0] != nil || len(again) != 1 || again[0].Domain != "deep" || again[0].Offset != 1 ||
+		string(again[0].Payload) != "d1" || again[0].Token != next[0].Token || again[0].Attempt != 1 ||
+		!again[0].ExpiresAt.Equal(next[0].ExpiresAt) {
+		t.Fatalf("ClaimNext repeated: %+v, %v, %v; want %+v", again, errs, err, next)
+	}
+	// The ended lease's token is spent for the other calls.
+	if errs, err := e.m.SucceedMany(e.ctx, []worklease.Claim{stale}); err != nil || !errors.Is(errs[0], worklease.ErrTokenMismatch) {
+		t.Fatalf("SucceedMany of a spent token: %v, %v; want ErrTokenMismatch", errs, err)
 	}
 	// deep goes on to MaxStreak leases in a row, then waits behind later.
 	for i := 2; i <= pg.MaxStreak; i++ {
@@ -439,6 +447,10 @@ func TestClaimNext(t *testing.T) {
 		if err != nil || errs[0] != nil || len(next) != 1 || next[0].Offset != int64(i) {
 			t.Fatalf("ClaimNext %d: %+v, %v, %v; want deep's offset %d", i, next, errs, err, i)
 		}
+	}
+	// Once the lease it granted has ended, a repeat is refused.
+	if _, errs, err := e.m.ClaimNext(e.ctx, []worklease.Claim{stale}); err != nil || !errors.Is(errs[0], worklease.ErrTokenMismatch) {
+		t.Fatalf("ClaimNext repeated late: %v, %v; want ErrTokenMismatch", errs, err)
 	}
 	e.clock.Advance(time.Millisecond)
 	if next, errs, err = e.m.ClaimNext(e.ctx, next); err != nil || errs[0] != nil || len(next) != 0 {

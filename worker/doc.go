@@ -21,11 +21,14 @@
 // backlog keeps going without a claim in between (up to
 // worklease.MaxStreak offsets, then it waits behind the other domains),
 // and no offset submitted meanwhile can slip through. A failed attempt, a
-// handler's error or panic, is ended with Retry, after the Pool's
-// [worklease.Backoff] delay, which the backend keeps: no worker waits it
-// out, and nothing of the domain overtakes the offset. An offset out of
-// retries becomes a dead letter, as the backend's options say
-// (worklease.WithMaxRetries).
+// handler's error or panic (or its call of runtime.Goexit), is ended with
+// Retry, after the Pool's [worklease.Backoff] delay, which the backend
+// keeps: no worker waits it out, and nothing of the domain overtakes the
+// offset. An offset out of retries becomes a dead letter, as the backend's
+// options say (worklease.WithMaxRetries). A call that ends an attempt and
+// fails is made again, with the same backoff between, until it is
+// answered; a ClaimNext whose answer was lost answers the second time with
+// the next lease it granted the first.
 //
 // The backend keeps each domain's order, its single lease and its fences:
 // a Pool runs one offset of a domain at a time, in order, whatever the

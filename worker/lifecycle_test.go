@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -129,6 +130,43 @@ func TestEdgePanics(t *testing.T) {
 	require.Equal(t, uint64(3), s.Panicked)
 	require.Equal(t, uint64(3), s.DeadLettered)
 	require.Equal(t, 0, s.Queued)
+}
+
+// A handler that calls runtime.Goexit (t.FailNow, say) ends its worker's
+// goroutine: the attempt fails with a PanicError, and another goroutine
+// takes the worker's place, so that the only worker goes on, its lease
+// renewed, and Stop waits for it.
+func TestEdgeHandlerGoexit(t *testing.T) {
+	m := newManager(t, worklease.WithMaxRetries(0), worklease.WithLeaseTTL(time.Minute))
+	var n atomic.Int32
+	p := start(t, m.Backend(), func(ctx context.Context, j worker.Job) error {
+		n.Add(1)
+		if j.Offset%2 == 0 {
+			runtime.Goexit()
+		}
+		return nil
+	}, worker.WithWorkers(1), worker.WithBackoff(fastBackoff))
+	for off := range int64(5) {
+		_, err := p.Submit(context.Background(), "a", off, nil)
+		require.NoError(t, err)
+	}
+	eventually(t, func() bool { info, _ := m.Inspect("a"); return info.Processed+info.Failed == 5 }, "done")
+	info, err := m.Inspect("a")
+	require.NoError(t, err)
+	require.Equal(t, worklease.DomainInfo{Processed: 2, Failed: 3}, info)
+	dl, err := m.DeadLetters("a")
+	require.NoError(t, err)
+	require.Len(t, dl, 3)
+	var pe *worker.PanicError
+	require.ErrorAs(t, dl[0].Cause, &pe)
+	require.ErrorContains(t, dl[0].Cause, "runtime.Goexit")
+	require.Equal(t, int32(5), n.Load())
+	s := p.Stats()
+	require.Equal(t, uint64(3), s.Panicked)
+	require.Equal(t, uint64(2), s.Succeeded)
+	require.Equal(t, uint64(3), s.DeadLettered)
+	require.Equal(t, 0, s.Queued)
+	require.Equal(t, 0, s.InFlight)
 }
 
 // A handler returning a wrapped context error without being cancelled is an

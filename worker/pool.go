@@ -33,7 +33,9 @@ type Job struct {
 // makes the attempt a failed one: the offset is retried after the Pool's
 // backoff, or becomes a dead letter once it has no retries left (see
 // worklease.WithMaxRetries). A panic is a failed attempt too, with a
-// *PanicError as its cause.
+// *PanicError as its cause, and so is a handler's call of runtime.Goexit
+// (t.FailNow in a test, say), which ends the worker's goroutine: another
+// takes its place.
 //
 // ctx is cancelled when the attempt should stop: when the Pool found its
 // lease gone (the cause matches ErrLeaseLost; the work's outcome is
@@ -62,6 +64,9 @@ type Pool struct {
 
 	stopping chan struct{} // closed once Stop begins, Run's context ends or the backend is closed: claim no more
 	done     chan struct{} // closed once Run's goroutines have all exited
+	// goroutines counts Run's goroutines, and those that take a worker's
+	// place after a handler called runtime.Goexit.
+	goroutines sync.WaitGroup
 
 	// Run's contexts: claims end with claimCtx; handlers' contexts derive
 	// from handlerCtx, which Stop cancels, with ErrStopped, when it gives
@@ -165,16 +170,15 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 
-	var wg sync.WaitGroup
 	for _, w := range p.workers {
-		wg.Go(w.run)
+		p.goroutines.Go(w.run)
 	}
 	if p.cfg.reapAuto || p.cfg.reapEvery != 0 {
-		wg.Go(p.reap)
+		p.goroutines.Go(p.reap)
 	}
 	finished := make(chan struct{})
 	go func() {
-		wg.Wait()
+		p.goroutines.Wait()
 		close(finished)
 	}()
 	err := early

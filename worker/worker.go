@@ -22,6 +22,9 @@ type worker struct {
 	cancel context.CancelCauseFunc
 	renew  renewer
 	one    [1]worklease.Claim // the argument of ClaimNext and SucceedMany, without an allocation
+	// running is the attempt whose handler runs, if any. Only the goroutine
+	// that runs the worker uses it.
+	running running
 
 	// Counts, summed by Stats. Each worker writes only its own.
 	inFlight     atomic.Bool
@@ -34,14 +37,21 @@ type worker struct {
 }
 
 // run is the worker's goroutine.
-func (w *worker) run() {
+func (w *worker) run() { w.serve(nil) }
+
+// serve claims work and runs it until the Pool stops, starting with next,
+// the domain's next offset that ClaimNext handed over (one at most), if
+// any.
+func (w *worker) serve(next []worklease.Claim) {
 	p := w.p
+	goexit := false // a handler called runtime.Goexit: another goroutine goes on
 	defer func() {
-		w.renew.close()
-		w.cancel(nil)
+		if !goexit {
+			w.renew.close()
+			w.cancel(nil)
+		}
 	}()
-	var next []worklease.Claim // the domain's next offset, handed over by ClaimNext: one at most
-	failures := 0              // claims that failed in a row
+	failures := 0 // claims that failed in a row
 	for {
 		var c worklease.Claim
 		if len(next) > 0 {
@@ -68,13 +78,15 @@ func (w *worker) run() {
 			}
 			c = cs[0]
 		}
-		next = w.work(c)
+		next = w.work(c, &goexit)
 	}
 }
 
 // work runs the handler on c, and ends the attempt; it returns the claim
-// of the domain's next offset if the backend handed it over.
-func (w *worker) work(c worklease.Claim) []worklease.Claim {
+// of the domain's next offset if the backend handed it over. If the
+// handler calls runtime.Goexit, which ends the goroutine, work sets
+// *goexit and a new goroutine ends the attempt and goes on serving.
+func (w *worker) work(c worklease.Claim, goexit *bool) []worklease.Claim {
 	p := w.p
 	w.inFlight.Store(true)
 	w.started.Add(1)
@@ -87,7 +99,35 @@ func (w *worker) work(c worklease.Claim) []worklease.Claim {
 			p.sawTTL(c.ExpiresAt.Sub(p.cfg.clock.Now()))
 		}
 	}
+	w.running = running{ctx: ctx, cancel: cancel, claim: c, goexit: goexit}
 	err := w.call(ctx, Job{Domain: c.Domain, Offset: c.Offset, Attempt: c.Attempt, Token: c.Token, Payload: c.Payload})
+	w.running = running{}
+	return w.finish(ctx, c, cancel, err)
+}
+
+// A running attempt is what a worker's goroutine that ends in its handler,
+// which called runtime.Goexit, leaves for the one that takes its place.
+type running struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	claim  worklease.Claim
+	goexit *bool // serve's: set when the goroutine ends
+}
+
+// goexited is called, on the goroutine that runs w's handler, when the
+// handler called runtime.Goexit: that goroutine ends, and a new one ends
+// the attempt as failed with err and goes on serving.
+func (w *worker) goexited(err error) {
+	r := w.running
+	*r.goexit = true
+	w.p.goroutines.Go(func() { w.serve(w.finish(r.ctx, r.claim, r.cancel, err)) })
+}
+
+// finish ends the attempt on c, whose handler ran with ctx and returned
+// err, and returns the claim of the domain's next offset if the backend
+// handed it over. cancel, if not nil, cancels ctx.
+func (w *worker) finish(ctx context.Context, c worklease.Claim, cancel context.CancelCauseFunc, err error) []worklease.Claim {
+	p := w.p
 	stopped := err != nil && errors.Is(context.Cause(ctx), ErrStopped)
 	lost := false
 	if cancel != nil {
@@ -110,15 +150,26 @@ func (w *worker) work(c worklease.Claim) []worklease.Claim {
 	return nil
 }
 
-// call runs the handler, recovering a panic as a failed attempt.
+// errGoexit is the Value of the PanicError of a handler that called
+// runtime.Goexit.
+var errGoexit = errors.New("handler called runtime.Goexit")
+
+// call runs the handler, recovering a panic as a failed attempt, and
+// sees to a call of runtime.Goexit (see goexited).
 func (w *worker) call(ctx context.Context, job Job) (err error) {
+	returned := false
 	defer func() {
 		if v := recover(); v != nil {
 			w.panicked.Add(1)
 			err = &PanicError{Value: v, Stack: debug.Stack()}
+		} else if !returned {
+			w.panicked.Add(1)
+			w.goexited(&PanicError{Value: errGoexit, Stack: debug.Stack()})
 		}
 	}()
-	return w.p.h(ctx, job)
+	err = w.p.h(ctx, job)
+	returned = true
+	return err
 }
 
 // succeed ends c's attempt as processed, with ClaimNext unless the Pool is
@@ -127,16 +178,17 @@ func (w *worker) succeed(c *worklease.Claim) []worklease.Claim {
 	p := w.p
 	var next []worklease.Claim
 	var lease error // the claim's error: the lease is gone
-	ended := w.end(func(retried bool) error {
+	// After an error the call may have gone through, and ClaimNext's may
+	// have granted the next lease: a ClaimNext repeated answers with it.
+	chain := !p.isStopping()
+	ended := w.end(func() error {
 		w.one[0] = *c
 		var errs []error
 		var err error
-		// After an error the call may have gone through: its next lease,
-		// if any, then expires unclaimed; a retry claims no other.
-		if p.isStopping() || retried {
-			errs, err = p.b.SucceedMany(p.base, w.one[:])
-		} else {
+		if chain {
 			next, errs, err = p.b.ClaimNext(p.base, w.one[:])
+		} else {
+			errs, err = p.b.SucceedMany(p.base, w.one[:])
 		}
 		w.one[0] = worklease.Claim{}
 		if err != nil {
@@ -168,7 +220,7 @@ func (w *worker) retry(c *worklease.Claim, cause error, delay time.Duration) {
 	p := w.p
 	var res worklease.RetryResult
 	var lease error
-	ended := w.end(func(bool) error {
+	ended := w.end(func() error {
 		var err error
 		res, err = p.b.Retry(p.base, c.Domain, c.Token, cause, delay)
 		if err != nil && leaseGone(err) {
@@ -196,10 +248,10 @@ func (w *worker) retry(c *worklease.Claim, cause error, delay time.Duration) {
 // the Pool's backoff between, and reports whether it went through: not if
 // the backend is closed, or if the handlers were cancelled while it
 // waited to call again (the lease then stays, to expire if it does).
-func (w *worker) end(call func(retried bool) error) bool {
+func (w *worker) end(call func() error) bool {
 	p := w.p
 	for n := 0; ; n++ {
-		err := call(n > 0)
+		err := call()
 		if err == nil {
 			return true
 		}

@@ -1,0 +1,150 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/worker"
+)
+
+// lossy is a backend whose calls can fail, as over a network: before
+// reaching the backend (nothing changed), or after it answered (the answer
+// is lost, as with pg.ErrOutcomeUnknown).
+type lossy struct {
+	worklease.Backend
+	mu     sync.Mutex     // guards the maps
+	before map[string]int // call name: failures left, before the backend
+	after  map[string]int // call name: answers left to lose
+}
+
+var errLossy = errors.New("lossy: connection reset")
+
+// fault says whether call name fails before the backend, or loses its
+// answer after it.
+func (l *lossy) fault(name string) (before, after bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.before[name] > 0:
+		l.before[name]--
+		return true, false
+	case l.after[name] > 0:
+		l.after[name]--
+		return false, true
+	}
+	return false, false
+}
+
+func (l *lossy) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]worklease.Claim, error) {
+	if before, _ := l.fault("WaitClaim"); before {
+		return nil, errLossy
+	}
+	return l.Backend.WaitClaim(ctx, n, poll)
+}
+
+func (l *lossy) ClaimNext(ctx context.Context, cs []worklease.Claim) ([]worklease.Claim, []error, error) {
+	before, after := l.fault("ClaimNext")
+	if before {
+		return nil, nil, errLossy
+	}
+	next, errs, err := l.Backend.ClaimNext(ctx, cs)
+	if after {
+		return nil, nil, errLossy
+	}
+	return next, errs, err
+}
+
+func (l *lossy) Retry(ctx context.Context, d string, tok worklease.Token, cause error, delay time.Duration) (worklease.RetryResult, error) {
+	if before, _ := l.fault("Retry"); before {
+		return worklease.RetryResult{}, errLossy
+	}
+	return l.Backend.Retry(ctx, d, tok, cause, delay)
+}
+
+// Calls that fail before they reach the backend are made again, each
+// failure counted as an error, and nothing is lost or run twice.
+func TestCallsFailingBeforeTheBackend(t *testing.T) {
+	m := newManager(t)
+	b := &lossy{Backend: m.Backend(), before: map[string]int{"WaitClaim": 2, "ClaimNext": 2, "Retry": 2}}
+	var mu sync.Mutex
+	ran := map[int64]int{} // successful runs by offset
+	var errs atomic.Int32
+	p := start(t, b, func(ctx context.Context, j worker.Job) error {
+		if j.Offset == 2 && j.Attempt == 1 {
+			return errIgnored
+		}
+		mu.Lock()
+		ran[j.Offset]++
+		mu.Unlock()
+		return nil
+	}, worker.WithWorkers(1), worker.WithBackoff(fastBackoff), worker.WithErrorFunc(func(error) { errs.Add(1) }))
+	for off := range int64(4) {
+		_, err := p.Submit(context.Background(), "a", off, nil)
+		require.NoError(t, err)
+	}
+	eventually(t, func() bool { info, _ := m.Inspect("a"); return info.Processed == 4 }, "all processed")
+	eventually(t, func() bool { return p.Stats().Queued == 0 }, "queue drained")
+	s := p.Stats()
+	require.Equal(t, uint64(6), s.Errors)
+	require.Equal(t, int32(6), errs.Load())
+	require.Zero(t, s.LeaseLost)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[int64]int{0: 1, 1: 1, 2: 1, 3: 1}, ran)
+}
+
+// A ClaimNext that went through but whose answer was lost is made again,
+// and answers with the next lease it granted: the success is counted as
+// one, and the next offset runs at once, under that lease, rather than
+// waiting under a lease nobody holds.
+func TestClaimNextAnswerLost(t *testing.T) {
+	m := newManager(t)
+	b := &lossy{Backend: m.Backend(), after: map[string]int{"ClaimNext": 1}}
+	rec := newRecorder(worklease.EventLeaseLost)
+	p := start(t, b, func(ctx context.Context, j worker.Job) error { return nil },
+		worker.WithWorkers(2), worker.WithBackoff(fastBackoff), worker.WithObserver(rec))
+	for off := range int64(3) {
+		_, err := p.Submit(context.Background(), "a", off, nil)
+		require.NoError(t, err)
+	}
+	eventually(t, func() bool { info, _ := m.Inspect("a"); return info.Processed == 3 }, "all processed")
+	eventually(t, func() bool { return p.Stats().Queued == 0 }, "queue drained")
+	s := p.Stats()
+	require.Zero(t, s.LeaseLost, "a success reported as a lost lease")
+	require.Equal(t, uint64(3), s.Succeeded)
+	require.Equal(t, uint64(1), s.Errors)
+}
+
+// As above with expiring leases and no retries: the next offset is run,
+// not left to expire unheld, which would make it a dead letter without an
+// attempt.
+func TestClaimNextAnswerLostNoDeadLetter(t *testing.T) {
+	m := newManager(t, worklease.WithLeaseTTL(time.Minute), worklease.WithMaxRetries(0))
+	b := &lossy{Backend: m.Backend(), after: map[string]int{"ClaimNext": 1}}
+	var mu sync.Mutex
+	ran := map[int64]int{}
+	p := start(t, b, func(ctx context.Context, j worker.Job) error {
+		mu.Lock()
+		ran[j.Offset]++
+		mu.Unlock()
+		return nil
+	}, worker.WithWorkers(2), worker.WithBackoff(fastBackoff))
+	for off := range int64(3) {
+		_, err := p.Submit(context.Background(), "a", off, nil)
+		require.NoError(t, err)
+	}
+	eventually(t, func() bool { info, _ := m.Inspect("a"); return info.Processed == 3 }, "all processed")
+	dl, err := m.DeadLetters("a")
+	require.NoError(t, err)
+	require.Empty(t, dl)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[int64]int{0: 1, 1: 1, 2: 1}, ran)
+}
