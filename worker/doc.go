@@ -28,7 +28,9 @@
 // options say (worklease.WithMaxRetries). A call that ends an attempt and
 // fails is made again, with the same backoff between, until it is
 // answered; a ClaimNext whose answer was lost answers the second time with
-// the next lease it granted the first.
+// the next lease it granted the first, and a call refused the second time
+// as its lease ended, by the first, counts as the first's outcome rather
+// than as a lost lease.
 //
 // The backend keeps each domain's order, its single lease and its fences:
 // a Pool runs one offset of a domain at a time, in order, whatever the

@@ -62,10 +62,15 @@ func (l *lossy) ClaimNext(ctx context.Context, cs []worklease.Claim) ([]workleas
 }
 
 func (l *lossy) Retry(ctx context.Context, d string, tok worklease.Token, cause error, delay time.Duration) (worklease.RetryResult, error) {
-	if before, _ := l.fault("Retry"); before {
+	before, after := l.fault("Retry")
+	if before {
 		return worklease.RetryResult{}, errLossy
 	}
-	return l.Backend.Retry(ctx, d, tok, cause, delay)
+	res, err := l.Backend.Retry(ctx, d, tok, cause, delay)
+	if after {
+		return worklease.RetryResult{}, errLossy
+	}
+	return res, err
 }
 
 // Calls that fail before they reach the backend are made again, each
@@ -122,6 +127,27 @@ func TestClaimNextAnswerLost(t *testing.T) {
 	require.Equal(t, uint64(1), s.Errors)
 }
 
+// A ClaimNext whose answer was lost, and that granted no next lease, as
+// the domain had none queued: made again, it is refused, as the lease is
+// gone; the Pool counts the success, not a lost lease.
+func TestClaimNextAnswerLostLast(t *testing.T) {
+	m := newManager(t)
+	b := &lossy{Backend: m.Backend(), after: map[string]int{"ClaimNext": 1}}
+	rec := newRecorder(worklease.EventLeaseLost)
+	p := start(t, b, func(ctx context.Context, j worker.Job) error { return nil },
+		worker.WithWorkers(1), worker.WithBackoff(fastBackoff), worker.WithObserver(rec))
+	_, err := p.Submit(context.Background(), "a", 0, nil)
+	require.NoError(t, err)
+	eventually(t, func() bool { return p.Stats().Queued == 0 }, "queue drained")
+	s := p.Stats()
+	require.Zero(t, s.LeaseLost)
+	require.Zero(t, rec.count(worklease.EventLeaseLost))
+	require.Equal(t, uint64(1), s.Succeeded)
+	info, err := m.Inspect("a")
+	require.NoError(t, err)
+	require.Equal(t, worklease.DomainInfo{Processed: 1}, info)
+}
+
 // As above with expiring leases and no retries: the next offset is run,
 // not left to expire unheld, which would make it a dead letter without an
 // attempt.
@@ -147,4 +173,36 @@ func TestClaimNextAnswerLostNoDeadLetter(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, map[int64]int{0: 1, 1: 1, 2: 1}, ran)
+}
+
+// A Retry that went through but whose answer was lost is made again, and
+// refused, as the lease is gone: the Pool counts the attempt it ended as
+// retried (or dead-lettered), not as a lost lease.
+func TestRetryAnswerLost(t *testing.T) {
+	for _, maxRetries := range []int{1, 0} {
+		m := newManager(t, worklease.WithMaxRetries(maxRetries))
+		b := &lossy{Backend: m.Backend(), after: map[string]int{"Retry": 1}}
+		rec := newRecorder(worklease.EventLeaseLost)
+		var calls atomic.Int32
+		p := start(t, b, func(ctx context.Context, j worker.Job) error {
+			if calls.Add(1) == 1 {
+				return errIgnored
+			}
+			return nil
+		}, worker.WithWorkers(1), worker.WithBackoff(fastBackoff), worker.WithObserver(rec))
+		_, err := p.Submit(context.Background(), "a", 0, nil)
+		require.NoError(t, err)
+		eventually(t, func() bool { info, _ := m.Inspect("a"); return info.Processed+info.Failed == 1 }, "ended")
+		eventually(t, func() bool { return p.Stats().Queued == 0 }, "drained")
+		s := p.Stats()
+		require.Zero(t, s.LeaseLost, "an attempt the Pool ended itself reported as a lost lease")
+		require.Zero(t, rec.count(worklease.EventLeaseLost))
+		require.Equal(t, uint64(1), s.Errors)
+		if maxRetries == 0 {
+			require.Equal(t, uint64(1), s.DeadLettered)
+		} else {
+			require.Equal(t, uint64(1), s.Retried)
+			require.Equal(t, uint64(1), s.Succeeded)
+		}
+	}
 }

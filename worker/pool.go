@@ -120,6 +120,12 @@ func New(b worklease.Backend, h Handler, opts ...Option) (*Pool, error) {
 // error), or until the Pool stops; with WithSubmitNoWait it returns
 // ErrQueueFull at once. Submit returns ErrStopped once the Pool is
 // stopping. It may be called before Run: the offset waits in the backend.
+//
+// A handler that submits follow-up work to its own Pool holds a slot of
+// the queue while it waits for one: with every slot held so, Submit waits
+// until its ctx ends. Such a Pool should have no limit (WithQueueLimit(0))
+// or not wait (WithSubmitNoWait), or the handler should store the work
+// with the backend's Enqueue, which no limit holds back.
 func (p *Pool) Submit(ctx context.Context, domain string, offset int64, payload []byte) (worklease.AcquireStatus, error) {
 	if p.isStopping() {
 		return 0, ErrStopped
@@ -352,21 +358,24 @@ func (p *Pool) leaseLost(c worklease.Claim, err error) {
 	p.observe(worklease.EventLeaseLost, &c, err)
 }
 
-// settleLost gives back the queue slot of c's offset, whose lease was
-// lost, if the offset is finished: an expiry that was its last attempt
-// made it a dead letter, say. Otherwise it waits in the backend, and the
-// worker that finishes it frees the slot.
-func (p *Pool) settleLost(c *worklease.Claim) {
+// settleLost gives back the queue slot of c's offset, whose lease ended
+// without an answer that said how, if the offset is finished: an expiry
+// that was its last attempt made it a dead letter, say. Otherwise it waits
+// in the backend, and the worker that finishes it frees the slot. It
+// reports whether it freed the slot.
+func (p *Pool) settleLost(c *worklease.Claim) bool {
 	k := queueKey{c.Domain, c.Offset}
 	if !p.q.holds(k) {
-		return
+		return false
 	}
 	info, err := p.b.Inspect(p.base, c.Domain)
 	if err != nil {
 		p.callFailed(fmt.Errorf("worker: Inspect: %w", err))
-		return
+		return false
 	}
 	if !slices.Contains(info.Backlog, c.Offset) && !(info.Leased && info.Lease.Offset == c.Offset) {
 		p.q.done(k)
+		return true
 	}
+	return false
 }

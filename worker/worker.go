@@ -181,6 +181,7 @@ func (w *worker) succeed(c *worklease.Claim) []worklease.Claim {
 	// After an error the call may have gone through, and ClaimNext's may
 	// have granted the next lease: a ClaimNext repeated answers with it.
 	chain := !p.isStopping()
+	again := false // a call before failed, perhaps after it went through
 	ended := w.end(func() error {
 		w.one[0] = *c
 		var errs []error
@@ -192,13 +193,17 @@ func (w *worker) succeed(c *worklease.Claim) []worklease.Claim {
 		}
 		w.one[0] = worklease.Claim{}
 		if err != nil {
+			again = true
 			return fmt.Errorf("worker: end of %s/%d: %w", c.Domain, c.Offset, err)
 		}
 		if len(errs) == 1 && errs[0] != nil {
-			if !leaseGone(errs[0]) {
+			switch {
+			case again && endedByHolder(errs[0]): // by the call before
+			case !leaseGone(errs[0]):
 				return fmt.Errorf("worker: end of %s/%d: %w", c.Domain, c.Offset, errs[0])
+			default:
+				lease = errs[0]
 			}
-			lease = errs[0]
 		}
 		return nil
 	})
@@ -220,12 +225,19 @@ func (w *worker) retry(c *worklease.Claim, cause error, delay time.Duration) {
 	p := w.p
 	var res worklease.RetryResult
 	var lease error
+	again := false  // a call before failed, perhaps after it went through
+	landed := false // it did
 	ended := w.end(func() error {
 		var err error
 		res, err = p.b.Retry(p.base, c.Domain, c.Token, cause, delay)
-		if err != nil && leaseGone(err) {
+		switch {
+		case err == nil:
+		case again && endedByHolder(err): // by the call before
+			landed, err = true, nil
+		case leaseGone(err):
 			lease, err = err, nil
 		}
+		again = err != nil
 		if err != nil {
 			return fmt.Errorf("worker: retry of %s/%d: %w", c.Domain, c.Offset, err)
 		}
@@ -236,12 +248,27 @@ func (w *worker) retry(c *worklease.Claim, cause error, delay time.Duration) {
 	case lease != nil:
 		p.leaseLost(*c, lease)
 		p.settleLost(c)
+	case landed: // retried or dead-lettered, which the answer said
+		if p.settleLost(c) {
+			w.deadLettered.Add(1)
+		} else {
+			w.retried.Add(1)
+		}
 	case res.DeadLettered:
 		w.deadLettered.Add(1)
 		p.q.done(queueKey{c.Domain, c.Offset})
 	default:
 		w.retried.Add(1)
 	}
+}
+
+// endedByHolder reports whether err, a backend's answer to a call made
+// again with a lease's token after the call before failed, says that the
+// lease ended by its holder's hand, which was then the call before: a lease
+// that expired or that an operator took answers ErrLeaseExpired or
+// ErrLeaseRevoked instead.
+func endedByHolder(err error) bool {
+	return errors.Is(err, worklease.ErrNoLease) || errors.Is(err, worklease.ErrTokenMismatch)
 }
 
 // end makes the call that ends an attempt, again after each error, with
