@@ -26,11 +26,13 @@
 // keeps: no worker waits it out, and nothing of the domain overtakes the
 // offset. An offset out of retries becomes a dead letter, as the backend's
 // options say (worklease.WithMaxRetries). A call that ends an attempt and
-// fails is made again, with the same backoff between, until it is
-// answered; a ClaimNext whose answer was lost answers the second time with
-// the next lease it granted the first, and a call refused the second time
-// as its lease ended, by the first, counts as the first's outcome rather
-// than as a lost lease.
+// fails is made again, with the same backoff between, until it is answered
+// (or the backend is closed, or Stop gives up waiting). A ClaimNext whose
+// answer was lost answers the second time with the next lease it granted
+// the first, while that lease is in flight. A call refused the second time
+// because the lease ended by its holder's hand counts as the first call's
+// outcome, not as a lost lease: only a lease that expired or that an
+// operator took is reported lost (see [Stats]).
 //
 // The backend keeps each domain's order, its single lease and its fences:
 // a Pool runs one offset of a domain at a time, in order, whatever the

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -204,5 +205,116 @@ func TestRetryAnswerLost(t *testing.T) {
 			require.Equal(t, uint64(1), s.Retried)
 			require.Equal(t, uint64(1), s.Succeeded)
 		}
+	}
+}
+
+// A Retry whose answer was lost, that dead-lettered an offset the Pool
+// did not Submit (stored with the backend's Enqueue, which the Pool runs
+// too), counts as dead-lettered.
+func TestRetryAnswerLostDeadLetter(t *testing.T) {
+	m := newManager(t, worklease.WithMaxRetries(0))
+	b := &lossy{Backend: m.Backend(), after: map[string]int{"Retry": 1}}
+	p := start(t, b, func(ctx context.Context, j worker.Job) error { return errIgnored },
+		worker.WithWorkers(1), worker.WithBackoff(fastBackoff))
+	_, err := m.Enqueue("a", 0, nil)
+	require.NoError(t, err)
+	eventually(t, func() bool { s := p.Stats(); return s.Retried+s.DeadLettered == 1 }, "attempt ended")
+	info, err := m.Inspect("a")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, info.Failed, "the offset is a dead letter")
+	s := p.Stats()
+	require.Equal(t, uint64(1), s.DeadLettered, "stats %+v: the dead letter counted as a retry", s)
+	require.Zero(t, s.Retried)
+}
+
+// slowRetry loses the answer of the first Retry, and makes the second
+// wait until the domain's offset was processed (by another Pool).
+type slowRetry struct {
+	worklease.Backend
+	m     *worklease.Manager
+	calls atomic.Int32
+}
+
+func (s *slowRetry) Retry(ctx context.Context, d string, tok worklease.Token, cause error, delay time.Duration) (worklease.RetryResult, error) {
+	if s.calls.Add(1) == 1 {
+		_, _ = s.Backend.Retry(ctx, d, tok, cause, delay)
+		return worklease.RetryResult{}, errLossy
+	}
+	for {
+		info, _ := s.m.Inspect(d)
+		if info.Processed == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return s.Backend.Retry(ctx, d, tok, cause, delay)
+}
+
+// A Retry whose answer was lost, made again after another Pool (or
+// process) ran the retried offset to success, counts as retried: it was.
+func TestRetryAnswerLostThenFinishedElsewhere(t *testing.T) {
+	m := newManager(t, worklease.WithMaxRetries(3))
+	b := &slowRetry{Backend: m.Backend(), m: m}
+	entered := make(chan struct{})
+	var once sync.Once
+	p1 := start(t, b, func(ctx context.Context, j worker.Job) error {
+		once.Do(func() { close(entered) })
+		return errIgnored
+	}, worker.WithWorkers(1), worker.WithBackoff(fastBackoff))
+	_, err := p1.Submit(context.Background(), "a", 0, nil)
+	require.NoError(t, err)
+	<-entered
+	start(t, m.Backend(), func(ctx context.Context, j worker.Job) error { return nil },
+		worker.WithWorkers(1), worker.WithBackoff(fastBackoff))
+	eventually(t, func() bool { s := p1.Stats(); return s.Retried+s.DeadLettered == 1 }, "attempt ended")
+	info, err := m.Inspect("a")
+	require.NoError(t, err)
+	require.Equal(t, worklease.DomainInfo{Processed: 1}, info)
+	s := p1.Stats()
+	require.Zero(t, s.DeadLettered, "stats %+v: nothing was dead-lettered", s)
+	require.Equal(t, uint64(1), s.Retried)
+}
+
+// Handlers calling runtime.Goexit under load, with panics, renewals and a
+// Stop whose ctx ends while handlers run: no goroutine is left behind
+// (goleak in TestMain), and every count adds up.
+func TestGoexitUnderLoad(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		m := newManager(t, worklease.WithMaxRetries(2), worklease.WithLeaseTTL(30*time.Millisecond))
+		var n atomic.Int64
+		p, err := worker.New(m.Backend(), func(ctx context.Context, j worker.Job) error {
+			switch n.Add(1) % 4 {
+			case 0:
+				runtime.Goexit()
+			case 1:
+				panic("boom")
+			case 2:
+				select {
+				case <-ctx.Done():
+					runtime.Goexit()
+				case <-time.After(time.Duration(j.Offset%7) * time.Millisecond):
+				}
+			}
+			return nil
+		}, worker.WithWorkers(4), worker.WithBackoff(fastBackoff))
+		require.NoError(t, err)
+		ran := make(chan error, 1)
+		go func() { ran <- p.Run(context.Background()) }()
+		for d := 0; d < 5; d++ {
+			for off := int64(0); off < 20; off++ {
+				_, err := p.Submit(context.Background(), string(rune('a'+d)), off, nil)
+				require.NoError(t, err)
+			}
+		}
+		time.Sleep(time.Duration(round%5) * 5 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		_ = p.Stop(ctx)
+		cancel()
+		if err := <-ran; err != nil && !errors.Is(err, worker.ErrStopped) {
+			t.Fatal(err)
+		}
+		s := p.Stats()
+		require.Zero(t, s.InFlight, "%+v", s)
+		require.LessOrEqual(t, s.Succeeded+s.Retried+s.DeadLettered+s.LeaseLost, s.Started, "%+v", s)
 	}
 }

@@ -358,6 +358,23 @@ func (p *Pool) leaseLost(c worklease.Claim, err error) {
 	p.observe(worklease.EventLeaseLost, &c, err)
 }
 
+// deadLettered reports whether c's offset is a dead letter after c's
+// attempt, its last: whether a Retry of it, whose answer was lost, made it
+// one.
+func (p *Pool) deadLettered(c *worklease.Claim) bool {
+	dls, err := p.b.DeadLetters(p.base, c.Domain)
+	if err != nil {
+		p.callFailed(fmt.Errorf("worker: DeadLetters: %w", err))
+		return false
+	}
+	for _, dl := range dls {
+		if dl.Offset == c.Offset && dl.Attempts == c.Attempt {
+			return true
+		}
+	}
+	return false
+}
+
 // settleLost gives back the queue slot of c's offset, whose lease ended
 // without an answer that said how, if the offset is finished: an expiry
 // that was its last attempt made it a dead letter, say. Otherwise it waits

@@ -248,8 +248,9 @@ func (w *worker) retry(c *worklease.Claim, cause error, delay time.Duration) {
 	case lease != nil:
 		p.leaseLost(*c, lease)
 		p.settleLost(c)
-	case landed: // retried or dead-lettered, which the answer said
-		if p.settleLost(c) {
+	case landed: // retried or dead-lettered, which the lost answer said
+		p.settleLost(c)
+		if p.deadLettered(c) {
 			w.deadLettered.Add(1)
 		} else {
 			w.retried.Add(1)
