@@ -266,14 +266,7 @@ func TestPullEdgeClaimNextPausedAndWake(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	_, err = m.Resume("a")
 	require.NoError(t, err)
-	select {
-	case w := <-got:
-		require.NoError(t, w.err)
-		require.Len(t, w.claims, 1)
-		require.Equal(t, int64(1), w.claims[0].Offset)
-	case <-time.After(2 * time.Second):
-		t.Fatal("WaitClaim not woken by Resume")
-	}
+	requireWoken(t, got, 1, "Resume")
 	// Kill the in-flight offset: its claim then gets an error; Redrive wakes
 	// a waiting claim.
 	info, err := m.Inspect("a")
@@ -293,14 +286,7 @@ func TestPullEdgeClaimNextPausedAndWake(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	_, err = m.Redrive("a", 1)
 	require.NoError(t, err)
-	select {
-	case w := <-got:
-		require.NoError(t, w.err)
-		require.Len(t, w.claims, 1)
-		require.Equal(t, int64(1), w.claims[0].Offset)
-	case <-time.After(2 * time.Second):
-		t.Fatal("WaitClaim not woken by Redrive")
-	}
+	requireWoken(t, got, 1, "Redrive")
 	requireInvariants(t, m)
 }
 
@@ -374,6 +360,20 @@ type waited struct {
 
 // waitClaim starts a WaitClaim of up to 5 domains, with a poll of an hour,
 // and returns the channel its answer comes on.
+// requireWoken waits for the claim of got, a waiting claim that a call
+// (by) woke, and checks it leased offset.
+func requireWoken(t *testing.T, got <-chan waited, offset int64, by string) {
+	t.Helper()
+	select {
+	case w := <-got:
+		require.NoError(t, w.err)
+		require.Len(t, w.claims, 1)
+		require.Equal(t, offset, w.claims[0].Offset)
+	case <-time.After(2 * time.Second):
+		t.Fatal("WaitClaim not woken by " + by)
+	}
+}
+
 func waitClaim(m *worklease.Manager) <-chan waited {
 	got := make(chan waited, 1)
 	go func() {

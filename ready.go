@@ -84,7 +84,7 @@ func (q *readyQueue) endDelay(r *record, now instant) {
 	defer q.mu.Unlock()
 	ticket := q.live[r]
 	for i := range q.later {
-		if e := &q.later[i]; e.ticket == ticket && e.r == r {
+		if e := &q.later[i]; e.ticket == ticket {
 			if e.at > now {
 				q.push(r, now, now) // the delayed entry is stale now
 			}

@@ -378,21 +378,18 @@ func (p *Pool) deadLettered(c *worklease.Claim) bool {
 // settleLost gives back the queue slot of c's offset, whose lease ended
 // without an answer that said how, if the offset is finished: an expiry
 // that was its last attempt made it a dead letter, say. Otherwise it waits
-// in the backend, and the worker that finishes it frees the slot. It
-// reports whether it freed the slot.
-func (p *Pool) settleLost(c *worklease.Claim) bool {
+// in the backend, and the worker that finishes it frees the slot.
+func (p *Pool) settleLost(c *worklease.Claim) {
 	k := queueKey{c.Domain, c.Offset}
 	if !p.q.holds(k) {
-		return false
+		return
 	}
 	info, err := p.b.Inspect(p.base, c.Domain)
 	if err != nil {
 		p.callFailed(fmt.Errorf("worker: Inspect: %w", err))
-		return false
+		return
 	}
 	if !slices.Contains(info.Backlog, c.Offset) && !(info.Leased && info.Lease.Offset == c.Offset) {
 		p.q.done(k)
-		return true
 	}
-	return false
 }
