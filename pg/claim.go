@@ -36,6 +36,14 @@ const MaxClaim = 10_000
 // counts it), so that a crashed worker's domain comes back without a
 // separate Reap. Domains another call holds at that moment are skipped.
 // Claim returns no claims, and no error, when nothing is ready.
+//
+// A claim reads past the entries that the domains and offsets claimed
+// before leave in the tables' indexes until vacuum removes them, which
+// autovacuum does at most once a minute by default. So once the claims
+// of a Manager (and its ClaimNext) have granted a few thousand leases,
+// it vacuums the two tables claims read, in the background and at most
+// a small share of the time; a role that does not own the tables leaves
+// it to autovacuum. Close ends a vacuum under way.
 func (m *Manager) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
 	claims, _, err := m.claim(ctx, n, false)
 	return claims, err
@@ -64,8 +72,10 @@ func (m *Manager) claim(ctx context.Context, n int, wantMore bool) (claims []wor
 			return nil, false, err
 		case fast.due: // the claim function takes due leases over first
 			claims, err := retryDeadlocked(func() ([]worklease.Claim, error) { return m.claimDue(ctx, conn, n) })
+			m.noteGrants(len(claims))
 			return claims, len(claims) == n, err
 		case len(fast.claims) > 0 || fast.skipped == 0 || tries == 3:
+			m.noteGrants(len(fast.claims))
 			return fast.claims, fast.more || fast.skipped > 0, nil
 		}
 	}
@@ -228,6 +238,7 @@ func (m *Manager) succeedMany(ctx context.Context, op string, claims []worklease
 		}
 		_, errs[i] = m.Succeed(ctx, c.Domain, c.Token)
 	}
+	m.noteGrants(len(granted))
 	if len(granted) == 0 {
 		return nil, errs, nil
 	}

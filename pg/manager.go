@@ -41,6 +41,7 @@ type Manager struct {
 	instance uint64 // the database's part of every token
 	closed   atomic.Bool
 	listen   listener // for WaitClaim
+	vacuum   vacuumer // for claims
 
 	// The statements of the calls, with the schema in them.
 	sql  statements
@@ -76,7 +77,7 @@ func OpenSchema(ctx context.Context, pool *pgxpool.Pool, schema string, opts ...
 	if !validSchema(schema) {
 		return nil, fmt.Errorf("%w: schema name %q: want 1 to 63 of a-z, 0-9 and _, not starting with a digit", worklease.ErrInvalidConfig, schema)
 	}
-	m := &Manager{pool: pool, schema: pgx.Identifier{schema}.Sanitize(), cfg: cfg}
+	m := &Manager{pool: pool, schema: pgx.Identifier{schema}.Sanitize(), cfg: cfg, vacuum: vacuumer{every: vacuumEvery}}
 	if m.instance, err = migrate(ctx, pool, m.schema); err != nil {
 		return nil, err
 	}
@@ -101,12 +102,14 @@ func validSchema(name string) bool {
 
 // Close marks the Manager closed: every later call returns an error
 // matching worklease.ErrClosed. It closes the connection WaitClaim
-// listens on, if any, and not the pool.
+// listens on, if any, and ends the Manager's vacuum of the queue's tables
+// if one is under way (see Claim), but not the pool.
 func (m *Manager) Close() error {
 	if m.closed.Swap(true) {
 		return worklease.ErrClosed
 	}
 	m.listen.close()
+	m.vacuum.close()
 	return nil
 }
 

@@ -66,6 +66,8 @@ func newManager(t testing.TB, pool *pgxpool.Pool, opts ...worklease.Option) (*pg
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Close ends the Manager's vacuum, if one runs, before the schema goes.
+	t.Cleanup(func() { _ = m.Close() })
 	return m, schema
 }
 

@@ -1,0 +1,90 @@
+package pg
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A claim reads the index of ready domains from its oldest end, and the
+// head of a domain's backlog from its oldest offset. A busy queue leaves
+// there the entries of the domains and offsets it took, dead until vacuum
+// removes them. Autovacuum looks at a table at most once a minute by
+// default, a server setting that no table's settings shorten: in between,
+// a queue working a few thousand offsets a second leaves a claim more and
+// more of them to read past, and a sustained run went at half the rate
+// of a short one. So the Manager vacuums the two tables itself, in a
+// goroutine of its own, once its claims (and ClaimNext) have granted
+// vacuumEvery leases since its last vacuum began, and no sooner than
+// vacuumPace times as long as that vacuum took after it ended: however
+// large the tables, vacuuming takes at most a small share of one
+// connection's time. It is housekeeping, best effort: a vacuum of the
+// tables under way, by autovacuum or another process, makes it skip them
+// (SKIP_LOCKED), a role that does not own them vacuums nothing
+// (PostgreSQL warns and goes on), and a failed one is tried again later.
+
+// vacuumEvery is how many leases a Manager's claims grant between two of
+// its vacuums.
+const vacuumEvery = 2000
+
+// vacuumPace is how many times as long as the last vacuum took the next
+// waits at least, after it ended.
+const vacuumPace = 20
+
+// A vacuumer starts the Manager's vacuums, one at a time.
+type vacuumer struct {
+	every int // vacuumEvery, or fewer in tests
+
+	mu      sync.Mutex    // guards the fields below
+	granted int           // leases granted since the last vacuum began
+	running bool          // a vacuum is under way
+	after   time.Time     // the next vacuum begins no sooner
+	closed  bool          // by Close: no vacuum starts again
+	stop    func()        // ends the vacuum under way
+	stopped chan struct{} // closed when the vacuum under way ends
+}
+
+// noteGrants notes that the Manager's claims granted n leases, and starts a
+// vacuum if one is due.
+func (m *Manager) noteGrants(n int) {
+	v := &m.vacuum
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.granted += n
+	if v.closed || v.running || v.granted < v.every || time.Now().Before(v.after) {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	v.granted, v.running, v.stop, v.stopped = 0, true, cancel, make(chan struct{})
+	go m.vacuumTables(ctx, cancel, v.stopped)
+}
+
+// vacuumTables vacuums the tables claims read, until ctx ends.
+func (m *Manager) vacuumTables(ctx context.Context, cancel func(), stopped chan<- struct{}) {
+	defer close(stopped)
+	defer cancel()
+	began := time.Now()
+	// VACUUM runs outside a transaction, in a statement of its own: the
+	// simple protocol sends it as it is. An error changes nothing; the
+	// claims after start another vacuum.
+	_, _ = m.pool.Exec(ctx, m.pull.vacuum, pgx.QueryExecModeSimpleProtocol)
+	ended := time.Now()
+	v := &m.vacuum
+	v.mu.Lock()
+	v.running, v.after = false, ended.Add(vacuumPace*ended.Sub(began))
+	v.mu.Unlock()
+}
+
+// close ends the vacuum under way, if any, and waits for it.
+func (v *vacuumer) close() {
+	v.mu.Lock()
+	v.closed = true
+	running, stop, stopped := v.running, v.stop, v.stopped
+	v.mu.Unlock()
+	if running {
+		stop()
+		<-stopped
+	}
+}
