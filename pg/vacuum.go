@@ -42,8 +42,8 @@ type vacuumer struct {
 	running bool          // a vacuum is under way
 	after   time.Time     // the next vacuum begins no sooner
 	closed  bool          // by Close: no vacuum starts again
-	stop    func()        // ends the vacuum under way
-	stopped chan struct{} // closed when the vacuum under way ends
+	stop    func()        // ends the last vacuum begun
+	stopped chan struct{} // closed when it ends
 }
 
 // noteGrants notes that the Manager's claims granted n leases, and starts a
@@ -66,9 +66,9 @@ func (m *Manager) vacuumTables(ctx context.Context, cancel func(), stopped chan<
 	defer close(stopped)
 	defer cancel()
 	began := time.Now()
-	// VACUUM runs outside a transaction, in a statement of its own: the
-	// simple protocol sends it as it is. An error changes nothing; the
-	// claims after start another vacuum.
+	// A statement this seldom run is sent as it is, not prepared on
+	// every connection. An error changes nothing: the claims after start
+	// another vacuum.
 	_, _ = m.pool.Exec(ctx, m.pull.vacuum, pgx.QueryExecModeSimpleProtocol)
 	ended := time.Now()
 	v := &m.vacuum
@@ -81,9 +81,9 @@ func (m *Manager) vacuumTables(ctx context.Context, cancel func(), stopped chan<
 func (v *vacuumer) close() {
 	v.mu.Lock()
 	v.closed = true
-	running, stop, stopped := v.running, v.stop, v.stopped
+	stop, stopped := v.stop, v.stopped
 	v.mu.Unlock()
-	if running {
+	if stopped != nil { // a vacuum began: the last may be ending yet
 		stop()
 		<-stopped
 	}
