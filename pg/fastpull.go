@@ -79,7 +79,7 @@ func newPullStatements(schema string) pullStatements {
 	// one ClaimNext granted last.
 	const run = "(CASE WHEN x.streak_fence = x.fence THEN x.streak ELSE 0 END)"
 	return pullStatements{
-		vacuum: fmt.Sprintf("VACUUM (SKIP_LOCKED) %[1]s.domains, %[1]s.backlog", schema),
+		vacuum: fmt.Sprintf("VACUUM (SKIP_LOCKED, TRUNCATE false, PROCESS_TOAST false) %[1]s.domains, %[1]s.backlog", schema),
 		// $1 the most domains to claim, $2 now, $3 the lease TTL in
 		// microseconds (0: none), $4 whether to look for more ready
 		// domains. Every row says whether a lease is due (then the claim

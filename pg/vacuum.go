@@ -24,6 +24,8 @@ import (
 // tables under way, by autovacuum or another process, makes it skip them
 // (SKIP_LOCKED), a role that does not own them vacuums nothing
 // (PostgreSQL warns and goes on), and a failed one is tried again later.
+// It leaves the tables' ends (TRUNCATE false: shortening a table locks out
+// every call while it does) and their TOAST tables to autovacuum.
 
 // vacuumEvery is how many leases a Manager's claims grant between two of
 // its vacuums.
