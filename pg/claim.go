@@ -39,11 +39,11 @@ const MaxClaim = 10_000
 //
 // A claim reads past the entries that the domains and offsets claimed
 // before leave in the tables' indexes until vacuum removes them, which
-// autovacuum does at most once a minute by default. So once the claims
-// of a Manager (and its ClaimNext) have granted a few thousand leases,
-// it vacuums the two tables claims read, in the background and at most
-// a small share of the time; a role that does not own the tables leaves
-// it to autovacuum. Close ends a vacuum under way.
+// autovacuum does at most once a minute by default. So a Manager whose
+// claims (and ClaimNext) have granted 2,000 leases since its last vacuum
+// vacuums the two tables claims read, in the background, taking a small
+// share of the time at most; a role that does not own the tables leaves
+// them to autovacuum. Close ends a vacuum under way.
 func (m *Manager) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
 	claims, _, err := m.claim(ctx, n, false)
 	return claims, err

@@ -150,10 +150,7 @@ func TestPlanBatchJoinsAreLinear(t *testing.T) {
 	const batch = 2000
 	e := newPlanEnv(t, 20_000, batch)
 	domains, fences, serials := tokens(batch)
-	for _, c := range []struct {
-		name, statement string
-		args            []any
-	}{
+	for _, c := range []planCase{
 		{"SucceedMany", e.pull.succeedMany, []any{domains, fences, serials, true, nil, false}},
 		{"ClaimNext", e.pull.claimNext, []any{domains, fences, serials, true, nil, false, int64(0)}},
 	} {
@@ -174,25 +171,37 @@ func TestPlanBatchJoinsAreLinear(t *testing.T) {
 	}
 }
 
+// A planCase is a statement to explain, named after its call, with its
+// arguments.
+type planCase struct {
+	name, statement string
+	args            []any
+}
+
+// readyChecks returns a completion of each kind that leaves its domain
+// ready, and so asks whether another is, ending the leases of e's first
+// ten leased domains.
+func readyChecks(t *testing.T, e *planEnv) []planCase {
+	t.Helper()
+	ds, fs, ss := tokens(10)
+	// ClaimNext's domains have had their streak: they become ready.
+	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf("UPDATE %s.domains SET streak = %d, streak_fence = fence WHERE serial > 5 AND serial <= 10", e.schema, MaxStreak)); err != nil {
+		t.Fatal(err)
+	}
+	return []planCase{
+		{"SucceedMany (one domain)", e.pull.succeedOne, []any{ds[0], fs[0], ss[0], true, nil, false}},
+		{"SucceedMany", e.pull.succeedMany, []any{ds[1:5], fs[1:5], ss[1:5], true, nil, false}},
+		{"ClaimNext", e.pull.claimNext, []any{ds[5:], fs[5:], ss[5:], true, nil, false, int64(0)}},
+	}
+}
+
 // A completion that makes its domain ready asks whether another domain is
 // ready (to notify waiting claims only if none is) through the ready index,
 // not by reading every domain: here no other of 20,000 domains is ready.
 func TestPlanReadyCheckReadsNoWholeTable(t *testing.T) {
 	const domains = 20_000
 	e := newPlanEnv(t, domains, 10)
-	ds, fs, ss := tokens(10)
-	// ClaimNext's domains have had their streak: they become ready.
-	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf("UPDATE %s.domains SET streak = %d, streak_fence = fence WHERE serial > 5 AND serial <= 10", e.schema, MaxStreak)); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name, statement string
-		args            []any
-	}{
-		{"SucceedMany (one domain)", e.pull.succeedOne, []any{ds[0], fs[0], ss[0], true, nil, false}},
-		{"SucceedMany", e.pull.succeedMany, []any{ds[1:5], fs[1:5], ss[1:5], true, nil, false}},
-		{"ClaimNext", e.pull.claimNext, []any{ds[5:], fs[5:], ss[5:], true, nil, false, int64(0)}},
-	} {
+	for _, c := range readyChecks(t, e) {
 		var read float64
 		for _, n := range e.explain(t, c.statement, c.args...) {
 			if n["Relation Name"] == "domains" && n["Node Type"] == "Seq Scan" {
@@ -214,7 +223,6 @@ func TestPlanReadyCheckReadsNoWholeTable(t *testing.T) {
 func TestPlanReadyCheckSkipsClaimedDomains(t *testing.T) {
 	const domains, ready, claimed = 20_000, 10_000, 9_000
 	e := newPlanEnv(t, domains, 10)
-	ds, fs, ss := tokens(10)
 	for _, q := range []string{
 		// Domain 11 became ready first, then 12, and so on.
 		fmt.Sprintf("UPDATE %s.domains SET ready_at = now() - (%d - serial) * interval '1 ms' WHERE serial > 10 AND serial <= %d",
@@ -226,17 +234,7 @@ func TestPlanReadyCheckSkipsClaimedDomains(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.pool.Exec(e.ctx, fmt.Sprintf("UPDATE %s.domains SET streak = %d, streak_fence = fence WHERE serial > 5 AND serial <= 10", e.schema, MaxStreak)); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name, statement string
-		args            []any
-	}{
-		{"SucceedMany (one domain)", e.pull.succeedOne, []any{ds[0], fs[0], ss[0], true, nil, false}},
-		{"SucceedMany", e.pull.succeedMany, []any{ds[1:5], fs[1:5], ss[1:5], true, nil, false}},
-		{"ClaimNext", e.pull.claimNext, []any{ds[5:], fs[5:], ss[5:], true, nil, false, int64(0)}},
-	} {
+	for _, c := range readyChecks(t, e) {
 		var pages float64
 		for _, n := range e.explain(t, c.statement, c.args...) {
 			if n["Index Name"] == "domains_ready" {
