@@ -60,11 +60,12 @@ func newPullStatements(schema string) pullStatements {
 		WHERE y.lease_expires_at IS NOT NULL ORDER BY y.lease_expires_at LIMIT 1), false)`, schema, callNow(2))
 	// othersReady is the SQL of whether a domain other than those of $1 is
 	// ready at $5, read through the index of ready domains (a plan that
-	// expected one soon might read the whole table) from its newest end:
-	// the oldest entries are mostly those of domains claimed since, dead
-	// in the index until vacuum removes them.
+	// expected one soon might read the whole table) from its oldest end,
+	// where the entries of the domains claimed since the last vacuum lie
+	// dead (see vacuum.go). From the newest end, it would read past every
+	// domain of the lowest priority waiting out a retry delay first.
 	othersReady := fmt.Sprintf(`(SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> ALL (%[3]s)
-		ORDER BY x.priority, x.ready_at DESC LIMIT 1) IS NOT NULL`, schema, callNow(5), "(SELECT $1::bytea[])::bytea[]")
+		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL`, schema, callNow(5), "(SELECT $1::bytea[])::bytea[]")
 	// tokens is the SQL of a batch's tokens, $1 to $3, a row each.
 	const tokens = "SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)"
 	// locked is the SQL of the batch's domains, locked in the order of
@@ -110,7 +111,7 @@ func newPullStatements(schema string) pullStatements {
 )
 SELECT d.due, d.locked, d.locked >= $1::int AND (SELECT $4::bool) AND (SELECT true FROM %[1]s.domains x
 		WHERE x.ready_at <= %[2]s AND x.ctid <> ALL (ARRAY(SELECT tid FROM r))
-		ORDER BY x.priority, x.ready_at DESC LIMIT 1) IS NOT NULL,
+		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL,
 	g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s,
 	g.priority, g.ready_at
 FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON true`, schema, callNow(2), due),
@@ -130,7 +131,7 @@ FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON 
 )
 SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s,
 	CASE WHEN u.ready AND NOT (SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> $1
-		ORDER BY x.priority, x.ready_at DESC LIMIT 1) IS NOT NULL
+		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL
 		THEN (SELECT true FROM pg_notify('%[4]s', '%[1]s')) END
 FROM u`, schema, callNow(5), endLease(6), readyChannel),
 
