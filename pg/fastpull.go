@@ -50,7 +50,7 @@ import (
 // pullStatements are the pull queue's plain statements of a schema.
 type pullStatements struct {
 	claim, succeedOne, succeedMany, claimNext, repeatNext string
-	vacuum                                                string // the tables claims read (see vacuum.go)
+	vacuum, mayVacuum                                     string // see vacuum.go
 }
 
 func newPullStatements(schema string) pullStatements {
@@ -81,6 +81,10 @@ func newPullStatements(schema string) pullStatements {
 	const run = "(CASE WHEN x.streak_fence = x.fence THEN x.streak ELSE 0 END)"
 	return pullStatements{
 		vacuum: fmt.Sprintf("VACUUM (SKIP_LOCKED, TRUNCATE false, PROCESS_TOAST false) %[1]s.domains, %[1]s.backlog", schema),
+		// Whether the role owns the tables, or is a superuser or a member
+		// of their owner, as vacuuming them takes.
+		mayVacuum: fmt.Sprintf(`SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false) FROM pg_class c
+	WHERE c.oid IN ('%[1]s.domains'::regclass, '%[1]s.backlog'::regclass)`, schema),
 		// $1 the most domains to claim, $2 now, $3 the lease TTL in
 		// microseconds (0: none), $4 whether to look for more ready
 		// domains. Every row says whether a lease is due (then the claim

@@ -22,10 +22,12 @@ import (
 // large the tables, vacuuming takes at most a small share of one
 // connection's time. It is housekeeping, best effort: a vacuum of the
 // tables under way, by autovacuum or another process, makes it skip them
-// (SKIP_LOCKED), a role that does not own them vacuums nothing
-// (PostgreSQL warns and goes on), and a failed one is tried again later.
-// It leaves the tables' ends (TRUNCATE false: shortening a table locks out
-// every call while it does) and their TOAST tables to autovacuum.
+// (SKIP_LOCKED), one that would run longer than vacuumLimit is cancelled,
+// and a failed one is tried again later. A Manager whose role does not
+// own the tables (as PostgreSQL 15 requires) never tries, rather than
+// have the server log a warning for each table every time. It leaves the
+// tables' ends (TRUNCATE false: shortening a table locks out every call
+// while it does) and their TOAST tables to autovacuum.
 
 // vacuumEvery is how many leases a Manager's claims grant between two of
 // its vacuums.
@@ -34,6 +36,10 @@ const vacuumEvery = 2000
 // vacuumPace is how many times as long as the last vacuum took the next
 // waits at least, after it ended.
 const vacuumPace = 20
+
+// vacuumLimit is the longest a vacuum runs: it holds a connection of the
+// pool meanwhile, which the pool's Close waits for.
+const vacuumLimit = time.Minute
 
 // A vacuumer starts the Manager's vacuums, one at a time.
 type vacuumer struct {
@@ -44,6 +50,8 @@ type vacuumer struct {
 	running bool          // a vacuum is under way
 	after   time.Time     // the next vacuum begins no sooner
 	closed  bool          // by Close: no vacuum starts again
+	checked bool          // whether the Manager's role may vacuum the tables is known
+	allowed bool          // it may
 	stop    func()        // ends the last vacuum begun
 	stopped chan struct{} // closed when it ends
 }
@@ -55,7 +63,7 @@ func (m *Manager) noteGrants(n int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.granted += n
-	if v.closed || v.running || v.granted < v.every || time.Now().Before(v.after) {
+	if v.closed || v.running || v.checked && !v.allowed || v.granted < v.every || time.Now().Before(v.after) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,15 +76,36 @@ func (m *Manager) vacuumTables(ctx context.Context, cancel func(), stopped chan<
 	defer close(stopped)
 	defer cancel()
 	began := time.Now()
-	// A statement this seldom run is sent as it is, not prepared on
+	// Statements this seldom run are sent as they are, not prepared on
 	// every connection. An error changes nothing: the claims after start
 	// another vacuum.
-	_, _ = m.pool.Exec(ctx, m.pull.vacuum, pgx.QueryExecModeSimpleProtocol)
+	if m.mayVacuum(ctx) {
+		ctx, stop := context.WithTimeout(ctx, vacuumLimit)
+		_, _ = m.pool.Exec(ctx, m.pull.vacuum, pgx.QueryExecModeSimpleProtocol)
+		stop()
+	}
 	ended := time.Now()
 	v := &m.vacuum
 	v.mu.Lock()
 	v.running, v.after = false, ended.Add(vacuumPace*ended.Sub(began))
 	v.mu.Unlock()
+}
+
+// mayVacuum reports whether the Manager's role may vacuum the tables,
+// asking the database the first time (and again after an error).
+func (m *Manager) mayVacuum(ctx context.Context) bool {
+	v := &m.vacuum
+	v.mu.Lock()
+	checked, allowed := v.checked, v.allowed
+	v.mu.Unlock()
+	if checked {
+		return allowed
+	}
+	err := m.pool.QueryRow(ctx, m.pull.mayVacuum, pgx.QueryExecModeSimpleProtocol).Scan(&allowed)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.checked, v.allowed = err == nil, err == nil && allowed
+	return v.allowed
 }
 
 // close ends the vacuum under way, if any, and waits for it.
