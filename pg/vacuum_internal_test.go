@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -19,36 +20,11 @@ func TestClaimsVacuumTheirTables(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = m.Close() }) // if the test stops early
 	m.vacuum.every = 10
-	var items []Item
-	for i := range 30 {
-		items = append(items, Item{Domain: fmt.Sprintf("d%02d", i), Offset: 1})
-	}
-	if _, err := m.EnqueueMany(ctx, items); err != nil {
-		t.Fatal(err)
-	}
-	vacuums := func() (n int64) {
-		t.Helper()
-		if err := pool.QueryRow(ctx, `SELECT coalesce(sum(vacuum_count), 0) FROM pg_stat_user_tables
-			WHERE schemaname = $1 AND relname IN ('domains', 'backlog')`, name).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	work := func(n int) {
-		t.Helper()
-		claims, err := m.Claim(ctx, n)
-		if err != nil || len(claims) != n {
-			t.Fatalf("Claim(%d): %d claims, %v", n, len(claims), err)
-		}
-		if _, err := m.SucceedMany(ctx, claims); err != nil {
-			t.Fatal(err)
-		}
-	}
+	enqueueDomains(t, m, 30)
+	vacuums := func() int64 { return vacuumCount(t, pool, name) }
 
-	work(9)
-	m.vacuum.mu.Lock()
-	running, granted := m.vacuum.running, m.vacuum.granted
-	m.vacuum.mu.Unlock()
+	claimAndSucceed(t, m, 9)
+	running, granted, _, _ := m.vacuum.state()
 	if running || granted != 9 {
 		t.Fatalf("after 9 leases: vacuum running %v, %d leases noted; want none running, 9", running, granted)
 	}
@@ -56,7 +32,7 @@ func TestClaimsVacuumTheirTables(t *testing.T) {
 		t.Fatalf("after 9 leases: %d vacuums; want 0", n)
 	}
 
-	work(1)
+	claimAndSucceed(t, m, 1)
 	deadline := time.Now().Add(10 * time.Second)
 	for vacuums() < 2 { // one of each table
 		if time.Now().After(deadline) {
@@ -64,10 +40,7 @@ func TestClaimsVacuumTheirTables(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	m.vacuum.mu.Lock()
-	checked, allowed := m.vacuum.checked, m.vacuum.allowed
-	m.vacuum.mu.Unlock()
-	if !checked || !allowed {
+	if _, _, checked, allowed := m.vacuum.state(); !checked || !allowed {
 		t.Fatalf("the schema's owner: may vacuum known %v, allowed %v; want both", checked, allowed)
 	}
 	// Close waits for a vacuum under way, and no other starts.
@@ -75,9 +48,7 @@ func TestClaimsVacuumTheirTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.noteGrants(10)
-	m.vacuum.mu.Lock()
-	defer m.vacuum.mu.Unlock()
-	if m.vacuum.running {
+	if running, _, _, _ := m.vacuum.state(); running {
 		t.Fatal("a vacuum runs after Close")
 	}
 }
@@ -127,40 +98,64 @@ func TestVacuumTakesTheTablesOwner(t *testing.T) {
 	}
 	defer m.Close()
 	m.vacuum.every = 1
-	var items []Item
-	for i := range 5 {
-		items = append(items, Item{Domain: fmt.Sprintf("d%d", i), Offset: 1})
-	}
-	if _, err := m.EnqueueMany(ctx, items); err != nil {
-		t.Fatal(err)
-	}
+	enqueueDomains(t, m, 5)
 	for range 5 {
-		claims, err := m.Claim(ctx, 1)
-		if err != nil || len(claims) != 1 {
-			t.Fatalf("Claim(1): %d claims, %v", len(claims), err)
-		}
-		if _, err := m.SucceedMany(ctx, claims); err != nil {
-			t.Fatal(err)
-		}
+		claimAndSucceed(t, m, 1)
 		for { // the check, or the vacuum, ends
-			m.vacuum.mu.Lock()
-			running := m.vacuum.running
-			m.vacuum.mu.Unlock()
-			if !running {
+			if running, _, _, _ := m.vacuum.state(); !running {
 				break
 			}
 			time.Sleep(time.Millisecond)
 		}
 	}
-	m.vacuum.mu.Lock()
-	checked, allowed := m.vacuum.checked, m.vacuum.allowed
-	m.vacuum.mu.Unlock()
-	if !checked || allowed {
+	if _, _, checked, allowed := m.vacuum.state(); !checked || allowed {
 		t.Fatalf("another role: may vacuum known %v, allowed %v; want known, not allowed", checked, allowed)
 	}
-	var n int64
-	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(vacuum_count), 0) FROM pg_stat_user_tables
-		WHERE schemaname = $1 AND relname IN ('domains', 'backlog')`, name).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("vacuums of the tables: %d, %v; want 0", n, err)
+	if n := vacuumCount(t, pool, name); n != 0 {
+		t.Fatalf("vacuums of the tables: %d; want 0", n)
 	}
+}
+
+// state returns what v knows: whether a vacuum runs, the leases granted
+// since the last began, and whether the role may vacuum and that is known.
+func (v *vacuumer) state() (running bool, granted int, checked, allowed bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.running, v.granted, v.checked, v.allowed
+}
+
+// enqueueDomains enqueues offset 1 of n domains of m's.
+func enqueueDomains(t *testing.T, m *Manager, n int) {
+	t.Helper()
+	var items []Item
+	for i := range n {
+		items = append(items, Item{Domain: fmt.Sprintf("d%02d", i), Offset: 1})
+	}
+	if _, err := m.EnqueueMany(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claimAndSucceed claims n ready domains of m's and succeeds them.
+func claimAndSucceed(t *testing.T, m *Manager, n int) {
+	t.Helper()
+	ctx := context.Background()
+	claims, err := m.Claim(ctx, n)
+	if err != nil || len(claims) != n {
+		t.Fatalf("Claim(%d): %d claims, %v", n, len(claims), err)
+	}
+	if _, err := m.SucceedMany(ctx, claims); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// vacuumCount returns how many times the domains and backlog tables of
+// schema were vacuumed by a VACUUM statement, per the server's statistics.
+func vacuumCount(t *testing.T, pool *pgxpool.Pool, schema string) (n int64) {
+	t.Helper()
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(sum(vacuum_count), 0) FROM pg_stat_user_tables
+		WHERE schemaname = $1 AND relname IN ('domains', 'backlog')`, schema).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -91,11 +91,7 @@ func TestCallsFailingBeforeTheBackend(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}, worker.WithWorkers(1), worker.WithBackoff(fastBackoff), worker.WithErrorFunc(func(error) { errs.Add(1) }))
-	for off := range int64(4) {
-		_, err := p.Submit(context.Background(), "a", off, nil)
-		require.NoError(t, err)
-	}
-	eventually(t, func() bool { info, _ := m.Inspect("a"); return info.Processed == 4 }, "all processed")
+	submitAll(t, m, p, 4)
 	eventually(t, func() bool { return p.Stats().Queued == 0 }, "queue drained")
 	s := p.Stats()
 	require.Equal(t, uint64(6), s.Errors)
@@ -116,11 +112,7 @@ func TestClaimNextAnswerLost(t *testing.T) {
 	rec := newRecorder(worklease.EventLeaseLost)
 	p := start(t, b, func(ctx context.Context, j worker.Job) error { return nil },
 		worker.WithWorkers(2), worker.WithBackoff(fastBackoff), worker.WithObserver(rec))
-	for off := range int64(3) {
-		_, err := p.Submit(context.Background(), "a", off, nil)
-		require.NoError(t, err)
-	}
-	eventually(t, func() bool { info, _ := m.Inspect("a"); return info.Processed == 3 }, "all processed")
+	submitAll(t, m, p, 3)
 	eventually(t, func() bool { return p.Stats().Queued == 0 }, "queue drained")
 	s := p.Stats()
 	require.Zero(t, s.LeaseLost, "a success reported as a lost lease")
@@ -163,11 +155,7 @@ func TestClaimNextAnswerLostNoDeadLetter(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}, worker.WithWorkers(2), worker.WithBackoff(fastBackoff))
-	for off := range int64(3) {
-		_, err := p.Submit(context.Background(), "a", off, nil)
-		require.NoError(t, err)
-	}
-	eventually(t, func() bool { info, _ := m.Inspect("a"); return info.Processed == 3 }, "all processed")
+	submitAll(t, m, p, 3)
 	dl, err := m.DeadLetters("a")
 	require.NoError(t, err)
 	require.Empty(t, dl)
@@ -317,4 +305,15 @@ func TestGoexitUnderLoad(t *testing.T) {
 		require.Zero(t, s.InFlight, "%+v", s)
 		require.LessOrEqual(t, s.Succeeded+s.Retried+s.DeadLettered+s.LeaseLost, s.Started, "%+v", s)
 	}
+}
+
+// submitAll submits offsets 0 to n-1 of domain "a" to p, and waits until
+// m has processed them all.
+func submitAll(t *testing.T, m *worklease.Manager, p *running, n int64) {
+	t.Helper()
+	for off := range n {
+		_, err := p.Submit(context.Background(), "a", off, nil)
+		require.NoError(t, err)
+	}
+	eventually(t, func() bool { info, _ := m.Inspect("a"); return info.Processed == n }, "all processed")
 }
