@@ -41,10 +41,11 @@ const MaxClaim = 10_000
 // before leave in the tables' indexes until vacuum removes them, which
 // autovacuum does at most once a minute by default. So a Manager whose
 // claims (and ClaimNext) have granted 2,000 leases since its last vacuum
-// vacuums the two tables claims read, in the background, on a connection
-// of the pool, for a small share of the time at most and a minute at
-// most each; a role that does not own the tables leaves them to
-// autovacuum. Close ends a vacuum under way.
+// vacuums the two tables claims read, in the background, for a small
+// share of the time at most and a minute at most each, on a connection of
+// its own made with the pool's connection settings (not its hooks, such as
+// BeforeConnect), which it closes after; a role that does not own the
+// tables leaves them to autovacuum. Close cancels a vacuum under way.
 func (m *Manager) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
 	claims, _, err := m.claim(ctx, n, false)
 	return claims, err

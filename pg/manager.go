@@ -102,10 +102,8 @@ func validSchema(name string) bool {
 
 // Close marks the Manager closed: every later call returns an error
 // matching worklease.ErrClosed. It closes the connection WaitClaim
-// listens on, if any, and ends the Manager's vacuum of the queue's tables
-// if one is under way (see Claim), but not the pool. Close the Manager
-// before its pool: the pool's Close waits for every connection it lent,
-// such as the one a vacuum holds, for up to a minute.
+// listens on, if any, and cancels the Manager's vacuum of the queue's
+// tables if one is under way (see Claim), but does not close the pool.
 func (m *Manager) Close() error {
 	if m.closed.Swap(true) {
 		return worklease.ErrClosed

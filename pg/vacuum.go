@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,19 +16,26 @@ import (
 // default, a server setting that no table's settings shorten: in between,
 // a queue working a few thousand offsets a second leaves a claim more and
 // more of them to read past, and a sustained run went at half the rate
-// of a short one. So the Manager vacuums the two tables itself, in a
-// goroutine of its own, once its claims (and ClaimNext) have granted
-// vacuumEvery leases since its last vacuum began, and no sooner than
-// vacuumPace times as long as that vacuum took after it ended: however
-// large the tables, vacuuming takes at most a small share of one
-// connection's time. It is housekeeping, best effort: a vacuum of the
-// tables under way, by autovacuum or another process, makes it skip them
-// (SKIP_LOCKED), one that would run longer than vacuumLimit is cancelled,
-// and a failed one is tried again later. A Manager whose role does not
-// own the tables (as PostgreSQL 15 requires) never tries, rather than
-// have the server log a warning for each table every time. It leaves the
-// tables' ends (TRUNCATE false: shortening a table locks out every call
-// while it does) and their TOAST tables to autovacuum.
+// of a short one.
+//
+// So the Manager vacuums the two tables itself, in a goroutine of its
+// own, once its claims (and ClaimNext) have granted vacuumEvery leases
+// since its last vacuum began, and no sooner than vacuumPace times as long
+// as that vacuum took after it ended: however large the tables, vacuuming
+// takes at most a small share of one connection's time. It vacuums on a
+// connection of its own, made with the pool's settings as WaitClaim's
+// listening one is, so that it takes none of the pool's connections from
+// the calls and the pool's Close waits for none.
+//
+// It is housekeeping, best effort. A vacuum of the tables under way, by
+// autovacuum or another process, makes it skip them (SKIP_LOCKED). The
+// server cancels one that runs longer than vacuumLimit, and the one under
+// way when the Manager closes. A failed one is tried again later. A
+// Manager whose role does not own the tables (as PostgreSQL 15 requires)
+// never tries, rather than have the server log a warning for each table
+// every time. It leaves the tables' ends (TRUNCATE false: shortening a
+// table locks out every call while it does) and their TOAST tables to
+// autovacuum.
 
 // vacuumEvery is how many leases a Manager's claims grant between two of
 // its vacuums.
@@ -37,8 +45,7 @@ const vacuumEvery = 2000
 // waits at least, after it ended.
 const vacuumPace = 20
 
-// vacuumLimit is the longest a vacuum runs: it holds a connection of the
-// pool meanwhile, which the pool's Close waits for.
+// vacuumLimit is the longest a vacuum runs.
 const vacuumLimit = time.Minute
 
 // A vacuumer starts the Manager's vacuums, one at a time.
@@ -76,14 +83,7 @@ func (m *Manager) vacuumTables(ctx context.Context, cancel func(), stopped chan<
 	defer close(stopped)
 	defer cancel()
 	began := time.Now()
-	// Statements this seldom run are sent as they are, not prepared on
-	// every connection. An error changes nothing: the claims after start
-	// another vacuum.
-	if m.mayVacuum(ctx) {
-		ctx, stop := context.WithTimeout(ctx, vacuumLimit)
-		_, _ = m.pool.Exec(ctx, m.pull.vacuum, pgx.QueryExecModeSimpleProtocol)
-		stop()
-	}
+	m.vacuumOnce(ctx) // an error changes nothing: the claims after start another
 	ended := time.Now()
 	v := &m.vacuum
 	v.mu.Lock()
@@ -91,9 +91,35 @@ func (m *Manager) vacuumTables(ctx context.Context, cancel func(), stopped chan<
 	v.mu.Unlock()
 }
 
+// vacuumOnce connects and vacuums the tables, if the Manager's role may.
+func (m *Manager) vacuumOnce(ctx context.Context) {
+	conn, err := pgx.ConnectConfig(ctx, vacuumConfig(m.pool.Config().ConnConfig))
+	if err != nil {
+		return
+	}
+	defer conn.Close(context.Background())
+	if m.mayVacuum(ctx, conn) {
+		_, _ = conn.Exec(ctx, m.pull.vacuum)
+	}
+}
+
+// vacuumConfig sets up cfg, a copy of the pool's settings, for vacuums and
+// returns it: the server ends a statement that runs longer than
+// vacuumLimit. (A ctx that ends closes the connection, and pgx then asks
+// the server to cancel the statement under way.) Statements this seldom
+// run are sent as they are, not prepared.
+func vacuumConfig(cfg *pgx.ConnConfig) *pgx.ConnConfig {
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = make(map[string]string)
+	}
+	cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(vacuumLimit.Milliseconds(), 10)
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	return cfg
+}
+
 // mayVacuum reports whether the Manager's role may vacuum the tables,
-// asking the database the first time (and again after an error).
-func (m *Manager) mayVacuum(ctx context.Context) bool {
+// asking the database on conn the first time (and again after an error).
+func (m *Manager) mayVacuum(ctx context.Context, conn *pgx.Conn) bool {
 	v := &m.vacuum
 	v.mu.Lock()
 	checked, allowed := v.checked, v.allowed
@@ -101,7 +127,7 @@ func (m *Manager) mayVacuum(ctx context.Context) bool {
 	if checked {
 		return allowed
 	}
-	err := m.pool.QueryRow(ctx, m.pull.mayVacuum, pgx.QueryExecModeSimpleProtocol).Scan(&allowed)
+	err := conn.QueryRow(ctx, m.pull.mayVacuum).Scan(&allowed)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.checked, v.allowed = err == nil, err == nil && allowed

@@ -116,6 +116,89 @@ func TestVacuumTakesTheTablesOwner(t *testing.T) {
 	}
 }
 
+// A vacuum takes none of the pool's connections: it runs while a call
+// holds the only one, under the server's limit of vacuumLimit.
+func TestVacuumConnectsOnItsOwn(t *testing.T) {
+	ctx, pool, name := scratchSchema(t, "vacuum")
+	cfg := pool.Config()
+	cfg.MaxConns = 1
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	m, err := OpenSchema(ctx, one, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	// This vacuum records the statement timeout it runs under.
+	m.pull.vacuum = "CREATE TABLE " + name + ".seen AS SELECT current_setting('statement_timeout') AS timeout"
+	conn, err := one.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+
+	m.noteGrants(m.vacuum.every)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var timeout *string
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1)::text", name+".seen").Scan(&timeout); err != nil {
+			t.Fatal(err)
+		}
+		if timeout != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no vacuum ran while a call held the pool's only connection")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var timeout string
+	if err := conn.QueryRow(ctx, "SELECT timeout FROM "+name+".seen").Scan(&timeout); err != nil {
+		t.Fatal(err)
+	}
+	if timeout != "1min" {
+		t.Fatalf("the vacuum's statement_timeout: %s; want 1min", timeout)
+	}
+}
+
+// Close cancels a vacuum under way on the server, rather than leave it
+// running behind a closed connection.
+func TestCloseCancelsTheVacuum(t *testing.T) {
+	ctx, pool, name := scratchSchema(t, "vacuum")
+	m, err := OpenSchema(ctx, pool, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() }) // if the test stops early
+	// A vacuum that takes its time, and that the server can find by its text.
+	m.pull.vacuum = "SELECT pg_sleep(60) -- " + name
+	running := func() (n int) {
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND state = 'active'",
+			m.pull.vacuum).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+		}
+	}
+
+	m.noteGrants(m.vacuum.every)
+	waitFor("the vacuum never began", func() bool { return running() == 1 })
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the vacuum still runs on the server after Close", func() bool { return running() == 0 })
+}
+
 // state returns what v knows: whether a vacuum runs, the leases granted
 // since the last began, and whether the role may vacuum and that is known.
 func (v *vacuumer) state() (running bool, granted int, checked, allowed bool) {
