@@ -36,3 +36,36 @@ func scratchSchema(t *testing.T, prefix string) (context.Context, *pgxpool.Pool,
 	})
 	return ctx, pool, name
 }
+
+// userPool returns a pool, closed when t ends, of a new role (dropped when
+// t ends) that may use schema's tables, sequences and functions, as an
+// application's role may, but owns nothing and may create nothing.
+func userPool(t *testing.T, pool *pgxpool.Pool, schema string) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	role := "user_" + schema
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
+		"GRANT ALL ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
+		"GRANT ALL ON ALL SEQUENCES IN SCHEMA " + schema + " TO " + role,
+		"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA " + schema + " TO " + role,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if _, err := pool.Exec(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg := pool.Config()
+	cfg.ConnConfig.User = role
+	user, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(user.Close)
+	return user
+}

@@ -50,11 +50,13 @@ type Manager struct {
 }
 
 // Open returns a Manager on pool that keeps its state in DefaultSchema,
-// installing or upgrading the schema first. opts are worklease's options,
-// read as worklease.New reads them, with the same defaults; of the
-// in-memory Manager's own, WithJournal is refused (the database is the
-// journal) and WithShards has no effect. The pool stays the caller's:
-// Close does not close it.
+// installing or upgrading the schema first. That takes a role that may
+// create the schema and its tables; a schema already up to date is only
+// read, so a role that may merely use its tables, sequences and functions
+// opens it. opts are worklease's options, read as worklease.New reads
+// them, with the same defaults; of the in-memory Manager's own,
+// WithJournal is refused (the database is the journal) and WithShards has
+// no effect. The pool stays the caller's: Close does not close it.
 func Open(ctx context.Context, pool *pgxpool.Pool, opts ...worklease.Option) (*Manager, error) {
 	return OpenSchema(ctx, pool, DefaultSchema, opts...)
 }

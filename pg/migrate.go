@@ -59,13 +59,42 @@ func migrations() ([]migration, error) {
 // migrate brings schema up to date in one transaction, and returns the
 // database's instance. Processes that start together take turns: each holds
 // a lock for the schema's name while it migrates, and finds the work done
-// by the one before it.
+// by the one before it. A schema already up to date is only read, so that
+// a role that may use it but not create or change it can open it.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (instance uint64, err error) {
 	all, err := migrations()
 	if err != nil {
 		return 0, err
 	}
+	latest := all[len(all)-1].version
+	if version, instance, ok := installed(ctx, pool, schema); ok && version >= latest {
+		if version > latest {
+			return 0, tooNew(schema, version, latest)
+		}
+		return instance, nil
+	}
 	return apply(ctx, pool, schema, all)
+}
+
+// installed returns the version and instance of schema, if it is
+// installed. Any other answer, an error included, leaves the question to
+// apply, which installs, upgrades or says why not.
+func installed(ctx context.Context, pool *pgxpool.Pool, schema string) (version int, instance uint64, ok bool) {
+	var found bool
+	err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
+		schema+".migrations", schema+".meta").Scan(&found)
+	if err != nil || !found {
+		return 0, 0, false
+	}
+	var inst int64
+	err = pool.QueryRow(ctx, "SELECT (SELECT max(version) FROM "+schema+".migrations), (SELECT instance FROM "+schema+".meta)").
+		Scan(&version, &inst)
+	return version, uint64(inst), err == nil
+}
+
+// tooNew returns the error of schema at version, newer than latest.
+func tooNew(schema string, version, latest int) error {
+	return fmt.Errorf("%w: schema %s is at version %d, this package knows %d", ErrSchemaTooNew, schema, version, latest)
 }
 
 // apply brings schema up to the last of all, the migrations in order, as
@@ -88,7 +117,7 @@ func apply(ctx context.Context, pool *pgxpool.Pool, schema string, all []migrati
 		return 0, dbError("migrate", err)
 	}
 	if latest := all[len(all)-1].version; current > latest {
-		return 0, fmt.Errorf("%w: schema %s is at version %d, this package knows %d", ErrSchemaTooNew, schema, current, latest)
+		return 0, tooNew(schema, current, latest)
 	}
 	for _, mg := range all {
 		if mg.version <= current {

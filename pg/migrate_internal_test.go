@@ -1,9 +1,11 @@
 package pg
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/worklease/worklease"
 )
@@ -65,5 +67,52 @@ func TestMigrateUpgrades(t *testing.T) {
 	if st, err := m.EnqueueMany(ctx, []Item{{Domain: "d", Offset: 1}, {Domain: "d", Offset: 3}}); err != nil ||
 		st[0] != worklease.AlreadyProcessed || st[1] != worklease.Enqueued {
 		t.Fatalf("EnqueueMany after the upgrade: %v, %v", st, err)
+	}
+}
+
+// A role that may use a schema's tables and functions but may not create
+// or change a schema, as an application's role often is, opens an
+// installed schema that is up to date and works in it. A schema it would
+// have to install gets the database's refusal, and one that is newer than
+// the package ErrSchemaTooNew.
+func TestOpenAsARoleThatMayNotCreate(t *testing.T) {
+	ctx, pool, schema := scratchSchema(t, "user")
+	owner, err := OpenSchema(ctx, pool, schema) // installs the schema
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = owner.Close()
+	user := userPool(t, pool, schema)
+
+	m, err := OpenSchema(ctx, user, schema)
+	if err != nil {
+		t.Fatalf("Open of an installed schema: %v", err)
+	}
+	defer m.Close()
+	if m.instance != owner.instance {
+		t.Errorf("instance: %d, want the owner's %d", m.instance, owner.instance)
+	}
+	enqueueDomains(t, m, 3)
+	claimAndSucceed(t, m, 3)
+	res, err := m.TryAcquire(ctx, "push", 1)
+	if err != nil || res.Status != worklease.Acquired {
+		t.Fatalf("TryAcquire: %v, %v", res, err)
+	}
+	if _, err := m.Succeed(ctx, "push", res.Token); err != nil {
+		t.Fatalf("Succeed: %v", err)
+	}
+
+	other := schema + "_new"
+	t.Cleanup(func() { _, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+other+" CASCADE") })
+	var pgErr *pgconn.PgError
+	if _, err := OpenSchema(ctx, user, other); !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		t.Errorf("Open of a schema to install: %v; want the database's insufficient_privilege", err)
+	}
+
+	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".migrations (version) VALUES (1000)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenSchema(ctx, user, schema); !errors.Is(err, ErrSchemaTooNew) {
+		t.Errorf("Open of a newer schema: %v; want ErrSchemaTooNew", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -63,35 +62,7 @@ func TestVacuumTakesTheTablesOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = owner.Close()
-	role := "user_" + name
-	var database string
-	if err := pool.QueryRow(ctx, "SELECT current_database()").Scan(&database); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		"CREATE ROLE " + role + " LOGIN",
-		"GRANT CREATE ON DATABASE " + pgx.Identifier{database}.Sanitize() + " TO " + role, // Open creates the schema if need be
-		"GRANT USAGE, CREATE ON SCHEMA " + name + " TO " + role,
-		"GRANT ALL ON ALL TABLES IN SCHEMA " + name + " TO " + role,
-		"GRANT ALL ON ALL SEQUENCES IN SCHEMA " + name + " TO " + role,
-		"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA " + name + " TO " + role,
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		if _, err := pool.Exec(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role); err != nil {
-			t.Error(err)
-		}
-	})
-	cfg := pool.Config()
-	cfg.ConnConfig.User = role
-	user, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer user.Close()
+	user := userPool(t, pool, name)
 	m, err := OpenSchema(ctx, user, name)
 	if err != nil {
 		t.Fatal(err)
