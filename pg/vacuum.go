@@ -92,7 +92,11 @@ func (m *Manager) vacuumTables(ctx context.Context, cancel func(), stopped chan<
 }
 
 // vacuumOnce connects and vacuums the tables, if the Manager's role may.
+// Should the server or the network stop answering, it gives up a little
+// after the server would have cancelled the vacuum.
 func (m *Manager) vacuumOnce(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, vacuumLimit+10*time.Second)
+	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, vacuumConfig(m.pool.Config().ConnConfig))
 	if err != nil {
 		return
