@@ -15,14 +15,25 @@ import (
 )
 
 // The PostgreSQL Manager keeps the lease contract: the conformance suite,
-// each backend on a schema of its own, which a restart reopens.
+// each backend on a schema of its own, which a restart reopens. The
+// backends run as an application's role often does, one that may use the
+// schema but owns nothing and may create nothing, with the rights the
+// README lists; the schema's owner installs it first.
 func TestConformance(t *testing.T) {
 	pool := testPool(t)
 	schemaPool := newSchemaPool(t, pool)
+	app := pg.NewAppRole(t, pool)
 	var mu sync.Mutex // guards schemas: the suite's cases run in parallel
 	schemas := make(map[worklease.Backend]string)
 	open := func(t *testing.T, schema string, opts ...worklease.Option) worklease.Backend {
-		m, err := pg.OpenSchema(context.Background(), pool, schema, opts...)
+		ctx := context.Background()
+		installer, err := pg.OpenSchema(ctx, pool, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = installer.Close()
+		app.Grant(t, schema)
+		m, err := pg.OpenSchema(ctx, app.Pool, schema, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -37,35 +38,55 @@ func scratchSchema(t *testing.T, prefix string) (context.Context, *pgxpool.Pool,
 	return ctx, pool, name
 }
 
-// userPool returns a pool, closed when t ends, of a new role (dropped when
-// t ends) that may use schema's tables, sequences and functions, as an
-// application's role may, but owns nothing and may create nothing.
-func userPool(t *testing.T, pool *pgxpool.Pool, schema string) *pgxpool.Pool {
+// An AppRole is a database role as an application's often is: it owns
+// nothing, may create nothing, and has on each schema it is granted the
+// rights the README lists. It is exported for the package's external
+// tests too.
+type AppRole struct {
+	name  string
+	owner *pgxpool.Pool // of the role that makes and drops it
+	Pool  *pgxpool.Pool // connects as the role
+}
+
+// NewAppRole makes an AppRole with owner, and drops it when t ends.
+func NewAppRole(t testing.TB, owner *pgxpool.Pool) *AppRole {
 	t.Helper()
 	ctx := context.Background()
-	role := "user_" + schema
-	for _, q := range []string{
-		"CREATE ROLE " + role + " LOGIN",
-		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
-		"GRANT ALL ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
-		"GRANT ALL ON ALL SEQUENCES IN SCHEMA " + schema + " TO " + role,
-		"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA " + schema + " TO " + role,
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
+	r := &AppRole{name: fmt.Sprintf("app_%x", newInstance()), owner: owner}
+	if _, err := owner.Exec(ctx, "CREATE ROLE "+r.name+" LOGIN"); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := pool.Exec(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role); err != nil {
+		if _, err := owner.Exec(ctx, "DROP OWNED BY "+r.name+"; DROP ROLE "+r.name); err != nil {
 			t.Error(err)
 		}
 	})
-	cfg := pool.Config()
-	cfg.ConnConfig.User = role
-	user, err := pgxpool.NewWithConfig(ctx, cfg)
+	cfg := owner.Config()
+	cfg.ConnConfig.User = r.name
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(user.Close)
-	return user
+	t.Cleanup(pool.Close) // before the role is dropped
+	r.Pool = pool
+	return r
+}
+
+// Grant gives r its rights on schema, installed.
+func (r *AppRole) Grant(t testing.TB, schema string) {
+	t.Helper()
+	s := pgx.Identifier{schema}.Sanitize()
+	if _, err := r.owner.Exec(context.Background(), "GRANT USAGE ON SCHEMA "+s+" TO "+r.name+";"+
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "+s+" TO "+r.name+";"+
+		"GRANT USAGE ON ALL SEQUENCES IN SCHEMA "+s+" TO "+r.name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// userPool returns the pool of a new AppRole granted schema.
+func userPool(t *testing.T, pool *pgxpool.Pool, schema string) *pgxpool.Pool {
+	t.Helper()
+	r := NewAppRole(t, pool)
+	r.Grant(t, schema)
+	return r.Pool
 }
