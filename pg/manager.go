@@ -115,6 +115,33 @@ func (m *Manager) Close() error {
 	return nil
 }
 
+// connect opens a connection of the Manager's own, outside its pool, as
+// the pool opens one: with a copy of its connection settings, which adjust
+// may change once the pool's BeforeConnect hook has, and its AfterConnect
+// hook.
+func (m *Manager) connect(ctx context.Context, adjust func(*pgx.ConnConfig)) (*pgx.Conn, error) {
+	cfg := m.pool.Config()
+	if cfg.BeforeConnect != nil {
+		if err := cfg.BeforeConnect(ctx, cfg.ConnConfig); err != nil {
+			return nil, err
+		}
+	}
+	if adjust != nil {
+		adjust(cfg.ConnConfig)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.AfterConnect != nil {
+		if err := cfg.AfterConnect(ctx, conn); err != nil {
+			_ = conn.Close(ctx)
+			return nil, err
+		}
+	}
+	return conn, nil
+}
+
 // now returns the time of a call: the Clock's, or nil for the database's.
 func (m *Manager) now() any {
 	if m.cfg.Clock == nil {

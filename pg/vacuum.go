@@ -23,9 +23,9 @@ import (
 // since its last vacuum began, and no sooner than vacuumPace times as long
 // as that vacuum took after it ended: however large the tables, vacuuming
 // takes at most a small share of one connection's time. It vacuums on a
-// connection of its own, made with the pool's settings as WaitClaim's
-// listening one is, so that it takes none of the pool's connections from
-// the calls and the pool's Close waits for none.
+// connection of its own (see Manager.connect), as WaitClaim listens on
+// one, so that it takes none of the pool's connections from the calls and
+// the pool's Close waits for none.
 //
 // It is housekeeping, best effort. A vacuum of the tables under way, by
 // autovacuum or another process, makes it skip them (SKIP_LOCKED). The
@@ -97,7 +97,7 @@ func (m *Manager) vacuumTables(ctx context.Context, cancel func(), stopped chan<
 func (m *Manager) vacuumOnce(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, vacuumLimit+10*time.Second)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, vacuumConfig(m.pool.Config().ConnConfig))
+	conn, err := m.connect(ctx, vacuumConfig)
 	if err != nil {
 		return
 	}
@@ -107,18 +107,17 @@ func (m *Manager) vacuumOnce(ctx context.Context) {
 	}
 }
 
-// vacuumConfig sets up cfg, a copy of the pool's settings, for vacuums and
-// returns it: the server ends a statement that runs longer than
-// vacuumLimit. (A ctx that ends closes the connection, and pgx then asks
-// the server to cancel the statement under way.) Statements this seldom
-// run are sent as they are, not prepared.
-func vacuumConfig(cfg *pgx.ConnConfig) *pgx.ConnConfig {
+// vacuumConfig sets up cfg, a copy of the pool's settings, for vacuums:
+// the server ends a statement that runs longer than vacuumLimit. (A ctx
+// that ends closes the connection, and pgx then asks the server to cancel
+// the statement under way.) Statements this seldom run are sent as they
+// are, not prepared.
+func vacuumConfig(cfg *pgx.ConnConfig) {
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = make(map[string]string)
 	}
 	cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(vacuumLimit.Milliseconds(), 10)
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	return cfg
 }
 
 // mayVacuum reports whether the Manager's role may vacuum the tables,

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/worklease/worklease"
 )
 
@@ -111,7 +109,7 @@ func (m *Manager) listenReady(ctx context.Context, stopped chan<- struct{}) {
 // listenOnce connects, listens and relays notifications until the
 // connection fails or ctx ends. Waiting claims poll meanwhile.
 func (m *Manager) listenOnce(ctx context.Context) {
-	conn, err := pgx.ConnectConfig(ctx, m.pool.Config().ConnConfig)
+	conn, err := m.connect(ctx, nil)
 	if err != nil {
 		return
 	}
@@ -133,16 +131,16 @@ func (m *Manager) listenOnce(ctx context.Context) {
 // WaitClaim is Claim that waits for work: when nothing is ready it waits
 // until the database notifies the Manager that a call of any process made
 // one of the schema's domains ready (a notification wakes one waiting
-// claim of the Manager, and a claim that comes back full wakes another if more are ready),
-// or poll has passed (0 means DefaultPoll;
-// each wait is jittered by up to a fifth, so that idle workers do not
-// poll together), and claims again, until it claims something or ctx
-// ends, whose error it then returns, or the Manager is closed. The
-// notifications come on a connection of the Manager's own, made with the
-// pool's connection settings (not its hooks, such as BeforeConnect),
-// opened by the first WaitClaim and closed by Close; without it, waiting
-// claims poll. A domain made ready while another ready one is being
-// claimed may wait for the next poll.
+// claim of the Manager, and a claim that comes back full wakes another if
+// more are ready), or poll has passed (0 means DefaultPoll; each wait is
+// jittered by up to a fifth, so that idle workers do not poll together),
+// and claims again, until it claims something or ctx ends, whose error it
+// then returns, or the Manager is closed. The notifications come on a
+// connection of the Manager's own, made as the pool makes one (with its
+// settings, BeforeConnect and AfterConnect), opened by the first WaitClaim
+// and closed by Close; without it, waiting claims poll. A domain made
+// ready while another ready one is being claimed may wait for the next
+// poll.
 func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]worklease.Claim, error) {
 	if poll <= 0 {
 		poll = DefaultPoll

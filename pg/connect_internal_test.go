@@ -1,0 +1,76 @@
+package pg
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The connections a Manager opens of its own, to listen for WaitClaim and
+// to vacuum, are made as its pool makes one: here the pool's settings name
+// a role that does not exist, and only its BeforeConnect hook, which
+// credentials that rotate often need, names the one that does.
+func TestOwnConnectionsTakeThePoolsHooks(t *testing.T) {
+	ctx, pool, name := scratchSchema(t, "hooks")
+	cfg := pool.Config()
+	user, app := cfg.ConnConfig.User, "hooks_"+name
+	cfg.ConnConfig.User = "no_such_role"
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		cc.User, cc.RuntimeParams["application_name"] = user, app
+		return nil
+	}
+	var after atomic.Int32
+	cfg.AfterConnect = func(context.Context, *pgx.Conn) error {
+		after.Add(1)
+		return nil
+	}
+	hooked, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hooked.Close()
+	m, err := OpenSchema(ctx, hooked, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.vacuum.every = 1
+	waitFor := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+		}
+	}
+
+	pooled := after.Load() // the pool's connections so far
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		_, _ = m.WaitClaim(wctx, 1, time.Minute)
+	}()
+	waitFor("WaitClaim never listened", func() bool {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query = $2",
+			app, "LISTEN "+readyChannel).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	})
+	cancel()
+	<-waited
+
+	enqueueDomains(t, m, 1)
+	claimAndSucceed(t, m, 1)
+	waitFor("no vacuum ran", func() bool { return vacuumCount(t, pool, name) == 2 })
+	if n := after.Load() - pooled; n < 2 {
+		t.Errorf("AfterConnect ran for %d connections of the Manager's own; want 2 or more", n)
+	}
+}
