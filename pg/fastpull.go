@@ -50,7 +50,7 @@ import (
 // pullStatements are the pull queue's plain statements of a schema.
 type pullStatements struct {
 	claim, succeedOne, succeedMany, claimNext, repeatNext string
-	vacuum, mayVacuum                                     string // see vacuum.go
+	vacuum, mayVacuum, vacuumed                           string // see vacuum.go
 }
 
 func newPullStatements(schema string) pullStatements {
@@ -80,7 +80,15 @@ func newPullStatements(schema string) pullStatements {
 	// one ClaimNext granted last.
 	const run = "(CASE WHEN x.streak_fence = x.fence THEN x.streak ELSE 0 END)"
 	return pullStatements{
-		vacuum: fmt.Sprintf("VACUUM (SKIP_LOCKED, TRUNCATE false, PROCESS_TOAST false) %[1]s.domains, %[1]s.backlog", schema),
+		// The tables follow, those that vacuumed says are not being vacuumed.
+		vacuum: "VACUUM (SKIP_LOCKED, TRUNCATE false, PROCESS_TOAST false) ",
+		// Whether each table, domains then backlog, is being vacuumed (or
+		// analyzed, or otherwise holds the lock a vacuum takes) by another
+		// session, which PostgreSQL would warn of rather than wait for.
+		vacuumed: fmt.Sprintf(`SELECT EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = '%[1]s.domains'::regclass
+		AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted),
+	EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = '%[1]s.backlog'::regclass
+		AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted)`, schema),
 		// Whether the role owns the tables, or is a superuser or a member
 		// of their owner, as vacuuming them takes.
 		mayVacuum: fmt.Sprintf(`SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false) FROM pg_class c

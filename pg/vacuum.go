@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,15 +28,16 @@ import (
 // one, so that it takes none of the pool's connections from the calls and
 // the pool's Close waits for none.
 //
-// It is housekeeping, best effort. A vacuum of the tables under way, by
-// autovacuum or another process, makes it skip them (SKIP_LOCKED). The
-// server cancels one that runs longer than vacuumLimit, and the one under
-// way when the Manager closes. A failed one is tried again later. A
-// Manager whose role does not own the tables (as PostgreSQL 15 requires)
-// never tries, rather than have the server log a warning for each table
-// every time. It leaves the tables' ends (TRUNCATE false: shortening a
-// table locks out every call while it does) and their TOAST tables to
-// autovacuum.
+// It is housekeeping, best effort. It leaves out a table that autovacuum
+// or another process is vacuuming, and skips one whose vacuum began the
+// moment after it looked (SKIP_LOCKED; the server logs a warning then).
+// The server cancels a vacuum that runs longer than vacuumLimit, and the
+// one under way when the Manager closes. A failed one is tried again
+// later. A Manager whose role does not own the tables (as PostgreSQL 15
+// requires) never tries, rather than have the server log a warning for
+// each table every time. It leaves the tables' ends (TRUNCATE false:
+// shortening a table locks out every call while it does) and their TOAST
+// tables to autovacuum.
 
 // vacuumEvery is how many leases a Manager's claims grant between two of
 // its vacuums.
@@ -102,8 +104,21 @@ func (m *Manager) vacuumOnce(ctx context.Context) {
 		return
 	}
 	defer conn.Close(context.Background())
-	if m.mayVacuum(ctx, conn) {
-		_, _ = conn.Exec(ctx, m.pull.vacuum)
+	if !m.mayVacuum(ctx, conn) {
+		return
+	}
+	var busy [2]bool
+	if err := conn.QueryRow(ctx, m.pull.vacuumed).Scan(&busy[0], &busy[1]); err != nil {
+		return
+	}
+	var tables []string
+	for i, table := range []string{"domains", "backlog"} {
+		if !busy[i] {
+			tables = append(tables, m.schema+"."+table)
+		}
+	}
+	if len(tables) > 0 {
+		_, _ = conn.Exec(ctx, m.pull.vacuum+strings.Join(tables, ", "))
 	}
 }
 

@@ -3,9 +3,12 @@ package pg
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -104,7 +107,7 @@ func TestVacuumConnectsOnItsOwn(t *testing.T) {
 	}
 	defer m.Close()
 	// This vacuum records the statement timeout it runs under.
-	m.pull.vacuum = "CREATE TABLE " + name + ".seen AS SELECT current_setting('statement_timeout') AS timeout"
+	m.pull.vacuum = "CREATE TABLE " + name + ".seen AS SELECT current_setting('statement_timeout') AS timeout -- "
 	conn, err := one.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -145,9 +148,9 @@ func TestCloseCancelsTheVacuum(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = m.Close() }) // if the test stops early
 	// A vacuum that takes its time, and that the server can find by its text.
-	m.pull.vacuum = "SELECT pg_sleep(60) -- " + name
+	m.pull.vacuum = "SELECT pg_sleep(60) -- " + name + " "
 	running := func() (n int) {
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND state = 'active'",
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE starts_with(query, $1) AND state = 'active'",
 			m.pull.vacuum).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
@@ -168,6 +171,67 @@ func TestCloseCancelsTheVacuum(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the vacuum still runs on the server after Close", func() bool { return running() == 0 })
+}
+
+// A vacuum leaves out a table that another session is vacuuming, rather
+// than have the server warn that it skipped it.
+func TestVacuumLeavesOutATableBeingVacuumed(t *testing.T) {
+	ctx, pool, name := scratchSchema(t, "vacuum")
+	cfg := pool.Config()
+	var mu sync.Mutex // guards notices
+	var notices []string
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		cc.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+			mu.Lock()
+			defer mu.Unlock()
+			notices = append(notices, n.Severity+": "+n.Message)
+		}
+		return nil
+	}
+	noticed, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noticed.Close()
+	m, err := OpenSchema(ctx, noticed, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tx, err := pool.Begin(ctx) // takes the lock a vacuum of domains takes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+name+".domains IN SHARE UPDATE EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	m.noteGrants(m.vacuum.every)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if running, _, _, _ := m.vacuum.state(); !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the vacuum did not end")
+		}
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var domains, backlog int64
+	if err := pool.QueryRow(ctx, `SELECT sum(vacuum_count) FILTER (WHERE relname = 'domains'), sum(vacuum_count) FILTER (WHERE relname = 'backlog')
+		FROM pg_stat_user_tables WHERE schemaname = $1`, name).Scan(&domains, &backlog); err != nil {
+		t.Fatal(err)
+	}
+	if domains != 0 || backlog != 1 {
+		t.Errorf("vacuums: %d of domains, %d of backlog; want 0 and 1", domains, backlog)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(notices) > 0 {
+		t.Errorf("the server said: %q; want nothing", notices)
+	}
 }
 
 // state returns what v knows: whether a vacuum runs, the leases granted
