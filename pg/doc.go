@@ -52,6 +52,17 @@
 // returns. Calls on one domain from different goroutines may tell theirs
 // in either order. Stats counts the transitions of every process.
 //
+// # Roles and connections
+//
+// Installing or upgrading the schema takes a role that may create it. Once
+// it is up to date, an application's role that owns nothing and may create
+// nothing opens it too, with USAGE on the schema, SELECT, INSERT, UPDATE
+// and DELETE on its tables and USAGE on its sequences. Besides its pool's
+// connections, a Manager opens two of its own, as the pool opens one (with
+// its settings and its BeforeConnect and AfterConnect hooks): one on which
+// WaitClaim listens, and one while it vacuums the tables that claims read
+// (see [Manager.Claim]), which only a role that owns them does.
+//
 // # Time
 //
 // A lease's expiry is read against the database server's clock, so that
