@@ -39,14 +39,6 @@ func TestOwnConnectionsTakeThePoolsHooks(t *testing.T) {
 	}
 	defer m.Close()
 	m.vacuum.every = 1
-	waitFor := func(what string, done func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal(what)
-			}
-		}
-	}
 
 	pooled := after.Load() // the pool's connections so far
 	wctx, cancel := context.WithCancel(ctx)
@@ -56,7 +48,7 @@ func TestOwnConnectionsTakeThePoolsHooks(t *testing.T) {
 		defer close(waited)
 		_, _ = m.WaitClaim(wctx, 1, time.Minute)
 	}()
-	waitFor("WaitClaim never listened", func() bool {
+	waitFor(t, "WaitClaim never listened", func() bool {
 		var n int
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query = $2",
 			app, "LISTEN "+readyChannel).Scan(&n); err != nil {
@@ -69,7 +61,7 @@ func TestOwnConnectionsTakeThePoolsHooks(t *testing.T) {
 
 	enqueueDomains(t, m, 1)
 	claimAndSucceed(t, m, 1)
-	waitFor("no vacuum ran", func() bool { return vacuumCount(t, pool, name) == 2 })
+	waitFor(t, "no vacuum ran", func() bool { return vacuumCount(t, pool, name) == 2 })
 	if n := after.Load() - pooled; n < 2 {
 		t.Errorf("AfterConnect ran for %d connections of the Manager's own; want 2 or more", n)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -89,4 +90,15 @@ func userPool(t *testing.T, pool *pgxpool.Pool, schema string) *pgxpool.Pool {
 	r := NewAppRole(t, pool)
 	r.Grant(t, schema)
 	return r.Pool
+}
+
+// waitFor waits until done, and fails t with what if that takes ten
+// seconds.
+func waitFor(t testing.TB, what string, done func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -59,42 +60,52 @@ func migrations() ([]migration, error) {
 // migrate brings schema up to date in one transaction, and returns the
 // database's instance. Processes that start together take turns: each holds
 // a lock for the schema's name while it migrates, and finds the work done
-// by the one before it. A schema already up to date is only read, so that
-// a role that may use it but not create or change it can open it.
+// by the one before it. A schema already up to date, before or after
+// waiting for that lock, is only read, so that a role that may use it but
+// not create or change it can open it.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (instance uint64, err error) {
 	all, err := migrations()
 	if err != nil {
 		return 0, err
 	}
-	latest := all[len(all)-1].version
-	if version, instance, ok := installed(ctx, pool, schema); ok && version >= latest {
-		if version > latest {
-			return 0, tooNew(schema, version, latest)
-		}
-		return instance, nil
+	if instance, done, err := upToDate(ctx, pool, schema, all); done {
+		return instance, err
 	}
 	return apply(ctx, pool, schema, all)
 }
 
-// installed returns the version and instance of schema, if it is
-// installed. Any other answer, an error included, leaves the question to
-// apply, which installs, upgrades or says why not.
-func installed(ctx context.Context, pool *pgxpool.Pool, schema string) (version int, instance uint64, ok bool) {
-	var found bool
-	err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
-		schema+".migrations", schema+".meta").Scan(&found)
-	if err != nil || !found {
-		return 0, 0, false
-	}
-	var inst int64
-	err = pool.QueryRow(ctx, "SELECT (SELECT max(version) FROM "+schema+".migrations), (SELECT instance FROM "+schema+".meta)").
-		Scan(&version, &inst)
-	return version, uint64(inst), err == nil
+// A querier is a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// tooNew returns the error of schema at version, newer than latest.
-func tooNew(schema string, version, latest int) error {
-	return fmt.Errorf("%w: schema %s is at version %d, this package knows %d", ErrSchemaTooNew, schema, version, latest)
+// upToDate reports whether schema is installed at the last version of all,
+// done, with its instance, or at a newer version, done with
+// ErrSchemaTooNew, or whether it could not tell, done with the error. It
+// reads and locks nothing else.
+func upToDate(ctx context.Context, q querier, schema string, all []migration) (instance uint64, done bool, err error) {
+	var found bool
+	err = q.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
+		schema+".migrations", schema+".meta").Scan(&found)
+	if err != nil {
+		return 0, true, dbError("migrate", err)
+	}
+	if !found {
+		return 0, false, nil
+	}
+	var version int
+	var inst int64
+	err = q.QueryRow(ctx, "SELECT coalesce((SELECT max(version) FROM "+schema+".migrations), 0), "+
+		"coalesce((SELECT instance FROM "+schema+".meta), 0)").Scan(&version, &inst)
+	switch latest := all[len(all)-1].version; {
+	case err != nil:
+		return 0, true, dbError("migrate", err)
+	case version > latest:
+		return 0, true, fmt.Errorf("%w: schema %s is at version %d, this package knows %d", ErrSchemaTooNew, schema, version, latest)
+	case version == latest && inst != 0:
+		return uint64(inst), true, nil
+	}
+	return 0, false, nil
 }
 
 // apply brings schema up to the last of all, the migrations in order, as
@@ -108,6 +119,10 @@ func apply(ctx context.Context, pool *pgxpool.Pool, schema string, all []migrati
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "worklease.pg.migrate:"+schema); err != nil {
 		return 0, dbError("migrate", err)
 	}
+	// The process before may have done the work while this one waited.
+	if instance, done, err := upToDate(ctx, tx, schema, all); done {
+		return instance, err
+	}
 	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema+";"+
 		"CREATE TABLE IF NOT EXISTS "+schema+".migrations (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"); err != nil {
 		return 0, dbError("migrate", err)
@@ -115,9 +130,6 @@ func apply(ctx context.Context, pool *pgxpool.Pool, schema string, all []migrati
 	var current int
 	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+schema+".migrations").Scan(&current); err != nil {
 		return 0, dbError("migrate", err)
-	}
-	if latest := all[len(all)-1].version; current > latest {
-		return 0, tooNew(schema, current, latest)
 	}
 	for _, mg := range all {
 		if mg.version <= current {

@@ -2,6 +2,8 @@ package pg
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -114,5 +116,64 @@ func TestOpenAsARoleThatMayNotCreate(t *testing.T) {
 	}
 	if _, err := OpenSchema(ctx, user, schema); !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("Open of a newer schema: %v; want ErrSchemaTooNew", err)
+	}
+}
+
+// A role that may not create, opening a schema while its owner upgrades
+// it, waits for the upgrade and opens the schema it left up to date.
+func TestOpenAsARoleThatMayNotCreateDuringAnUpgrade(t *testing.T) {
+	ctx, pool, name := scratchSchema(t, "user")
+	all, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) < 2 {
+		t.Skip("one migration: nothing to upgrade from")
+	}
+	schema, last := pgx.Identifier{name}.Sanitize(), all[len(all)-1]
+	instance, err := apply(ctx, pool, schema, all[:len(all)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := userPool(t, pool, name)
+	tx, err := pool.Begin(ctx) // the owner's upgrade, under way, as apply does it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, q := range []string{
+		"SELECT pg_advisory_xact_lock(hashtext('worklease.pg.migrate:" + schema + "'))",
+		strings.ReplaceAll(last.sql, "{{schema}}", schema),
+		fmt.Sprintf("INSERT INTO %s.migrations (version) VALUES (%d)", schema, last.version),
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type opened struct {
+		m   *Manager
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		m, err := OpenSchema(ctx, user, name)
+		done <- opened{m, err}
+	}()
+	waitFor(t, "Open did not wait for the upgrade", func() (waiting bool) {
+		if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("Open after the upgrade it waited for: %v", o.err)
+	}
+	defer o.m.Close()
+	if o.m.instance != instance {
+		t.Errorf("instance: %d, want %d", o.m.instance, instance)
 	}
 }

@@ -156,21 +156,13 @@ func TestCloseCancelsTheVacuum(t *testing.T) {
 		}
 		return n
 	}
-	waitFor := func(what string, done func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal(what)
-			}
-		}
-	}
 
 	m.noteGrants(m.vacuum.every)
-	waitFor("the vacuum never began", func() bool { return running() == 1 })
+	waitFor(t, "the vacuum never began", func() bool { return running() == 1 })
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("the vacuum still runs on the server after Close", func() bool { return running() == 0 })
+	waitFor(t, "the vacuum still runs on the server after Close", func() bool { return running() == 0 })
 }
 
 // A vacuum leaves out a table that another session is vacuuming, rather
