@@ -61,7 +61,8 @@
 // connections, a Manager opens two of its own, as the pool opens one (with
 // its settings and its BeforeConnect and AfterConnect hooks): one on which
 // WaitClaim listens, and one while it vacuums the tables that claims read
-// (see [Manager.Claim]), which only a role that owns them does.
+// (see [Manager.Claim]); a role that does not own them opens that one
+// once, to learn that it may not.
 //
 // # Time
 //

@@ -84,11 +84,15 @@ func newPullStatements(schema string) pullStatements {
 		vacuum: "VACUUM (SKIP_LOCKED, TRUNCATE false, PROCESS_TOAST false) ",
 		// Whether each table, domains then backlog, is being vacuumed (or
 		// analyzed, or otherwise holds the lock a vacuum takes) by another
-		// session, which PostgreSQL would warn of rather than wait for.
+		// session, which PostgreSQL would warn of rather than wait for. A
+		// copy of the database, made from it as a template, has tables of
+		// the same OIDs: its locks are not these tables'.
 		vacuumed: fmt.Sprintf(`SELECT EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = '%[1]s.domains'::regclass
-		AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted),
+		AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())),
 	EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = '%[1]s.backlog'::regclass
-		AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted)`, schema),
+		AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`, schema),
 		// Whether the role owns the tables, or is a superuser or a member
 		// of their owner, as vacuuming them takes.
 		mayVacuum: fmt.Sprintf(`SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false) FROM pg_class c

@@ -116,18 +116,14 @@ func (m *Manager) Close() error {
 }
 
 // connect opens a connection of the Manager's own, outside its pool, as
-// the pool opens one: with a copy of its connection settings, which adjust
-// may change once the pool's BeforeConnect hook has, and its AfterConnect
-// hook.
-func (m *Manager) connect(ctx context.Context, adjust func(*pgx.ConnConfig)) (*pgx.Conn, error) {
+// the pool opens one: with a copy of its connection settings, and its
+// BeforeConnect and AfterConnect hooks.
+func (m *Manager) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg := m.pool.Config()
 	if cfg.BeforeConnect != nil {
 		if err := cfg.BeforeConnect(ctx, cfg.ConnConfig); err != nil {
 			return nil, err
 		}
-	}
-	if adjust != nil {
-		adjust(cfg.ConnConfig)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {

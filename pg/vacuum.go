@@ -94,21 +94,29 @@ func (m *Manager) vacuumTables(ctx context.Context, cancel func(), stopped chan<
 }
 
 // vacuumOnce connects and vacuums the tables, if the Manager's role may.
-// Should the server or the network stop answering, it gives up a little
-// after the server would have cancelled the vacuum.
+// The server ends a statement that runs longer than vacuumLimit, set once
+// the pool's hooks have run (so that none undoes it) and by a statement,
+// which a connection pooler such as PgBouncer lets through where it would
+// refuse the setting at connection time. (A ctx that ends closes the
+// connection, and pgx then asks the server to cancel the statement under
+// way.) Should the server or the network stop answering, the vacuum gives
+// up a little after the server would have cancelled it. Statements this
+// seldom run are sent as they are, not prepared.
 func (m *Manager) vacuumOnce(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, vacuumLimit+10*time.Second)
 	defer cancel()
-	conn, err := m.connect(ctx, vacuumConfig)
+	conn, err := m.connect(ctx)
 	if err != nil {
 		return
 	}
 	defer conn.Close(context.Background())
-	if !m.mayVacuum(ctx, conn) {
+	const simple = pgx.QueryExecModeSimpleProtocol
+	limit := "SET statement_timeout = " + strconv.FormatInt(vacuumLimit.Milliseconds(), 10)
+	if _, err := conn.Exec(ctx, limit, simple); err != nil || !m.mayVacuum(ctx, conn) {
 		return
 	}
 	var busy [2]bool
-	if err := conn.QueryRow(ctx, m.pull.vacuumed).Scan(&busy[0], &busy[1]); err != nil {
+	if err := conn.QueryRow(ctx, m.pull.vacuumed, simple).Scan(&busy[0], &busy[1]); err != nil {
 		return
 	}
 	var tables []string
@@ -118,21 +126,8 @@ func (m *Manager) vacuumOnce(ctx context.Context) {
 		}
 	}
 	if len(tables) > 0 {
-		_, _ = conn.Exec(ctx, m.pull.vacuum+strings.Join(tables, ", "))
+		_, _ = conn.Exec(ctx, m.pull.vacuum+strings.Join(tables, ", "), simple)
 	}
-}
-
-// vacuumConfig sets up cfg, a copy of the pool's settings, for vacuums:
-// the server ends a statement that runs longer than vacuumLimit. (A ctx
-// that ends closes the connection, and pgx then asks the server to cancel
-// the statement under way.) Statements this seldom run are sent as they
-// are, not prepared.
-func vacuumConfig(cfg *pgx.ConnConfig) {
-	if cfg.RuntimeParams == nil {
-		cfg.RuntimeParams = make(map[string]string)
-	}
-	cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(vacuumLimit.Milliseconds(), 10)
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 }
 
 // mayVacuum reports whether the Manager's role may vacuum the tables,
@@ -145,7 +140,7 @@ func (m *Manager) mayVacuum(ctx context.Context, conn *pgx.Conn) bool {
 	if checked {
 		return allowed
 	}
-	err := conn.QueryRow(ctx, m.pull.mayVacuum).Scan(&allowed)
+	err := conn.QueryRow(ctx, m.pull.mayVacuum, pgx.QueryExecModeSimpleProtocol).Scan(&allowed)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.checked, v.allowed = err == nil, err == nil && allowed

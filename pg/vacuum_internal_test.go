@@ -91,11 +91,16 @@ func TestVacuumTakesTheTablesOwner(t *testing.T) {
 }
 
 // A vacuum takes none of the pool's connections: it runs while a call
-// holds the only one, under the server's limit of vacuumLimit.
+// holds the only one, under the server's limit of vacuumLimit, which a
+// limit of the pool's own, set by its AfterConnect hook, does not shorten.
 func TestVacuumConnectsOnItsOwn(t *testing.T) {
 	ctx, pool, name := scratchSchema(t, "vacuum")
 	cfg := pool.Config()
 	cfg.MaxConns = 1
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SET statement_timeout = '5s'")
+		return err
+	}
 	one, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -115,20 +120,13 @@ func TestVacuumConnectsOnItsOwn(t *testing.T) {
 	defer conn.Release()
 
 	m.noteGrants(m.vacuum.every)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var timeout *string
-		if err := conn.QueryRow(ctx, "SELECT to_regclass($1)::text", name+".seen").Scan(&timeout); err != nil {
+	waitFor(t, "no vacuum ran while a call held the pool's only connection", func() bool {
+		var seen *string
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1)::text", name+".seen").Scan(&seen); err != nil {
 			t.Fatal(err)
 		}
-		if timeout != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no vacuum ran while a call held the pool's only connection")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return seen != nil
+	})
 	var timeout string
 	if err := conn.QueryRow(ctx, "SELECT timeout FROM "+name+".seen").Scan(&timeout); err != nil {
 		t.Fatal(err)
@@ -200,29 +198,76 @@ func TestVacuumLeavesOutATableBeingVacuumed(t *testing.T) {
 	}
 
 	m.noteGrants(m.vacuum.every)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if running, _, _, _ := m.vacuum.state(); !running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the vacuum did not end")
-		}
-	}
+	waitFor(t, "the vacuum did not end", func() bool { running, _, _, _ := m.vacuum.state(); return !running })
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var domains, backlog int64
-	if err := pool.QueryRow(ctx, `SELECT sum(vacuum_count) FILTER (WHERE relname = 'domains'), sum(vacuum_count) FILTER (WHERE relname = 'backlog')
-		FROM pg_stat_user_tables WHERE schemaname = $1`, name).Scan(&domains, &backlog); err != nil {
-		t.Fatal(err)
-	}
-	if domains != 0 || backlog != 1 {
+	if domains, backlog := vacuumCounts(t, pool, name); domains != 0 || backlog != 1 {
 		t.Errorf("vacuums: %d of domains, %d of backlog; want 0 and 1", domains, backlog)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(notices) > 0 {
 		t.Errorf("the server said: %q; want nothing", notices)
+	}
+}
+
+// A vacuum does not leave out a table because a copy of it, in a
+// database made from this one as a template, is being vacuumed: the copy's
+// tables have the same OIDs.
+func TestVacuumHeedsOnlyItsDatabasesLocks(t *testing.T) {
+	ctx, admin, name := scratchSchema(t, "vacuum")
+	original, copied := "a_"+name, "b_"+name
+	connect := func(database string) *pgxpool.Pool {
+		cfg := admin.Config()
+		cfg.ConnConfig.Database = database
+		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Cleanup(func() {
+		for _, database := range []string{copied, original} {
+			if _, err := admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+database+" WITH (FORCE)"); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+original); err != nil {
+		t.Fatal(err)
+	}
+	a := connect(original)
+	installer, err := OpenSchema(ctx, a, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = installer.Close()
+	a.Close() // a template database has no connections
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+copied+" TEMPLATE "+original); err != nil {
+		t.Fatal(err)
+	}
+	a, b := connect(original), connect(copied)
+	defer a.Close()
+	defer b.Close()
+	tx, err := b.Begin(ctx) // the lock a vacuum of the copy's domains takes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+name+".domains IN SHARE UPDATE EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	m, err := OpenSchema(ctx, a, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.noteGrants(m.vacuum.every)
+	waitFor(t, "the vacuum did not end", func() bool { running, _, _, _ := m.vacuum.state(); return !running })
+	if domains, backlog := vacuumCounts(t, a, name); domains != 1 || backlog != 1 {
+		t.Errorf("vacuums: %d of domains, %d of backlog; want 1 and 1 (the lock is the copy's)", domains, backlog)
 	}
 }
 
@@ -259,13 +304,22 @@ func claimAndSucceed(t *testing.T, m *Manager, n int) {
 	}
 }
 
-// vacuumCount returns how many times the domains and backlog tables of
-// schema were vacuumed by a VACUUM statement, per the server's statistics.
-func vacuumCount(t *testing.T, pool *pgxpool.Pool, schema string) (n int64) {
+// vacuumCounts returns how many times the domains and backlog tables of
+// schema were each vacuumed by a VACUUM statement.
+func vacuumCounts(t *testing.T, pool *pgxpool.Pool, schema string) (domains, backlog int64) {
 	t.Helper()
-	if err := pool.QueryRow(context.Background(), `SELECT coalesce(sum(vacuum_count), 0) FROM pg_stat_user_tables
-		WHERE schemaname = $1 AND relname IN ('domains', 'backlog')`, schema).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(sum(vacuum_count) FILTER (WHERE relname = 'domains'), 0),
+		coalesce(sum(vacuum_count) FILTER (WHERE relname = 'backlog'), 0) FROM pg_stat_user_tables WHERE schemaname = $1`,
+		schema).Scan(&domains, &backlog); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return domains, backlog
+}
+
+// vacuumCount returns how many times the domains and backlog tables of
+// schema were vacuumed by a VACUUM statement, in all.
+func vacuumCount(t *testing.T, pool *pgxpool.Pool, schema string) int64 {
+	t.Helper()
+	domains, backlog := vacuumCounts(t, pool, schema)
+	return domains + backlog
 }

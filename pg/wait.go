@@ -109,7 +109,7 @@ func (m *Manager) listenReady(ctx context.Context, stopped chan<- struct{}) {
 // listenOnce connects, listens and relays notifications until the
 // connection fails or ctx ends. Waiting claims poll meanwhile.
 func (m *Manager) listenOnce(ctx context.Context) {
-	conn, err := m.connect(ctx, nil)
+	conn, err := m.connect(ctx)
 	if err != nil {
 		return
 	}
