@@ -43,9 +43,9 @@ const MaxClaim = 10_000
 // claims (and ClaimNext) have granted 2,000 leases since its last vacuum
 // vacuums the two tables claims read, in the background, for a small
 // share of the time at most and a minute at most each, on a connection of
-// its own made as the pool makes one (with its settings, BeforeConnect and
-// AfterConnect), which it closes after; a role that does not own the
-// tables leaves them to autovacuum. Close cancels a vacuum under way.
+// its own made as the pool makes one (see the package documentation),
+// which it closes after; a role that does not own the tables leaves them
+// to autovacuum. Close cancels a vacuum under way.
 func (m *Manager) Claim(ctx context.Context, n int) ([]worklease.Claim, error) {
 	claims, _, err := m.claim(ctx, n, false)
 	return claims, err

@@ -13,7 +13,8 @@ import (
 // The connections a Manager opens of its own, to listen for WaitClaim and
 // to vacuum, are made as its pool makes one: here the pool's settings name
 // a role that does not exist, and only its BeforeConnect hook, which
-// credentials that rotate often need, names the one that does.
+// credentials that rotate often need, names the one that does. They are
+// closed as the pool closes one, after its BeforeClose hook.
 func TestOwnConnectionsTakeThePoolsHooks(t *testing.T) {
 	ctx, pool, name := scratchSchema(t, "hooks")
 	cfg := pool.Config()
@@ -23,11 +24,12 @@ func TestOwnConnectionsTakeThePoolsHooks(t *testing.T) {
 		cc.User, cc.RuntimeParams["application_name"] = user, app
 		return nil
 	}
-	var after atomic.Int32
+	var after, closing atomic.Int32
 	cfg.AfterConnect = func(context.Context, *pgx.Conn) error {
 		after.Add(1)
 		return nil
 	}
+	cfg.BeforeClose = func(*pgx.Conn) { closing.Add(1) }
 	hooked, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +64,13 @@ func TestOwnConnectionsTakeThePoolsHooks(t *testing.T) {
 	enqueueDomains(t, m, 1)
 	claimAndSucceed(t, m, 1)
 	waitFor(t, "no vacuum ran", func() bool { return vacuumCount(t, pool, name) == 2 })
-	if n := after.Load() - pooled; n < 2 {
-		t.Errorf("AfterConnect ran for %d connections of the Manager's own; want 2 or more", n)
+	if n := after.Load() - pooled; n != 2 {
+		t.Errorf("AfterConnect ran for %d connections of the Manager's own; want 2", n)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := closing.Load(); n != 2 { // the pool's own stay open until its Close
+		t.Errorf("BeforeClose ran for %d connections; want the Manager's 2", n)
 	}
 }

@@ -58,9 +58,9 @@
 // it is up to date, an application's role that owns nothing and may create
 // nothing opens it too, with USAGE on the schema, SELECT, INSERT, UPDATE
 // and DELETE on its tables and USAGE on its sequences. Besides its pool's
-// connections, a Manager opens two of its own, as the pool opens one (with
-// its settings and its BeforeConnect and AfterConnect hooks): one on which
-// WaitClaim listens, and one while it vacuums the tables that claims read
+// connections, a Manager opens two of its own, as the pool opens and
+// closes one (with its settings and its BeforeConnect, AfterConnect and
+// BeforeClose hooks): one on which WaitClaim listens, and one while it vacuums the tables that claims read
 // (see [Manager.Claim]); a role that does not own them opens that one
 // once, to learn that it may not.
 //

@@ -117,7 +117,7 @@ func (m *Manager) Close() error {
 
 // connect opens a connection of the Manager's own, outside its pool, as
 // the pool opens one: with a copy of its connection settings, and its
-// BeforeConnect and AfterConnect hooks.
+// BeforeConnect and AfterConnect hooks. Close it with disconnect.
 func (m *Manager) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg := m.pool.Config()
 	if cfg.BeforeConnect != nil {
@@ -136,6 +136,15 @@ func (m *Manager) connect(ctx context.Context) (*pgx.Conn, error) {
 		}
 	}
 	return conn, nil
+}
+
+// disconnect closes conn, a connection of connect's, as the pool closes
+// one: after its BeforeClose hook.
+func (m *Manager) disconnect(conn *pgx.Conn) {
+	if hook := m.pool.Config().BeforeClose; hook != nil {
+		hook(conn)
+	}
+	_ = conn.Close(context.Background())
 }
 
 // now returns the time of a call: the Clock's, or nil for the database's.

@@ -109,7 +109,7 @@ func (m *Manager) vacuumOnce(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	defer conn.Close(context.Background())
+	defer m.disconnect(conn)
 	const simple = pgx.QueryExecModeSimpleProtocol
 	limit := "SET statement_timeout = " + strconv.FormatInt(vacuumLimit.Milliseconds(), 10)
 	if _, err := conn.Exec(ctx, limit, simple); err != nil || !m.mayVacuum(ctx, conn) {

@@ -113,7 +113,7 @@ func (m *Manager) listenOnce(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	defer conn.Close(context.Background())
+	defer m.disconnect(conn)
 	if _, err := conn.Exec(ctx, "LISTEN "+readyChannel); err != nil {
 		return
 	}
@@ -136,9 +136,9 @@ func (m *Manager) listenOnce(ctx context.Context) {
 // jittered by up to a fifth, so that idle workers do not poll together),
 // and claims again, until it claims something or ctx ends, whose error it
 // then returns, or the Manager is closed. The notifications come on a
-// connection of the Manager's own, made as the pool makes one (with its
-// settings, BeforeConnect and AfterConnect), opened by the first WaitClaim
-// and closed by Close; without it, waiting claims poll. A domain made
+// connection of the Manager's own, made as the pool makes one (see the
+// package documentation), opened by the first WaitClaim and closed by
+// Close; without it, waiting claims poll. A domain made
 // ready while another ready one is being claimed may wait for the next
 // poll.
 func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]worklease.Claim, error) {
