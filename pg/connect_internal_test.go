@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The connections a Manager opens of its own, to listen for WaitClaim and
@@ -30,16 +29,7 @@ func TestOwnConnectionsTakeThePoolsHooks(t *testing.T) {
 		return nil
 	}
 	cfg.BeforeClose = func(*pgx.Conn) { closing.Add(1) }
-	hooked, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hooked.Close()
-	m, err := OpenSchema(ctx, hooked, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := open(t, newPool(t, cfg), name)
 	m.vacuum.every = 1
 
 	pooled := after.Load() // the pool's connections so far

@@ -50,7 +50,7 @@ import (
 // pullStatements are the pull queue's plain statements of a schema.
 type pullStatements struct {
 	claim, succeedOne, succeedMany, claimNext, repeatNext string
-	vacuum, mayVacuum, vacuumed                           string // see vacuum.go
+	vacuum, mayVacuum, idleTables                         string // see vacuum.go
 }
 
 func newPullStatements(schema string) pullStatements {
@@ -80,17 +80,17 @@ func newPullStatements(schema string) pullStatements {
 	// one ClaimNext granted last.
 	const run = "(CASE WHEN x.streak_fence = x.fence THEN x.streak ELSE 0 END)"
 	return pullStatements{
-		// The tables follow, those that vacuumed says are not being vacuumed.
+		// The tables follow: those that idleTables names.
 		vacuum: "VACUUM (SKIP_LOCKED, TRUNCATE false, PROCESS_TOAST false) ",
-		// Whether each table, domains then backlog, is being vacuumed (or
-		// analyzed, or otherwise holds the lock a vacuum takes) by another
-		// session, which PostgreSQL would warn of rather than wait for. A
-		// copy of the database, made from it as a template, has tables of
-		// the same OIDs: its locks are not these tables'.
-		vacuumed: fmt.Sprintf(`SELECT EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = '%[1]s.domains'::regclass
-		AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted
-		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())),
-	EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = '%[1]s.backlog'::regclass
+		// The names of the tables, of domains and backlog, that no other
+		// session is vacuuming (or analyzing, or otherwise holds the lock a
+		// vacuum takes), which PostgreSQL would warn of rather than wait
+		// for; "" if none. A copy of the database, made from it as a
+		// template, has tables of the same OIDs: its locks are not these
+		// tables'.
+		idleTables: fmt.Sprintf(`SELECT coalesce(string_agg(t::text, ', '), '')
+	FROM unnest(ARRAY['%[1]s.domains'::regclass, '%[1]s.backlog'::regclass]) t
+	WHERE NOT EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = t
 		AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted
 		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`, schema),
 		// Whether the role owns the tables, or is a superuser or a member

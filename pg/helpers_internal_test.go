@@ -64,12 +64,7 @@ func NewAppRole(t testing.TB, owner *pgxpool.Pool) *AppRole {
 	})
 	cfg := owner.Config()
 	cfg.ConnConfig.User = r.name
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close) // before the role is dropped
-	r.Pool = pool
+	r.Pool = newPool(t, cfg) // closed before the role is dropped
 	return r
 }
 
@@ -101,4 +96,27 @@ func waitFor(t testing.TB, what string, done func() bool) {
 			t.Fatal(what)
 		}
 	}
+}
+
+// newPool returns a pool made with cfg, closed when t ends.
+func newPool(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// open opens a Manager on pool with its state in schema, closed when t
+// ends (before pool, if t made pool first).
+func open(t testing.TB, pool *pgxpool.Pool, schema string) *Manager {
+	t.Helper()
+	m, err := OpenSchema(context.Background(), pool, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
 }

@@ -79,18 +79,11 @@ func TestMigrateUpgrades(t *testing.T) {
 // the package ErrSchemaTooNew.
 func TestOpenAsARoleThatMayNotCreate(t *testing.T) {
 	ctx, pool, schema := scratchSchema(t, "user")
-	owner, err := OpenSchema(ctx, pool, schema) // installs the schema
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner := open(t, pool, schema) // installs the schema
 	_ = owner.Close()
 	user := userPool(t, pool, schema)
 
-	m, err := OpenSchema(ctx, user, schema)
-	if err != nil {
-		t.Fatalf("Open of an installed schema: %v", err)
-	}
-	defer m.Close()
+	m := open(t, user, schema)
 	if m.instance != owner.instance {
 		t.Errorf("instance: %d, want the owner's %d", m.instance, owner.instance)
 	}

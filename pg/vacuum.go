@@ -3,7 +3,6 @@ package pg
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -115,18 +114,9 @@ func (m *Manager) vacuumOnce(ctx context.Context) {
 	if _, err := conn.Exec(ctx, limit, simple); err != nil || !m.mayVacuum(ctx, conn) {
 		return
 	}
-	var busy [2]bool
-	if err := conn.QueryRow(ctx, m.pull.vacuumed, simple).Scan(&busy[0], &busy[1]); err != nil {
-		return
-	}
-	var tables []string
-	for i, table := range []string{"domains", "backlog"} {
-		if !busy[i] {
-			tables = append(tables, m.schema+"."+table)
-		}
-	}
-	if len(tables) > 0 {
-		_, _ = conn.Exec(ctx, m.pull.vacuum+strings.Join(tables, ", "), simple)
+	var tables string
+	if err := conn.QueryRow(ctx, m.pull.idleTables, simple).Scan(&tables); err == nil && tables != "" {
+		_, _ = conn.Exec(ctx, m.pull.vacuum+tables, simple)
 	}
 }
 

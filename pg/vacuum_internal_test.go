@@ -15,12 +15,8 @@ import (
 // Claims that granted vacuumEvery leases (10 here) start a vacuum of the
 // two tables claims read, and only then: the server's statistics count it.
 func TestClaimsVacuumTheirTables(t *testing.T) {
-	ctx, pool, name := scratchSchema(t, "vacuum")
-	m, err := OpenSchema(ctx, pool, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() }) // if the test stops early
+	_, pool, name := scratchSchema(t, "vacuum")
+	m := open(t, pool, name)
 	m.vacuum.every = 10
 	enqueueDomains(t, m, 30)
 	vacuums := func() int64 { return vacuumCount(t, pool, name) }
@@ -59,18 +55,9 @@ func TestClaimsVacuumTheirTables(t *testing.T) {
 // whether it may vacuum them, and then never tries: PostgreSQL would only
 // warn, for each table, every time.
 func TestVacuumTakesTheTablesOwner(t *testing.T) {
-	ctx, pool, name := scratchSchema(t, "vacuum")
-	owner, err := OpenSchema(ctx, pool, name) // installs the schema
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = owner.Close()
-	user := userPool(t, pool, name)
-	m, err := OpenSchema(ctx, user, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	_, pool, name := scratchSchema(t, "vacuum")
+	_ = open(t, pool, name).Close() // installs the schema
+	m := open(t, userPool(t, pool, name), name)
 	m.vacuum.every = 1
 	enqueueDomains(t, m, 5)
 	for range 5 {
@@ -101,16 +88,8 @@ func TestVacuumConnectsOnItsOwn(t *testing.T) {
 		_, err := c.Exec(ctx, "SET statement_timeout = '5s'")
 		return err
 	}
-	one, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer one.Close()
-	m, err := OpenSchema(ctx, one, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	one := newPool(t, cfg)
+	m := open(t, one, name)
 	// This vacuum records the statement timeout it runs under.
 	m.pull.vacuum = "CREATE TABLE " + name + ".seen AS SELECT current_setting('statement_timeout') AS timeout -- "
 	conn, err := one.Acquire(ctx)
@@ -140,11 +119,7 @@ func TestVacuumConnectsOnItsOwn(t *testing.T) {
 // running behind a closed connection.
 func TestCloseCancelsTheVacuum(t *testing.T) {
 	ctx, pool, name := scratchSchema(t, "vacuum")
-	m, err := OpenSchema(ctx, pool, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() }) // if the test stops early
+	m := open(t, pool, name)
 	// A vacuum that takes its time, and that the server can find by its text.
 	m.pull.vacuum = "SELECT pg_sleep(60) -- " + name + " "
 	running := func() (n int) {
@@ -178,16 +153,7 @@ func TestVacuumLeavesOutATableBeingVacuumed(t *testing.T) {
 		}
 		return nil
 	}
-	noticed, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer noticed.Close()
-	m, err := OpenSchema(ctx, noticed, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := open(t, newPool(t, cfg), name)
 	tx, err := pool.Begin(ctx) // takes the lock a vacuum of domains takes
 	if err != nil {
 		t.Fatal(err)
@@ -221,11 +187,7 @@ func TestVacuumHeedsOnlyItsDatabasesLocks(t *testing.T) {
 	connect := func(database string) *pgxpool.Pool {
 		cfg := admin.Config()
 		cfg.ConnConfig.Database = database
-		p, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return newPool(t, cfg)
 	}
 	t.Cleanup(func() {
 		for _, database := range []string{copied, original} {
@@ -238,18 +200,12 @@ func TestVacuumHeedsOnlyItsDatabasesLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := connect(original)
-	installer, err := OpenSchema(ctx, a, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = installer.Close()
-	a.Close() // a template database has no connections
+	_ = open(t, a, name).Close() // installs the schema
+	a.Close()                    // a template database has no connections
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+copied+" TEMPLATE "+original); err != nil {
 		t.Fatal(err)
 	}
 	a, b := connect(original), connect(copied)
-	defer a.Close()
-	defer b.Close()
 	tx, err := b.Begin(ctx) // the lock a vacuum of the copy's domains takes
 	if err != nil {
 		t.Fatal(err)
@@ -259,11 +215,7 @@ func TestVacuumHeedsOnlyItsDatabasesLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m, err := OpenSchema(ctx, a, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := open(t, a, name)
 	m.noteGrants(m.vacuum.every)
 	waitFor(t, "the vacuum did not end", func() bool { running, _, _, _ := m.vacuum.state(); return !running })
 	if domains, backlog := vacuumCounts(t, a, name); domains != 1 || backlog != 1 {
