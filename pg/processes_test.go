@@ -339,7 +339,7 @@ func workOffsets(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s, doma
 		stale := tag.RowsAffected() == 0
 		if how == "fail" {
 			res, err := m.FailNext(ctx, domain, tok, errors.New("boom"))
-			if errors.Is(err, worklease.ErrLeaseExpired) || errors.Is(err, worklease.ErrLeaseRevoked) {
+			if lost(err) || errors.Is(err, worklease.ErrLeaseRevoked) {
 				return nil
 			}
 			if err != nil {
@@ -363,7 +363,7 @@ func workOffsets(ctx context.Context, m *pg.Manager, pool *pgxpool.Pool, s, doma
 		if err := confirmSuccess(ctx, pool, s, domain, offset, int64(tok.Fence()), err == nil, stale); err != nil {
 			return err
 		}
-		if errors.Is(err, worklease.ErrLeaseExpired) || errors.Is(err, worklease.ErrLeaseRevoked) {
+		if lost(err) || errors.Is(err, worklease.ErrLeaseRevoked) {
 			return nil // the lease expired while stalled: another holder has the offset
 		}
 		if err != nil {
