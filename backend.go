@@ -49,8 +49,10 @@ type Backend interface {
 	// caller, up to MaxStreak times in a row, and answers a claim
 	// repeated after its next lease was granted with that lease again
 	// while it is in flight, as Manager.ClaimNext documents (after a
-	// restart a backend may answer it as Succeed would). Domains that became ready at the same instant may be
-	// claimed in any order.
+	// restart a backend may answer it as Succeed would); a lease that a
+	// later claim of the same call ends is not among those it returns.
+	// Domains that became ready at the same instant may be claimed in any
+	// order.
 	Enqueue(ctx context.Context, domain string, offset int64, payload []byte) (AcquireStatus, error)
 	Claim(ctx context.Context, n int) ([]Claim, error)
 	WaitClaim(ctx context.Context, n int, poll time.Duration) ([]Claim, error)

@@ -337,7 +337,8 @@ const MaxStreak = 8
 // becomes ready for Claim as SucceedMany leaves it, behind the domains
 // ready before it. Only the first claim of a domain that claims name more
 // than once may lead to a next lease: the later ones are answered as
-// Succeed would answer them, after it.
+// Succeed would answer them, after it, and a lease the call granted that
+// such a later claim ends is not among the leases returned.
 //
 // ClaimNext returns the leases it granted, in the order of the claims
 // that led to them, and for each claim nil or Succeed's error, as
@@ -395,6 +396,11 @@ func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []
 		errs[i] = err
 		if ok {
 			out = append(out, granted)
+		} else if err == nil && !first && len(out) > 0 {
+			// A later claim of a domain may end the lease its first
+			// claim was just answered with (a ClaimNext repeated beside
+			// that lease): the answer must not hand it out again.
+			out = slices.DeleteFunc(out, func(g Claim) bool { return g.Domain == c.Domain && g.Token == c.Token })
 		}
 	}
 	if err := m.endBatch(&b); err != nil {

@@ -368,6 +368,20 @@ func testPull(t *testing.T, s *Suite) {
 			e.claimNext(cs[1:])
 			mustEqual(t, worklease.DomainInfo{Processed: worklease.MaxStreak + 2}, e.inspect("deep"))
 		}},
+		{"ClaimNextRepeatedBesideItsNext", func(t *testing.T, s *Suite) {
+			// A ClaimNext repeated beside the lease it granted the first
+			// time, which a later claim of the batch ends: the answer
+			// leaves that lease out, as it is ended.
+			e := s.start(t, worklease.WithLeaseTTL(time.Minute))
+			for off := range int64(3) {
+				e.enqueue("d", off, nil, worklease.Enqueued)
+			}
+			first := e.claim(1, "d/0@1")
+			next := e.claimNext(first, "d/1@1")
+			e.claimNext(append(first, next...)) // grants nothing: next's end is a Succeed
+			mustEqual(t, worklease.DomainInfo{Backlog: []int64{2}, Processed: 2}, e.inspect("d"))
+			e.claim(1, "d/2@1")
+		}},
 		{"ClaimNextAfterRetry", func(t *testing.T, s *Suite) {
 			// The next offset carries the attempts of a retry, and a retry
 			// waiting out its delay is leased by a claim only.

@@ -239,6 +239,14 @@ func (m *Manager) succeedMany(ctx context.Context, op string, claims []worklease
 			}
 		}
 		_, errs[i] = m.Succeed(ctx, c.Domain, c.Token)
+		if errs[i] == nil && next {
+			// A later claim of a domain may end the lease its first claim
+			// was just answered with (a ClaimNext repeated beside that
+			// lease): the answer must not hand it out again.
+			granted = slices.DeleteFunc(granted, func(g grantedNext) bool {
+				return g.c.Domain == c.Domain && g.c.Token == c.Token
+			})
+		}
 	}
 	m.noteGrants(len(granted))
 	if len(granted) == 0 {
@@ -277,7 +285,9 @@ const MaxStreak = worklease.MaxStreak
 // ClaimNext may be repeated, as after ErrOutcomeUnknown: a claim whose
 // lease it ended already, with the next lease granted to its caller, is
 // answered with that lease again, and nil for an error, for as long as
-// that lease is in flight; nothing changes. Once it ended or expired, the
+// that lease is in flight; nothing changes. A lease the call granted, or
+// answered with again, that a later claim of the same call ends is not
+// among the leases returned. Once it ended or expired, the
 // repeated claim gets Succeed's error for a spent token.
 func (m *Manager) ClaimNext(ctx context.Context, claims []worklease.Claim) ([]worklease.Claim, []error, error) {
 	return m.succeedMany(ctx, "ClaimNext", claims, true)
