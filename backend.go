@@ -60,6 +60,17 @@ type Backend interface {
 	SucceedMany(ctx context.Context, claims []Claim) ([]error, error)
 	ClaimNext(ctx context.Context, claims []Claim) ([]Claim, []error, error)
 
+	// The batch calls of failed attempts and renewals: RetryMany is Retry
+	// and ExtendMany is Extend (by one duration) for each lease, in one
+	// call, as a worker pool makes them for its jobs. Each answers every
+	// lease as the single call would, in the order given (a domain named
+	// more than once finds its token spent the second time), and returns
+	// an error of its own, with nothing for the leases, if the batch
+	// failed as a whole. A backend that does I/O makes each one round
+	// trip.
+	RetryMany(ctx context.Context, failures []Failure) ([]RetryResult, []error, error)
+	ExtendMany(ctx context.Context, claims []Claim, d time.Duration) ([]time.Time, []error, error)
+
 	// Close releases what the backend holds; every later call returns an
 	// error matching ErrClosed.
 	Close() error
@@ -236,6 +247,20 @@ func (b managerBackend) ClaimNext(ctx context.Context, claims []Claim) ([]Claim,
 		return nil, nil, err
 	}
 	return b.m.ClaimNext(claims)
+}
+
+func (b managerBackend) RetryMany(ctx context.Context, failures []Failure) ([]RetryResult, []error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	return b.m.RetryMany(failures)
+}
+
+func (b managerBackend) ExtendMany(ctx context.Context, claims []Claim, d time.Duration) ([]time.Time, []error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	return b.m.ExtendMany(claims, d)
 }
 
 func (b managerBackend) Close() error { return b.m.Close() }

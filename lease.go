@@ -580,16 +580,26 @@ func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (re
 // released, ErrLeaseExpired once it has run out); either way nothing
 // changes.
 func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, error) {
+	var b batch
+	at, err := m.extendIn(&b, "Extend", domain, tok, d)
+	if berr := m.endBatch(&b); berr != nil {
+		return time.Time{}, berr
+	}
+	return at, err
+}
+
+// extendIn is Extend, in b, for op.
+func (m *Manager) extendIn(b *batch, op, domain string, tok Token, d time.Duration) (time.Time, error) {
 	if !m.accepts(domain, 0) {
-		return time.Time{}, m.refuse("Extend", domain, 0)
+		return time.Time{}, m.refuse(op, domain, 0)
 	}
 	if d <= 0 {
-		return time.Time{}, domainError("Extend", domain, ErrInvalidDuration)
+		return time.Time{}, domainError(op, domain, ErrInvalidDuration)
 	}
 	now := m.nowIfNeeded()
 	sh, r := m.lockRecord(domain, false)
 	if r == nil {
-		return time.Time{}, m.absent(domainError("Extend", domain, ErrNoLease))
+		return time.Time{}, m.absent(domainError(op, domain, ErrNoLease))
 	}
 	st := step{now: now}
 	if m.reporting {
@@ -597,11 +607,9 @@ func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, 
 		st.kept = &kept // set here, not through a pointer: kept stays on the stack
 	}
 	at, err := r.state.extend(&m.policy, &st, tok, d)
-	if ferr := m.finish(sh, r, &st); ferr != nil {
-		return time.Time{}, ferr
-	}
+	m.release(b, sh, r, &st)
 	if err != nil {
-		return time.Time{}, domainError("Extend", domain, err)
+		return time.Time{}, domainError(op, domain, err)
 	}
 	return at.in(m.loc), nil
 }

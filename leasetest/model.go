@@ -347,6 +347,12 @@ func runModel(outer *testing.T, t *rapid.T, suite *Suite) {
 				d := anyDomain.Draw(t, "domain")
 				s.extend(t, d, s.drawToken(t, d), extendBy.Draw(t, "by"))
 			},
+			// ExtendMany extends up to three leases, in flight or not, by
+			// one duration.
+			"ExtendMany": func(t *rapid.T) {
+				claims := s.drawClaims(t, rapid.Bool().Draw(t, "current"))
+				s.extendMany(t, claims, extendBy.Draw(t, "by"))
+			},
 			// ExtendCurrent extends the lease in flight, now and then to
 			// exactly its current deadline, which must change nothing.
 			"ExtendCurrent": func(t *rapid.T) {
@@ -1219,6 +1225,32 @@ func (s *modelTest) extend(t *rapid.T, d string, tok worklease.Token, by time.Du
 	}
 	mustNoError(t, err, "Extend(%q, %v, %v)", d, tok, by)
 	mustTrue(t, want.Equal(got) && want.IsZero() == got.IsZero(), "Extend(%q, %v, %v) = %v, want %v", d, tok, by, got, want)
+}
+
+// extendMany is ExtendMany on the model: each claim is answered as Extend
+// would answer it, in order; a duration that is not positive refuses the
+// whole call.
+func (s *modelTest) extendMany(t *rapid.T, claims []worklease.Claim, by time.Duration) {
+	now := s.clk.Now()
+	got, errs, err := s.b.ExtendMany(s.ctx, claims, by)
+	if by <= 0 {
+		mustSentinel(t, worklease.ErrInvalidDuration, err, "ExtendMany(%v)", by)
+		check(t, got == nil && errs == nil, "ExtendMany(%v): answers beside its error", by)
+		return
+	}
+	mustNoError(t, err, "ExtendMany")
+	mustEqual(t, len(claims), len(got), "ExtendMany: expiries")
+	mustEqual(t, len(claims), len(errs), "ExtendMany: errors")
+	for i, c := range claims {
+		want, wantErr := s.model.domains[c.Domain].extend(c.Token, by, now)
+		if wantErr != nil {
+			mustSentinel(t, wantErr, errs[i], "ExtendMany: claim %d of %q", i, c.Domain)
+			mustZero(t, got[i])
+			continue
+		}
+		mustNoError(t, errs[i], "ExtendMany: claim %d of %q", i, c.Domain)
+		mustTrue(t, want.Equal(got[i]) && want.IsZero() == got[i].IsZero(), "ExtendMany: claim %d of %q: %v, want %v", i, c.Domain, got[i], want)
+	}
 }
 
 func (s *modelTest) inspect(t *rapid.T, d string) {

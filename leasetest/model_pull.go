@@ -214,6 +214,21 @@ func (s *modelTest) pullActions(leased, anyDomain *rapid.Generator[string], offs
 			d := leased.Draw(t, "domain")
 			s.retry(t, d, s.model.domains[d].lease.token, nil, delay.Draw(t, "delay"))
 		},
+		// RetryMany may name a domain more than once: its failures are
+		// answered in order.
+		"RetryMany": func(t *rapid.T) {
+			n := rapid.IntRange(0, 3).Draw(t, "n")
+			failures := make([]worklease.Failure, n)
+			for i := range failures {
+				d := anyDomain.Draw(t, "domain")
+				tok := s.drawToken(t, d)
+				if md := s.model.domains[d]; md.leased && rapid.Bool().Draw(t, "current") {
+					tok = md.lease.token
+				}
+				failures[i] = worklease.Failure{Claim: worklease.Claim{Domain: d, Token: tok}, Cause: causes.Draw(t, "cause"), Delay: delay.Draw(t, "delay")}
+			}
+			s.retryMany(t, failures)
+		},
 		// SucceedMany names each domain once, as the claims of one Claim
 		// do: the contract leaves open in which order the claims of a
 		// domain named twice are answered.
@@ -280,6 +295,33 @@ func (s *modelTest) retry(t *rapid.T, d string, tok worklease.Token, cause error
 	}
 	mustNoError(t, err, "Retry(%q, %v, %v)", d, tok, delay)
 	mustEqual(t, want, got, "Retry(%q, %v, %v)", d, tok, delay)
+}
+
+// retryMany is RetryMany on the model: each failure is answered as Retry
+// would answer it, in order.
+func (s *modelTest) retryMany(t *rapid.T, failures []worklease.Failure) {
+	now := s.clk.Now()
+	want := make([]worklease.RetryResult, len(failures))
+	wantErrs := make([]error, len(failures))
+	for i, f := range failures {
+		if f.Delay >= 0 {
+			s.model.pulling = true
+		}
+		want[i], wantErrs[i] = s.model.domains[f.Domain].retry(f.Token, f.Cause, f.Delay, now)
+	}
+	got, errs, err := s.b.RetryMany(s.ctx, failures)
+	mustNoError(t, err, "RetryMany")
+	mustEqual(t, len(failures), len(got), "RetryMany: results")
+	mustEqual(t, len(failures), len(errs), "RetryMany: errors")
+	for i, f := range failures {
+		if wantErrs[i] != nil {
+			mustSentinel(t, wantErrs[i], errs[i], "RetryMany: failure %d of %q", i, f.Domain)
+			mustZero(t, got[i])
+			continue
+		}
+		mustNoError(t, errs[i], "RetryMany: failure %d of %q", i, f.Domain)
+		mustEqual(t, want[i], got[i], "RetryMany: failure %d of %q", i, f.Domain)
+	}
 }
 
 func (s *modelTest) succeedMany(t *rapid.T, claims []worklease.Claim) {

@@ -382,6 +382,39 @@ func testPull(t *testing.T, s *Suite) {
 			mustEqual(t, worklease.DomainInfo{Backlog: []int64{2}, Processed: 2}, e.inspect("d"))
 			e.claim(1, "d/2@1")
 		}},
+		{"RetryMany", func(t *testing.T, s *Suite) {
+			// RetryMany ends each failed attempt as Retry would, in order:
+			// a domain named twice finds its token spent the second time.
+			e := s.start(t, worklease.WithMaxRetries(1))
+			for _, d := range []string{"a", "b", "c"} {
+				e.enqueue(d, 1, nil, worklease.Enqueued)
+				e.enqueue(d, 2, nil, worklease.Enqueued)
+			}
+			cs := claimsByDomain(e.claimAny(3))
+			fail := func(d string, delay time.Duration) worklease.Failure {
+				return worklease.Failure{Claim: cs[d], Cause: errors.New("failed " + d), Delay: delay}
+			}
+			res, errs, err := e.b.RetryMany(e.ctx, []worklease.Failure{
+				fail("a", 0), fail("b", time.Hour), fail("a", 0), fail("c", -time.Second), {Claim: worklease.Claim{Domain: "nobody", Token: cs["a"].Token}},
+			})
+			mustNoError(t, err, "RetryMany")
+			mustErrors(t, "RetryMany", []error{nil, nil, worklease.ErrNoLease, worklease.ErrInvalidDuration, worklease.ErrNoLease}, errs)
+			mustEqual(t, []worklease.RetryResult{{RetryCount: 1}, {RetryCount: 1}, {}, {}, {}}, res, "RetryMany's results")
+			again := e.claim(5, "a/1@2") // b waits out its delay; c is still leased
+			// Out of retries: a dead letter, with its cause.
+			res, errs, err = e.b.RetryMany(e.ctx, []worklease.Failure{{Claim: again[0], Cause: errors.New("failed again")}})
+			mustNoError(t, err, "RetryMany")
+			mustErrors(t, "RetryMany", []error{nil}, errs)
+			mustEqual(t, []worklease.RetryResult{{DeadLettered: true, RetryCount: 2}}, res, "RetryMany out of retries")
+			dls, err := e.b.DeadLetters(e.ctx, "a")
+			mustNoError(t, err, "DeadLetters")
+			mustEqual(t, 1, len(dls), "a's dead letters")
+			mustTrue(t, dls[0].Cause != nil && dls[0].Cause.Error() == "failed again", "the dead letter's cause: %v", dls[0].Cause)
+			e.claim(5, "a/2@1")
+			res, errs, err = e.b.RetryMany(e.ctx, nil)
+			mustNoError(t, err, "RetryMany of none")
+			mustEqual(t, 0, len(res)+len(errs), "RetryMany of none")
+		}},
 		{"ClaimNextAfterRetry", func(t *testing.T, s *Suite) {
 			// The next offset carries the attempts of a retry, and a retry
 			// waiting out its delay is leased by a claim only.

@@ -51,9 +51,10 @@ type Suite struct {
 
 // Run runs the whole contract against the backend s describes, each area
 // in a subtest of its own: Scenarios (the protocol, SucceedNext and
-// FailNext), Errors, TTL, Ordering, Admin, Pull (Enqueue, Claim,
-// WaitClaim, Retry and SucceedMany), Monotonic, Observer, Context,
-// Restart, Concurrency and Model. The cases inside an area run in
+// FailNext), Errors, TTL (Extend and ExtendMany among them), Ordering,
+// Admin, Pull (Enqueue, Claim, WaitClaim, Retry, RetryMany, SucceedMany
+// and ClaimNext), Monotonic, Observer, Context, Restart, Concurrency and
+// Model. The cases inside an area run in
 // parallel; the Model area's cases are rapid's. A backend that lacks a
 // capability the Suite describes has the areas that need it skipped.
 func Run(t *testing.T, s Suite) {

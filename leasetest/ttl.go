@@ -33,6 +33,29 @@ func testTTL(t *testing.T, s *Suite) {
 				ExpiresAt: e.clk.Now().Add(ttl), RetryCount: 1}, again, "the grant after an expiry")
 			mustTrue(t, again.Token.Fence() > res.Token.Fence(), "fence did not grow")
 		}},
+		{"ExtendMany", func(t *testing.T, s *Suite) {
+			// ExtendMany renews each lease as Extend would, in order, and
+			// refuses a duration that is not positive as a whole.
+			e := s.start(t, worklease.WithLeaseTTL(ttl))
+			a := e.acquire("A", 1, worklease.Acquired).Token
+			b := e.acquire("B", 1, worklease.Acquired).Token
+			e.clk.Advance(time.Second)
+			c := e.acquire("C", 1, worklease.Acquired).Token
+			e.succeed("A", a)
+			e.clk.Advance(ttl - time.Second) // B's lease is due; C's is not
+			claims := []worklease.Claim{{Domain: "C", Token: c}, {Domain: "B", Token: b}, {Domain: "A", Token: a}, {Domain: ""}}
+			at, errs, err := e.b.ExtendMany(e.ctx, claims, 2*ttl)
+			mustNoError(t, err, "ExtendMany")
+			mustErrors(t, "ExtendMany", []error{nil, worklease.ErrLeaseExpired, worklease.ErrNoLease, worklease.ErrInvalidDomain}, errs)
+			mustEqual(t, []time.Time{e.clk.Now().Add(2 * ttl), {}, {}, {}}, at, "ExtendMany's expiries")
+			mustEqual(t, e.clk.Now().Add(2*ttl), e.leasesOf("C")[0].ExpiresAt, "C's expiry")
+			for _, by := range []time.Duration{0, -time.Second} {
+				at, errs, err = e.b.ExtendMany(e.ctx, claims[:1], by)
+				mustSentinel(t, worklease.ErrInvalidDuration, err, "ExtendMany by %v", by)
+				mustTrue(t, at == nil && errs == nil, "ExtendMany by %v: answers beside its error", by)
+			}
+			mustEqual(t, e.clk.Now().Add(2*ttl), e.leasesOf("C")[0].ExpiresAt, "C's expiry after refusals")
+		}},
 		{"ReapRevokesDue", func(t *testing.T, s *Suite) {
 			e := s.start(t, worklease.WithLeaseTTL(ttl), worklease.WithMaxRetries(1))
 			ta := e.acquire("A", 1, worklease.Acquired).Token

@@ -18,6 +18,7 @@ type statements struct {
 	tryAcquire, succeed, fail, extend, kill, redrive, forceRelease, setPaused, forget string
 	inspect, reap, leases, domains, deadLetters, deadLettersOf, stats                 string
 	enqueue, enqueueMany, claim, retry, setPriority                                   string
+	retryMany, extendMany                                                             string
 }
 
 // answerColumns are the columns of an answer, in the order answer.dest
@@ -57,6 +58,8 @@ func newStatements(schema string) statements {
 		enqueueMany: fmt.Sprintf("SELECT e.i, (e.a).* FROM %s.enqueue_many($1, $2, $3, $4, %s) e",
 			schema, policyRow(schema, 5)),
 		retry:       call("retry", 6),
+		retryMany:   manyStatement(schema, "retry", "bytea", "bigint", "bigint", "bool", "bytea", "interval"),
+		extendMany:  manyStatement(schema, "extend", "bytea", "bigint", "bigint", "bool", "interval"),
 		setPriority: call("set_priority", 2),
 		claim: fmt.Sprintf("SELECT c.domain, c.off, c.payload, (c.a).* FROM %s.claim($1, $2, %s) c",
 			schema, policyRow(schema, 3)),

@@ -1,0 +1,257 @@
+package worklease
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The calls that end many leases at once, SucceedMany, ClaimNext,
+// RetryMany and ExtendMany: each passes through its claims' domains one at
+// a time, each in a step of its own, and waits for the journal once for
+// all of them (see batch), so that a worker pool ends a batch of jobs for
+// the price of one call.
+
+// SucceedMany is Succeed for each claim's lease, in the order of claims,
+// and returns nil for each lease that succeeded and Succeed's error for
+// each that did not. A domain with offsets queued becomes ready for Claim,
+// behind the domains ready before it; SucceedMany hints at no next offset.
+// It returns an error of its own, and no errors for the claims, if the
+// Manager is closed, or if the journal failed (ErrJournalFailed): with a
+// journal, it waits once for all the records it wrote.
+func (m *Manager) SucceedMany(claims []Claim) ([]error, error) {
+	_, errs, err := m.succeedMany("SucceedMany", claims, false)
+	return errs, err
+}
+
+// MaxStreak is how many leases in a row ClaimNext grants a domain since
+// Claim last claimed it; the next time, the domain goes behind the other
+// ready domains instead, so that a worker that keeps going through one
+// deep backlog does not starve the others. Every backend counts the same.
+const MaxStreak = 8
+
+// ClaimNext is SucceedMany, and in the same step, under each domain's
+// lock, the claim for the caller of the next offset of each domain whose
+// lease it ended, as Claim would claim it: the head of its backlog, with
+// its payload, under a new lease (a new token with a higher fence, the
+// attempts it carries, a TTL from now). A domain whose next offset it does
+// not lease, because it has none queued, is paused, or was leased
+// MaxStreak times in a row by ClaimNext since Claim last claimed it,
+// becomes ready for Claim as SucceedMany leaves it, behind the domains
+// ready before it. Only the first claim of a domain that claims name more
+// than once may lead to a next lease: the later ones are answered as
+// Succeed would answer them, after it, and a lease the call granted that
+// such a later claim ends is not among the leases returned.
+//
+// ClaimNext returns the leases it granted, in the order of the claims
+// that led to them, and for each claim nil or Succeed's error, as
+// SucceedMany does; its own error is SucceedMany's. With a journal it
+// writes the records of a Succeed followed by those of a grant.
+//
+// ClaimNext may be repeated, as after an error that left unknown whether
+// it went through: a claim whose lease it ended already, with the next
+// lease granted to its caller, is answered with that lease again, nil for
+// an error, and nothing changes, for as long as that next lease is in
+// flight. Once it ended or expired, or after a restart, the repeated
+// claim gets Succeed's error for a spent token.
+func (m *Manager) ClaimNext(claims []Claim) ([]Claim, []error, error) {
+	return m.succeedMany("ClaimNext", claims, true)
+}
+
+// succeedMany is SucceedMany, and ClaimNext if next is set; op is the
+// call's name.
+func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []error, error) {
+	if err := m.checkOpen(); err != nil {
+		return nil, nil, err
+	}
+	if next {
+		m.pullQueue()
+	}
+	errs := make([]error, len(claims))
+	var out []Claim
+	var b batch
+	var named map[string]bool // the domains of the claims so far, in a batch too long to search
+	for i := 0; i < len(claims) && b.err == nil; i++ {
+		c := &claims[i]
+		if !m.accepts(c.Domain, 0) {
+			errs[i] = m.refuse(op, c.Domain, 0)
+			continue
+		}
+		// A domain's first claim ends its streak or carries it on; the
+		// later ones are plain Succeeds, as the PostgreSQL backend
+		// answers them.
+		first := true
+		if len(claims) <= 16 {
+			for j := range i {
+				if claims[j].Domain == c.Domain {
+					first = false
+					break
+				}
+			}
+		} else {
+			if named == nil {
+				named = make(map[string]bool, len(claims))
+			}
+			first = !named[c.Domain]
+			named[c.Domain] = true
+		}
+		granted, ok, err := m.succeedIn(&b, op, c.Domain, c.Token, first, next)
+		errs[i] = err
+		if ok {
+			out = append(out, granted)
+		} else if err == nil && !first && len(out) > 0 {
+			// A later claim of a domain may end the lease its first
+			// claim was just answered with (a ClaimNext repeated beside
+			// that lease): the answer must not hand it out again.
+			out = slices.DeleteFunc(out, func(g Claim) bool { return g.Domain == c.Domain && g.Token == c.Token })
+		}
+	}
+	if err := m.endBatch(&b); err != nil {
+		return nil, nil, err
+	}
+	return out, errs, nil
+}
+
+// succeedIn is Succeed of tok's lease on domain, in b, for op. If the
+// claim is its domain's first of the batch, a success ends the domain's
+// streak, or, with next, carries it on with the claim of the domain's next
+// offset, which it returns.
+func (m *Manager) succeedIn(b *batch, op, domain string, tok Token, first, next bool) (Claim, bool, error) {
+	var now instant
+	if next {
+		now = m.now() // a grant records when
+	} else {
+		now = m.nowIfNeeded()
+	}
+	sh, r := m.lockRecord(domain, false)
+	if r == nil {
+		return Claim{}, false, m.absent(domainError(op, domain, ErrNoLease))
+	}
+	st := step{now: now}
+	if m.reporting {
+		var kept [stepInline]change
+		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+	}
+	var c Claim
+	granted := false
+	var err error
+	if next && first && r.state.chainedFrom(&m.policy, &st, tok) {
+		// A ClaimNext repeated: its lease ended already, with the next
+		// lease granted to its caller, who did not hear of it.
+		c, granted = m.claimOf(r), true
+	} else {
+		var res SucceedResult
+		err = r.state.succeed(&m.policy, &st, tok, &res)
+		if err == nil && first {
+			if next && r.streak < MaxStreak && r.state.claim(&m.policy, &st) {
+				c, granted = m.claimOf(r), true
+				r.state.chained = true
+				r.streak++
+			} else {
+				r.streak = 0
+			}
+		}
+	}
+	m.release(b, sh, r, &st)
+	if err != nil {
+		return Claim{}, false, domainError(op, domain, err)
+	}
+	return c, granted, nil
+}
+
+// A batch is one call's passage through several domains, each in a step
+// of its own that ends as finish ends a call, but for the waits: the
+// journal is waited for once, for every record the batch wrote or depends
+// on, and the events are delivered after it (see endBatch).
+type batch struct {
+	seq     uint64    // the latest record of the domains touched
+	err     error     // the journal's first append error; the batch stops at it
+	touched []*record // whose events to deliver, with an observer
+}
+
+// release ends a step on r, a record of sh locked by the caller, in b: it
+// counts and reports the step's changes and brings the expiry index and
+// the ready queue up to date, as finish does, and releases r's lock.
+func (m *Manager) release(b *batch, sh *shard, r *record, st *step) {
+	sh.countAll(r, st)
+	if m.reporting {
+		b.err = cmp.Or(b.err, m.report(sh, r, st))
+	}
+	if m.expiring {
+		sh.expiry.sync(r)
+	}
+	if q := m.ready.Load(); q != nil {
+		q.sync(r, st.now, st.now)
+	}
+	if m.journal != nil {
+		b.seq = max(b.seq, r.lastSeq)
+	}
+	r.mu.Unlock()
+	if m.observer != nil {
+		b.touched = append(b.touched, r)
+	}
+}
+
+// endBatch ends b: it waits until the journal holds every record b depends
+// on, and delivers the events of the domains it touched. An error means
+// the journal failed, and the Manager is closed.
+func (m *Manager) endBatch(b *batch) error {
+	// b.seq and b.err are set only with a journal; a batch refused before
+	// it touched a domain (by a nil Manager, say) has nothing to end.
+	if b.seq > 0 || b.err != nil {
+		if err := m.durable(b.seq, b.err); err != nil {
+			return err
+		}
+	}
+	for _, r := range b.touched {
+		m.deliver(r)
+	}
+	return nil
+}
+
+// RetryMany is Retry for each failure's lease, in the order of failures,
+// and returns for each Retry's result and nil, or Retry's error; a domain
+// named more than once is answered in that order, so that its later
+// failures find the token spent. It returns an error of its own, and no
+// results, if the Manager is closed, or if the journal failed
+// (ErrJournalFailed): with a journal, it waits once for all the records
+// it wrote.
+func (m *Manager) RetryMany(failures []Failure) ([]RetryResult, []error, error) {
+	if err := m.checkOpen(); err != nil {
+		return nil, nil, err
+	}
+	results, errs := make([]RetryResult, len(failures)), make([]error, len(failures))
+	var b batch
+	for i := 0; i < len(failures) && b.err == nil; i++ {
+		results[i], errs[i] = m.retryIn(&b, "RetryMany", &failures[i])
+	}
+	if err := m.endBatch(&b); err != nil {
+		return nil, nil, err
+	}
+	return results, errs, nil
+}
+
+// ExtendMany is Extend of each claim's lease by d, in the order of claims,
+// and returns for each the lease's expiry and nil, or Extend's error: a
+// worker pool renews the leases of all its running jobs with one call. It
+// returns an error wrapping ErrInvalidDuration, and nothing for the
+// claims, if d is not positive, and an error of its own if the Manager is
+// closed or its journal failed; either way it changes nothing.
+func (m *Manager) ExtendMany(claims []Claim, d time.Duration) ([]time.Time, []error, error) {
+	if err := m.checkOpen(); err != nil {
+		return nil, nil, err
+	}
+	if d <= 0 {
+		return nil, nil, fmt.Errorf("worklease: ExtendMany: %w", ErrInvalidDuration)
+	}
+	expiries, errs := make([]time.Time, len(claims)), make([]error, len(claims))
+	var b batch
+	for i := 0; i < len(claims) && b.err == nil; i++ {
+		expiries[i], errs[i] = m.extendIn(&b, "ExtendMany", claims[i].Domain, claims[i].Token, d)
+	}
+	if err := m.endBatch(&b); err != nil {
+		return nil, nil, err
+	}
+	return expiries, errs, nil
+}
