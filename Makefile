@@ -64,13 +64,15 @@ BENCHTIME_WAL ?= 2s
 # one job for each.
 BENCH_PG := ^(BenchmarkPostgresCycle|BenchmarkPostgresSkipLocked|BenchmarkPostgresPullCycle|BenchmarkPostgresPullNext|BenchmarkPostgresHotDomain)$$
 BENCHTIME_PG ?= 20000x
-# The pull queue against River, burning down the same number of jobs:
-# 1,000 domains of 300 offsets each, stored before the timer starts; and
-# fewer while a producer stores them, as fast as it can.
-BENCH_RIVER := ^(BenchmarkPullBurnDown|BenchmarkRiverBurnDown)$$
-BENCHTIME_RIVER ?= 300000x
-BENCH_CONTINUOUS := ^(BenchmarkPullContinuous|BenchmarkRiverContinuous)$$
-BENCHTIME_CONTINUOUS ?= 30000x
+# The worker Pool over the pg Manager against River, each through the API
+# its users run, burning down the same jobs: 100,000 over 1,000 domains,
+# stored before the timer starts, with the hand-written floor beside them;
+# and 200,000 stored while they run, by river bench's producer, which
+# tops the jobs waiting up to 75,000 every 250 ms.
+BENCH_RIVER := ^(BenchmarkPoolBurnDown|BenchmarkRiverBurnDown|BenchmarkFloorBurnDown)$$
+BENCHTIME_RIVER ?= 100000x
+BENCH_CONTINUOUS := ^(BenchmarkPoolContinuous|BenchmarkRiverContinuous)$$
+BENCHTIME_CONTINUOUS ?= 200000x
 
 # BENCH_ROUNDS fresh processes each run every benchmark once: a benchmark
 # and its floor then run seconds apart, not minutes, and a process that

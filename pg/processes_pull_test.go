@@ -98,7 +98,8 @@ func TestManyProcessesPull(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the work is not finished: %d offsets queued, %d leases held", queued, len(leases))
+			t.Fatalf("the work is not finished: %d offsets queued, %d leases held; domains with offsets queued: %s",
+				queued, len(leases), queuedDomains(t, pool, schema))
 		}
 		for _, c := range claims {
 			if err := workClaim(ctx, m, pool, s, c, "succeed"); err != nil {
@@ -287,3 +288,32 @@ func lost(err error) bool {
 
 // quoted returns schema's quoted name.
 func quoted(schema string) string { return pgx.Identifier{schema}.Sanitize() }
+
+// queuedDomains describes a few of the domains that have offsets queued,
+// for a test that failed.
+func queuedDomains(t *testing.T, pool *pgxpool.Pool, schema string) string {
+	rows, err := pool.Query(context.Background(), "SELECT convert_from(domain, 'UTF8'), queued, lease_off, paused, ready_at, "+
+		"fence, streak, streak_fence FROM "+quoted(schema)+".domains WHERE queued > 0 ORDER BY domain LIMIT 5")
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var d string
+		var queued int
+		var leaseOff *int64
+		var paused bool
+		var readyAt *time.Time
+		var fence, streak, streakFence int64
+		if err := rows.Scan(&d, &queued, &leaseOff, &paused, &readyAt, &fence, &streak, &streakFence); err != nil {
+			return err.Error()
+		}
+		out = append(out, fmt.Sprintf("%s: queued %d, lease %v, paused %t, ready at %v, fence %d, streak %d at %d",
+			d, queued, leaseOff, paused, readyAt, fence, streak, streakFence))
+	}
+	if err := rows.Err(); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprint(out)
+}

@@ -21,3 +21,17 @@ func (f fakeClock) AfterFunc(d time.Duration, fn func()) timer { return f.Fake.A
 // WithPoll sets the poll of the Pool's WaitClaim calls: with a fake clock,
 // how soon a claim sees a retry's delay ended by the clock's move.
 func WithPoll(d time.Duration) Option { return optionFunc(func(cfg *config) { cfg.poll = d }) }
+
+// WithEndBatches sets how many calls that end attempts the Pool makes at
+// once, of each kind, and how many attempts each ends at most.
+func WithEndBatches(calls, size int) Option {
+	return optionFunc(func(cfg *config) { cfg.endCalls, cfg.endBatch = calls, size })
+}
+
+// PendingEnds returns how many of p's workers wait for a call to end
+// their attempts with ClaimNext.
+func PendingEnds(p *Pool) int {
+	p.nexts.mu.Lock()
+	defer p.nexts.mu.Unlock()
+	return len(p.nexts.pending)
+}

@@ -62,23 +62,23 @@ func (l *lossy) ClaimNext(ctx context.Context, cs []worklease.Claim) ([]workleas
 	return next, errs, err
 }
 
-func (l *lossy) Retry(ctx context.Context, d string, tok worklease.Token, cause error, delay time.Duration) (worklease.RetryResult, error) {
-	before, after := l.fault("Retry")
+func (l *lossy) RetryMany(ctx context.Context, fs []worklease.Failure) ([]worklease.RetryResult, []error, error) {
+	before, after := l.fault("RetryMany")
 	if before {
-		return worklease.RetryResult{}, errLossy
+		return nil, nil, errLossy
 	}
-	res, err := l.Backend.Retry(ctx, d, tok, cause, delay)
+	res, errs, err := l.Backend.RetryMany(ctx, fs)
 	if after {
-		return worklease.RetryResult{}, errLossy
+		return nil, nil, errLossy
 	}
-	return res, err
+	return res, errs, err
 }
 
 // Calls that fail before they reach the backend are made again, each
 // failure counted as an error, and nothing is lost or run twice.
 func TestCallsFailingBeforeTheBackend(t *testing.T) {
 	m := newManager(t)
-	b := &lossy{Backend: m.Backend(), before: map[string]int{"WaitClaim": 2, "ClaimNext": 2, "Retry": 2}}
+	b := &lossy{Backend: m.Backend(), before: map[string]int{"WaitClaim": 2, "ClaimNext": 2, "RetryMany": 2}}
 	var mu sync.Mutex
 	ran := map[int64]int{} // successful runs by offset
 	var errs atomic.Int32
@@ -170,7 +170,7 @@ func TestClaimNextAnswerLostNoDeadLetter(t *testing.T) {
 func TestRetryAnswerLost(t *testing.T) {
 	for _, maxRetries := range []int{1, 0} {
 		m := newManager(t, worklease.WithMaxRetries(maxRetries))
-		b := &lossy{Backend: m.Backend(), after: map[string]int{"Retry": 1}}
+		b := &lossy{Backend: m.Backend(), after: map[string]int{"RetryMany": 1}}
 		rec := newRecorder(worklease.EventLeaseLost)
 		var calls atomic.Int32
 		p := start(t, b, func(ctx context.Context, j worker.Job) error {
@@ -201,7 +201,7 @@ func TestRetryAnswerLost(t *testing.T) {
 // too), counts as dead-lettered.
 func TestRetryAnswerLostDeadLetter(t *testing.T) {
 	m := newManager(t, worklease.WithMaxRetries(0))
-	b := &lossy{Backend: m.Backend(), after: map[string]int{"Retry": 1}}
+	b := &lossy{Backend: m.Backend(), after: map[string]int{"RetryMany": 1}}
 	p := start(t, b, func(ctx context.Context, j worker.Job) error { return errIgnored },
 		worker.WithWorkers(1), worker.WithBackoff(fastBackoff))
 	_, err := m.Enqueue("a", 0, nil)
@@ -223,19 +223,21 @@ type slowRetry struct {
 	calls atomic.Int32
 }
 
-func (s *slowRetry) Retry(ctx context.Context, d string, tok worklease.Token, cause error, delay time.Duration) (worklease.RetryResult, error) {
+func (s *slowRetry) RetryMany(ctx context.Context, fs []worklease.Failure) ([]worklease.RetryResult, []error, error) {
 	if s.calls.Add(1) == 1 {
-		_, _ = s.Backend.Retry(ctx, d, tok, cause, delay)
-		return worklease.RetryResult{}, errLossy
+		_, _, _ = s.Backend.RetryMany(ctx, fs)
+		return nil, nil, errLossy
 	}
-	for {
-		info, _ := s.m.Inspect(d)
-		if info.Processed == 1 {
-			break
+	for _, f := range fs {
+		for {
+			info, _ := s.m.Inspect(f.Domain)
+			if info.Processed == 1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(time.Millisecond)
 	}
-	return s.Backend.Retry(ctx, d, tok, cause, delay)
+	return s.Backend.RetryMany(ctx, fs)
 }
 
 // A Retry whose answer was lost, made again after another Pool (or

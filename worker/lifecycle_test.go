@@ -262,5 +262,6 @@ func TestEdgeQueueLimitOne(t *testing.T) {
 	wg.Wait()
 	eventually(t, func() bool { return total.Load() == 16*20 }, "all ran")
 	require.LessOrEqual(t, maxQ.Load(), int64(1))
-	require.Equal(t, 0, p.Stats().Queued)
+	// The last handler returned; its end may still be on its way.
+	eventually(t, func() bool { return p.Stats().Queued == 0 }, "the queue emptied")
 }

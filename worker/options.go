@@ -39,10 +39,15 @@ type config struct {
 	errorFunc  func(error)
 	clock      clock
 	poll       time.Duration // WaitClaim's; 0: worklease.DefaultPoll
+	endCalls   int           // the most calls of a kind that end attempts under way at once
+	endBatch   int           // the most attempts one such call ends
 }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{workers: DefaultWorkers, queueLimit: DefaultQueueLimit, reapAuto: true, clock: systemClock{}}
+	c := config{
+		workers: DefaultWorkers, queueLimit: DefaultQueueLimit, reapAuto: true, clock: systemClock{},
+		endCalls: maxEndCalls, endBatch: maxEndBatch,
+	}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -60,8 +65,12 @@ func newConfig(opts []Option) (config, error) {
 }
 
 // WithWorkers sets how many handlers the Pool runs at once, each in a
-// goroutine of its own that claims work when it is idle: n must be 1 or
-// more. The default is DefaultWorkers.
+// goroutine of its own: n must be 1 or more. The default is
+// DefaultWorkers. The Pool holds n leases at most: a worker's, while its
+// handler runs and until the backend has the attempt's end. Since the
+// workers that finish together end their jobs in one call, more workers
+// make larger batches: with short jobs on a database backend, hundreds of
+// workers keep it busy.
 func WithWorkers(n int) Option { return optionFunc(func(c *config) { c.workers = n }) }
 
 // WithQueueLimit bounds how many offsets submitted through the Pool may be

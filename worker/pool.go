@@ -57,6 +57,14 @@ type Pool struct {
 	cfg config
 	q   *queue
 
+	// What the workers share to call the backend for many at once: their
+	// claims, their attempts' ends, and their leases' renewals.
+	claims   claimer
+	nexts    batcher[worklease.Claim, nextAnswer]
+	succeeds batcher[worklease.Claim, error]
+	retries  batcher[worklease.Failure, retryAnswer]
+	renew    renewer
+
 	// base carries Run's context's values without its cancellation: the
 	// Pool's calls that end attempts and renew leases use it, so that they
 	// go through during a shutdown. Set by Run, before any worker starts.
@@ -101,10 +109,15 @@ func New(b worklease.Backend, h Handler, opts ...Option) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{
+	p := &Pool{
 		b: b, h: h, cfg: cfg, q: newQueue(cfg.queueLimit), base: context.Background(),
 		stopping: make(chan struct{}), done: make(chan struct{}), ttlKnown: make(chan struct{}),
-	}, nil
+	}
+	p.claims.p, p.renew.p = p, p
+	p.nexts = batcher[worklease.Claim, nextAnswer]{call: p.claimNext, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
+	p.succeeds = batcher[worklease.Claim, error]{call: p.succeedMany, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
+	p.retries = batcher[worklease.Failure, retryAnswer]{call: p.retryMany, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
+	return p, nil
 }
 
 // Submit stores offset of domain, with payload (nil for none), for the
@@ -164,10 +177,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.handlerCtx, p.cancelHandlers = context.WithCancelCause(p.base)
 	p.workers = make([]*worker, p.cfg.workers)
 	for i := range p.workers {
-		w := &worker{p: p}
-		w.renew.p = p
-		w.ctx, w.cancel = context.WithCancelCause(p.handlerCtx)
-		p.workers[i] = w
+		p.workers[i] = newWorker(p)
 	}
 	// A ctx that ended before Run stops the Pool before any claim.
 	early := ctx.Err()
@@ -197,6 +207,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		p.cancelHandlers(ErrStopped)
 	}
 	<-finished
+	p.renew.close()
 	p.cancelHandlers(ErrStopped) // releases the contexts
 	p.cancelClaims()
 	p.mu.Lock()

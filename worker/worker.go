@@ -11,17 +11,30 @@ import (
 	"github.com/worklease/worklease"
 )
 
-// A worker is one of a Pool's goroutines: it claims a ready offset, runs
-// the handler on it, and ends the attempt, going on with the domain's next
-// offset when the backend hands it over (ClaimNext), so that a domain with
-// a backlog keeps its worker for up to worklease.MaxStreak offsets in a
-// row without a claim in between.
+// A worker is one of a Pool's goroutines: it takes a ready offset from
+// the Pool's claimer, runs the handler on it, and ends the attempt through
+// the Pool's batchers, going on with the domain's next offset when the
+// backend hands it over (ClaimNext), so that a domain with a backlog keeps
+// its worker for up to worklease.MaxStreak offsets in a row without a
+// claim in between.
 type worker struct {
 	p      *Pool
 	ctx    context.Context // its handlers' contexts derive from it
 	cancel context.CancelCauseFunc
-	renew  renewer
-	one    [1]worklease.Claim // the argument of ClaimNext and SucceedMany, without an allocation
+
+	// Its requests in the Pool's batchers, one at a time in each.
+	nextReq    *request[worklease.Claim, nextAnswer]
+	succeedReq *request[worklease.Claim, error]
+	retryReq   *request[worklease.Failure, retryAnswer]
+
+	// What the claimer hands the worker: a claim (claimOK), nothing (the
+	// Pool stops), or the lead of the next claim. Set before a send on
+	// claimed, read after the receive.
+	claimed chan struct{}
+	claim   worklease.Claim
+	claimOK bool
+	lead    bool
+
 	// running is the attempt whose handler runs, if any. Only the goroutine
 	// that runs the worker uses it.
 	running running
@@ -36,49 +49,38 @@ type worker struct {
 	_            [64]byte // keeps the next worker's counts off this one's cache line
 }
 
+func newWorker(p *Pool) *worker {
+	w := &worker{
+		p: p, claimed: make(chan struct{}, 1),
+		nextReq:    newRequest[worklease.Claim, nextAnswer](),
+		succeedReq: newRequest[worklease.Claim, error](),
+		retryReq:   newRequest[worklease.Failure, retryAnswer](),
+	}
+	w.ctx, w.cancel = context.WithCancelCause(p.handlerCtx)
+	return w
+}
+
 // run is the worker's goroutine.
-func (w *worker) run() { w.serve(nil) }
+func (w *worker) run() { w.serve(worklease.Claim{}, false) }
 
 // serve claims work and runs it until the Pool stops, starting with next,
-// the domain's next offset that ClaimNext handed over (one at most), if
-// any.
-func (w *worker) serve(next []worklease.Claim) {
-	p := w.p
+// the domain's next offset that ClaimNext handed over, if any.
+func (w *worker) serve(next worklease.Claim, chained bool) {
 	goexit := false // a handler called runtime.Goexit: another goroutine goes on
 	defer func() {
 		if !goexit {
-			w.renew.close()
 			w.cancel(nil)
 		}
 	}()
-	failures := 0 // claims that failed in a row
 	for {
-		var c worklease.Claim
-		if len(next) > 0 {
-			c = next[0]
-		} else {
-			if p.isStopping() {
+		c := next
+		if !chained {
+			var ok bool
+			if c, ok = w.p.claims.claim(w); !ok {
 				return
 			}
-			cs, err := p.b.WaitClaim(p.claimCtx, 1, p.cfg.poll)
-			if err != nil {
-				if p.claimCtx.Err() != nil {
-					return
-				}
-				p.callFailed(fmt.Errorf("worker: WaitClaim: %w", err))
-				if !p.sleep(p.cfg.backoff.Delay(failures), p.stopping) {
-					return
-				}
-				failures++
-				continue
-			}
-			failures = 0
-			if len(cs) == 0 {
-				continue
-			}
-			c = cs[0]
 		}
-		next = w.work(c, &goexit)
+		next, chained = w.work(c, &goexit)
 	}
 }
 
@@ -86,7 +88,7 @@ func (w *worker) serve(next []worklease.Claim) {
 // of the domain's next offset if the backend handed it over. If the
 // handler calls runtime.Goexit, which ends the goroutine, work sets
 // *goexit and a new goroutine ends the attempt and goes on serving.
-func (w *worker) work(c worklease.Claim, goexit *bool) []worklease.Claim {
+func (w *worker) work(c worklease.Claim, goexit *bool) (worklease.Claim, bool) {
 	p := w.p
 	w.inFlight.Store(true)
 	w.started.Add(1)
@@ -94,7 +96,7 @@ func (w *worker) work(c worklease.Claim, goexit *bool) []worklease.Claim {
 	ctx, cancel := w.ctx, context.CancelCauseFunc(nil)
 	if !c.ExpiresAt.IsZero() {
 		ctx, cancel = context.WithCancelCause(w.ctx)
-		w.renew.start(c, cancel)
+		p.renew.start(w, c, cancel)
 		if p.cfg.reapAuto && p.ttl.Load() == 0 {
 			p.sawTTL(c.ExpiresAt.Sub(p.cfg.clock.Now()))
 		}
@@ -126,18 +128,18 @@ func (w *worker) goexited(err error) {
 // finish ends the attempt on c, whose handler ran with ctx and returned
 // err, and returns the claim of the domain's next offset if the backend
 // handed it over. cancel, if not nil, cancels ctx.
-func (w *worker) finish(ctx context.Context, c worklease.Claim, cancel context.CancelCauseFunc, err error) []worklease.Claim {
+func (w *worker) finish(ctx context.Context, c worklease.Claim, cancel context.CancelCauseFunc, err error) (worklease.Claim, bool) {
 	p := w.p
 	stopped := err != nil && errors.Is(context.Cause(ctx), ErrStopped)
 	lost := false
 	if cancel != nil {
-		lost = w.renew.stop()
+		lost = p.renew.stop(w)
 		cancel(nil)
 	}
 	w.inFlight.Store(false)
 	if lost { // told already; the attempt is the backend's to end
 		p.settleLost(&c)
-		return nil
+		return worklease.Claim{}, false
 	}
 	if err == nil {
 		return w.succeed(&c)
@@ -147,7 +149,7 @@ func (w *worker) finish(ctx context.Context, c worklease.Claim, cancel context.C
 		delay = 0
 	}
 	w.retry(&c, err, delay)
-	return nil
+	return worklease.Claim{}, false
 }
 
 // errGoexit is the Value of the PanicError of a handler that called
@@ -174,36 +176,42 @@ func (w *worker) call(ctx context.Context, job Job) (err error) {
 
 // succeed ends c's attempt as processed, with ClaimNext unless the Pool is
 // stopping, and returns what ClaimNext handed over.
-func (w *worker) succeed(c *worklease.Claim) []worklease.Claim {
+func (w *worker) succeed(c *worklease.Claim) (next worklease.Claim, chained bool) {
 	p := w.p
-	var next []worklease.Claim
 	var lease error // the claim's error: the lease is gone
 	// After an error the call may have gone through, and ClaimNext's may
 	// have granted the next lease: a ClaimNext repeated answers with it.
 	chain := !p.isStopping()
 	again := false // a call before failed, perhaps after it went through
 	ended := w.end(func() error {
-		w.one[0] = *c
-		var errs []error
 		var err error
 		if chain {
-			next, errs, err = p.b.ClaimNext(p.base, w.one[:])
-		} else {
-			errs, err = p.b.SucceedMany(p.base, w.one[:])
-		}
-		w.one[0] = worklease.Claim{}
-		if err != nil {
-			again = true
-			return fmt.Errorf("worker: end of %s/%d: %w", c.Domain, c.Offset, err)
-		}
-		if len(errs) == 1 && errs[0] != nil {
-			switch {
-			case again && endedByHolder(errs[0]): // by the call before
-			case !leaseGone(errs[0]):
-				return fmt.Errorf("worker: end of %s/%d: %w", c.Domain, c.Offset, errs[0])
-			default:
-				lease = errs[0]
+			w.nextReq.req = *c
+			var a nextAnswer
+			a, err = p.nexts.do(w.nextReq)
+			w.nextReq.req = worklease.Claim{}
+			if err == nil {
+				err, next, chained = a.err, a.next, a.granted
 			}
+		} else {
+			w.succeedReq.req = *c
+			var e error
+			e, err = p.succeeds.do(w.succeedReq)
+			w.succeedReq.req = worklease.Claim{}
+			if err == nil {
+				err = e
+			}
+		}
+		switch {
+		case err == nil:
+		case isBatchError(err):
+			again = true
+			return err
+		case again && endedByHolder(err): // by the call before
+		case !leaseGone(err):
+			return fmt.Errorf("worker: end of %s/%d: %w", c.Domain, c.Offset, err)
+		default:
+			lease = err
 		}
 		return nil
 	})
@@ -216,7 +224,7 @@ func (w *worker) succeed(c *worklease.Claim) []worklease.Claim {
 		w.succeeded.Add(1)
 		p.q.done(queueKey{c.Domain, c.Offset})
 	}
-	return next
+	return next, chained
 }
 
 // retry ends c's attempt as failed, with cause, to be retried after delay
@@ -228,17 +236,26 @@ func (w *worker) retry(c *worklease.Claim, cause error, delay time.Duration) {
 	again := false  // a call before failed, perhaps after it went through
 	landed := false // it did
 	ended := w.end(func() error {
-		var err error
-		res, err = p.b.Retry(p.base, c.Domain, c.Token, cause, delay)
+		w.retryReq.req = worklease.Failure{Claim: *c, Cause: cause, Delay: delay}
+		a, err := p.retries.do(w.retryReq)
+		w.retryReq.req = worklease.Failure{}
+		if err == nil {
+			res, err = a.res, a.err
+		}
 		switch {
 		case err == nil:
+		case isBatchError(err):
+			again = true
+			return err
 		case again && endedByHolder(err): // by the call before
-			landed, err = true, nil
+			landed = true
+			return nil
 		case leaseGone(err):
-			lease, err = err, nil
+			lease = err
+			return nil
 		}
-		again = err != nil
 		if err != nil {
+			again = true
 			return fmt.Errorf("worker: retry of %s/%d: %w", c.Domain, c.Offset, err)
 		}
 		return nil
@@ -275,7 +292,9 @@ func endedByHolder(err error) bool {
 // end makes the call that ends an attempt, again after each error, with
 // the Pool's backoff between, and reports whether it went through: not if
 // the backend is closed, or if the handlers were cancelled while it
-// waited to call again (the lease then stays, to expire if it does).
+// waited to call again (the lease then stays, to expire if it does). An
+// error of the batch the call went in was counted once, by the worker
+// that made the batch's call.
 func (w *worker) end(call func() error) bool {
 	p := w.p
 	for n := 0; ; n++ {
@@ -283,7 +302,9 @@ func (w *worker) end(call func() error) bool {
 		if err == nil {
 			return true
 		}
-		p.callFailed(err)
+		if !isBatchError(err) {
+			p.callFailed(err)
+		}
 		if errors.Is(err, worklease.ErrClosed) || !p.sleep(p.cfg.backoff.Delay(n), p.handlerCtx.Done()) {
 			return false
 		}
