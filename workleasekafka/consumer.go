@@ -46,9 +46,9 @@ type Consumer struct {
 	pool  *worker.Pool
 	chain worker.Handler // the middleware around the handler's call
 	// pollMax is how many records one poll takes at most: no more than
-	// WithMaxUnfinished, so that a partition goes past it by one poll at
-	// most.
+	// WithMaxUnfinished, so that polling goes past it by one poll at most.
 	pollMax int
+	budget  *budget
 
 	// byPrefix maps the domain prefix of each partition assigned, or
 	// retired and not drained, to the partition: the Pool's handler finds
@@ -84,7 +84,8 @@ type topicPartition struct {
 // consume (kgo.ConsumeTopics or kgo.ConsumeRegex); the Consumer adds
 // kgo.DisableAutoCommit, kgo.BlockRebalanceOnPoll and its own
 // OnPartitionsAssigned, OnPartitionsRevoked, OnPartitionsLost and
-// OnOffsetsFetched, which replace any given. The client starts joining the
+// OnOffsetsFetched, which replace any given, and sets kgo.FetchMaxWait to
+// DefaultFetchMaxWait unless the client options set it. The client starts joining the
 // group at once; records are handled from Run on. New returns an error
 // wrapping worklease.ErrInvalidConfig for an invalid option, of either
 // kind. Close the Consumer to release the client.
@@ -98,6 +99,7 @@ func New(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, error) {
 	}
 	c := &Consumer{cfg: cfg, h: h, owned: map[topicPartition]*partition{}, done: make(chan struct{})}
 	c.pollMax = min(1000, cfg.maxUnfinished)
+	c.budget = newBudget(cfg.maxUnfinished)
 	c.stopCtx, c.stop = context.WithCancel(context.Background())
 	c.byPrefix.Store(&map[string]*partition{})
 	c.chain = c.call
@@ -125,7 +127,13 @@ func New(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, error) {
 		_ = c.m.Close()
 		return nil, err
 	}
-	kopts := make([]kgo.Opt, 0, len(clientOpts)+6)
+	// Fetching a partition resumed after a pause waits for the broker's
+	// fetch in flight, which waits up to FetchMaxWait for new records of
+	// the partitions it asks for: kgo's 5s would stall a paused partition
+	// that much whenever the others are caught up. Options given after
+	// this one override it.
+	kopts := make([]kgo.Opt, 0, len(clientOpts)+7)
+	kopts = append(kopts, kgo.FetchMaxWait(DefaultFetchMaxWait))
 	for _, o := range clientOpts {
 		if o != nil {
 			kopts = append(kopts, o)
@@ -253,8 +261,20 @@ func (c *Consumer) Close(ctx context.Context) error {
 // poll takes the group's records and submits them until ctx ends or the
 // client is closed.
 func (c *Consumer) poll(ctx context.Context) {
-	var touched []*partition
+	var (
+		touched []*partition
+		recs    []fetched
+		doms    []byte
+		leads   []batchLead
+	)
 	for {
+		if !c.budget.wait(ctx, stuckAfter) {
+			if ctx.Err() != nil {
+				return
+			}
+			c.pauseStuck()
+			continue
+		}
 		fs := c.cl.PollRecords(ctx, c.pollMax)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			c.cl.AllowRebalance()
@@ -276,41 +296,43 @@ func (c *Consumer) poll(ctx context.Context) {
 			if p == nil { // not assigned: BlockRebalanceOnPoll keeps this from happening
 				return
 			}
+			// The domains are made before the partition is locked: a key
+			// function is the application's code.
+			recs, doms = recs[:0], doms[:0]
 			for _, r := range ftp.Records {
-				c.add(ctx, p, r)
+				from := len(doms)
+				doms = c.appendDomain(doms, p, r)
+				recs = append(recs, fetched{r, from, len(doms)})
 			}
+			var skipped int
+			leads, skipped = p.addAll(recs, doms, leads[:0])
+			c.skipped.Add(uint64(skipped))
+			clear(recs) // keeps no records
+			for _, l := range leads {
+				c.submit(ctx, l)
+			}
+			clear(leads)
 			touched = append(touched, p)
 		})
-		for _, p := range touched {
-			c.pauseFetch(p)
-		}
+		clear(touched)
 		c.cl.AllowRebalance()
 	}
 }
 
-// add tracks a fetched record and submits it to the Pool.
-func (c *Consumer) add(ctx context.Context, p *partition, r *kgo.Record) {
-	d := c.domain(p, c.keyOf(r))
-	switch p.add(r, d) {
-	case added:
-	case finished:
-		c.skipped.Add(1)
-		return
-	default:
-		return
-	}
-	st, err := c.pool.Submit(ctx, d, r.Offset, nil)
+// submit hands a batch to the Pool.
+func (c *Consumer) submit(ctx context.Context, l batchLead) {
+	st, err := c.pool.Submit(ctx, l.domain, l.offset, nil)
 	switch {
 	case err != nil:
-		// Only a stopping Pool refuses: the record stays unfinished, and
+		// Only a stopping Pool refuses: the batch stays unfinished, and
 		// no commit passes it.
 		if !errors.Is(err, worker.ErrStopped) && ctx.Err() == nil {
-			c.report(fmt.Errorf("workleasekafka: submitting %s/%d offset %d: %w", r.Topic, r.Partition, r.Offset, err))
+			c.report(fmt.Errorf("workleasekafka: submitting %s offset %d: %w", l.domain, l.offset, err))
 		}
 	case st != worklease.Enqueued:
 		// A new assignment's domains are new, and its offsets grow: the
 		// Manager has seen none of them.
-		c.report(fmt.Errorf("workleasekafka: submitting %s/%d offset %d: %v", r.Topic, r.Partition, r.Offset, st))
+		c.report(fmt.Errorf("workleasekafka: submitting %s offset %d: %v", l.domain, l.offset, st))
 	}
 }
 
@@ -322,24 +344,57 @@ func (c *Consumer) keyOf(r *kgo.Record) string {
 	return string(r.Key)
 }
 
-// pauseFetch pauses fetching p if it holds its share of unfinished
-// records.
-func (c *Consumer) pauseFetch(p *partition) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.paused && !p.revoked && p.unfinished >= c.cfg.maxUnfinished {
-		c.cl.PauseFetchPartitions(map[string][]int32{p.topic: {p.id}})
-		p.paused = true
+// stuckAfter is how long polling is held back at the limit before the
+// Consumer looks for a partition that holds it back, to pause.
+const stuckAfter = 500 * time.Millisecond
+
+// pauseStuck pauses fetching the partition that holds half the unfinished
+// records the Consumer may hold, if one does while others are assigned,
+// and sets its records aside from the limit, so that a slow partition
+// leaves room for the others. Only a partition that held polling back for
+// stuckAfter is paused: one that is merely fetched first does not hold it
+// for long, and pausing costs what kgo fetched for the partition already,
+// which it fetches again on resuming.
+func (c *Consumer) pauseStuck() {
+	c.mu.Lock()
+	ps := make([]*partition, 0, len(c.owned))
+	for _, p := range c.owned {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	if len(ps) < 2 {
+		return
+	}
+	var most *partition
+	n := 0
+	for _, p := range ps {
+		p.mu.Lock()
+		if !p.paused && p.unfinished > n {
+			most, n = p, p.unfinished
+		}
+		p.mu.Unlock()
+	}
+	if most == nil {
+		return
+	}
+	most.mu.Lock()
+	defer most.mu.Unlock()
+	if !most.paused && !most.revoked && most.unfinished >= c.cfg.maxUnfinished/2 {
+		c.cl.PauseFetchPartitions(map[string][]int32{most.topic: {most.id}})
+		most.paused = true
+		most.budget.done(most.unfinished)
 	}
 }
 
-// resumeFetch resumes fetching p once it is down to half its share.
+// resumeFetch resumes fetching p once it is down to a quarter of what
+// the Consumer may hold.
 func (c *Consumer) resumeFetch(p *partition) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.paused && !p.revoked && p.unfinished <= c.cfg.maxUnfinished/2 {
+	if p.paused && !p.revoked && p.unfinished <= p.resumeBelow {
 		c.cl.ResumeFetchPartitions(map[string][]int32{p.topic: {p.id}})
 		p.paused = false
+		p.budget.add(p.unfinished)
 	}
 }
 
@@ -355,7 +410,7 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, assigned map[strin
 				c.retired = append(c.retired, old)
 			}
 			c.assignments++
-			c.owned[tp] = newPartition(topic, id, c.assignments)
+			c.owned[tp] = newPartition(topic, id, c.assignments, c.budget)
 		}
 	}
 	c.publishLocked()
@@ -628,10 +683,11 @@ func (c *Consumer) report(err error) {
 // New. Each count is read on its own, so counts that change together may
 // be read a moment apart.
 type Stats struct {
-	Partitions int // partitions assigned now
-	Unfinished int // records of those partitions fetched and not finished
-	Paused     int // partitions whose fetching is paused for back-pressure (see WithMaxUnfinished)
-	Parked     int // records parked (see WithParkOnFailure)
+	Partitions int  // partitions assigned now
+	Unfinished int  // records of those partitions fetched and not finished
+	Throttled  bool // polling is held back: the partitions hold WithMaxUnfinished records
+	Paused     int  // partitions whose fetching is paused for holding half of them
+	Parked     int  // records parked (see WithParkOnFailure)
 
 	Handled      uint64 // records the handler finished
 	Retried      uint64 // failed attempts, to be tried again
@@ -654,6 +710,7 @@ func (c *Consumer) Stats() Stats {
 	}
 	c.mu.Unlock()
 	s.Partitions = len(ps)
+	s.Throttled = c.budget.waiting.Load()
 	for _, p := range ps {
 		p.mu.Lock()
 		s.Unfinished += p.unfinished

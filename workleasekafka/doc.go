@@ -56,9 +56,12 @@
 //
 // # Back-pressure
 //
-// At most [WithMaxUnfinished] records of a partition are fetched and
-// unfinished at once (plus one poll's worth): beyond, the Consumer pauses
-// fetching the partition until half of them are done.
+// The Consumer holds at most [WithMaxUnfinished] records fetched and
+// unfinished (plus one poll's worth): beyond, it polls no more until half
+// of them are done, and kgo fetches no more meanwhile. A slow partition
+// that holds half of them for long while others are assigned is paused
+// (kgo's PauseFetchPartitions) and set aside, so that it leaves room for
+// the others.
 //
 // # Observability
 //

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,11 +30,24 @@ const (
 // domain returns the domain of key's records in p: p's prefix and the key,
 // or the key's SHA-256 for a key too long for a domain.
 func (c *Consumer) domain(p *partition, key string) string {
+	return string(appendKeyDomain(nil, p, key))
+}
+
+// appendDomain appends the domain of r in p to b.
+func (c *Consumer) appendDomain(b []byte, p *partition, r *kgo.Record) []byte {
+	if c.cfg.keyFunc != nil {
+		return appendKeyDomain(b, p, c.cfg.keyFunc(r))
+	}
+	return appendKeyDomain(b, p, r.Key)
+}
+
+func appendKeyDomain[K string | []byte](b []byte, p *partition, key K) []byte {
+	b = append(b, p.prefix...)
 	if len(p.prefix)+len(key) > worklease.MaxDomainLen {
 		sum := sha256.Sum256([]byte(key))
-		return p.prefix + "#" + hex.EncodeToString(sum[:])
+		return hex.AppendEncode(append(b, '#'), sum[:])
 	}
-	return p.prefix + key
+	return append(b, key...)
 }
 
 // partitionOf returns the partition of a domain's records, or nil if it is
@@ -51,7 +65,10 @@ func (c *Consumer) partitionOf(domain string) *partition {
 	return (*c.byPrefix.Load())[domain[:end]]
 }
 
-// handleJob is the Pool's handler: one attempt at one record.
+// handleJob is the Pool's handler: one attempt at a batch of a key's
+// records (see partition), which runs them in order, each with attempts of
+// its own. A record that fails ends the attempt: the Pool tries the batch
+// again after its backoff, from that record.
 func (c *Consumer) handleJob(ctx context.Context, job worker.Job) error {
 	p := c.partitionOf(job.Domain)
 	if p == nil {
@@ -59,58 +76,107 @@ func (c *Consumer) handleJob(ctx context.Context, job worker.Job) error {
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	s, ok := p.begin(job.Offset, cancel)
-	if !ok {
+	d, lead := job.Domain, job.Offset
+	buf := taskBufs.Get().(*[]task)
+	tasks := p.start(d, lead, cancel, (*buf)[:0])
+	defer func() {
+		clear(tasks) // keeps no records
+		*buf = tasks[:0]
+		taskBufs.Put(buf)
+	}()
+	if len(tasks) == 0 {
 		return nil // dropped with its partition, or finished already
 	}
-	done := false
-	defer func() {
-		if p.end(job.Offset, done, c.cfg.maxUnfinished) {
-			c.resumeFetch(p)
-		}
-	}()
-	attempt := job.Attempt - s.base
-	if s.givenUp {
-		err := c.giveUp(hctx, p, s.rec, s.cause, s.attempts)
-		done = err == nil
-		return err
+	ran, err := c.run(hctx, p, d, job.Token, tasks)
+	stopped := ran < len(tasks)
+	dropped, resume := p.finish(d, lead, tasks, ran, stopped, stopped && err != errNotStarted)
+	if resume {
+		c.resumeFetch(p)
 	}
-	err := c.runChain(&attemptContext{Context: hctx, rec: s.rec, attempt: attempt},
-		worker.Job{Domain: job.Domain, Offset: job.Offset, Attempt: attempt, Token: job.Token})
 	switch {
-	case err == nil:
-		c.handled.Add(1)
-		done = true
+	case dropped:
 		return nil
-	case hctx.Err() != nil || p.isRevoked():
+	case err == errNotStarted:
+		return ErrStopped
+	}
+	return err
+}
+
+// taskBufs holds the buffers of batches' tasks, for handleJob.
+var taskBufs = sync.Pool{New: func() any {
+	b := make([]task, 0, maxBatch)
+	return &b
+}}
+
+// errNotStarted says that a batch stopped before a record, as its
+// partition was revoked or the Consumer is closing.
+var errNotStarted = errors.New("workleasekafka: batch stopped")
+
+// run runs tasks in order and returns how many finished, and, if it
+// stopped before the end, why.
+func (c *Consumer) run(ctx context.Context, p *partition, domain string, tok worklease.Token, tasks []task) (_ int, err error) {
+	handled := 0
+	defer func() { c.handled.Add(uint64(handled)) }()
+	for i, t := range tasks {
+		if i > 0 && (p.isRevoked() || c.stopCtx.Err() != nil) {
+			return i, errNotStarted // the records left go to the next owner
+		}
+		if t.givenUp {
+			if err := c.giveUp(ctx, t.rec, t.cause, t.failed); err != nil {
+				return i, err
+			}
+			continue
+		}
+		actx := &attemptContext{Context: ctx, rec: t.rec, attempt: t.attempt}
+		if len(c.cfg.middleware) == 0 {
+			err = c.call(actx, worker.Job{})
+		} else {
+			err = c.runChain(actx, worker.Job{Domain: domain, Offset: t.offset, Attempt: t.attempt, Token: tok})
+		}
+		if err == nil {
+			handled++
+			continue
+		}
+		if err := c.failed(ctx, p, domain, t, err); err != nil {
+			return i, err
+		}
+	}
+	return len(tasks), nil
+}
+
+// failed sees to a record whose attempt failed with err: it returns err
+// if the record is to be tried again, after the Pool's backoff (or not at
+// all, if its partition is gone), or if it parked its key; and nil if the
+// record was given up on, and its batch goes on.
+func (c *Consumer) failed(ctx context.Context, p *partition, domain string, t task, err error) error {
+	switch {
+	case ctx.Err() != nil || p.isRevoked():
 		// Cancelled, or its partition is gone: neither a failure of the
 		// record nor a reason to give up on it. The Pool tries it again;
 		// if its partition is gone, that drops it.
 		return err
-	case attempt <= c.cfg.maxRetries:
+	case t.attempt <= c.cfg.maxRetries:
 		c.retried.Add(1)
 		return err
 	case c.cfg.park:
 		// Paused while this attempt holds the lease: the Pool's retry puts
-		// the record back at the front of its line, where it waits. The
+		// the batch back at the front of its line, where it waits. The
 		// domain is paused before the record is marked parked, so that a
 		// Resume, which needs the mark, comes after the pause; a
 		// revocation that came first resumes nothing, and so here.
-		if perr := c.m.Pause(job.Domain); perr != nil {
-			c.report(fmt.Errorf("workleasekafka: parking %s: %w", job.Domain, perr))
+		if perr := c.m.Pause(domain); perr != nil {
+			c.report(fmt.Errorf("workleasekafka: parking %s: %w", domain, perr))
 			return err
 		}
-		if !p.park(job.Offset, c.keyOf(s.rec), job.Attempt, err, attempt) {
-			if _, rerr := c.m.Resume(job.Domain); rerr != nil {
-				c.report(fmt.Errorf("workleasekafka: resuming %s: %w", job.Domain, rerr))
+		if !p.park(domain, t.offset, c.keyOf(t.rec), err, t.attempt) {
+			if _, rerr := c.m.Resume(domain); rerr != nil {
+				c.report(fmt.Errorf("workleasekafka: resuming %s: %w", domain, rerr))
 			}
 		}
 		return err
 	}
-	gerr := c.giveUp(hctx, p, s.rec, err, attempt)
-	done = gerr == nil
-	if gerr != nil {
-		p.giveUp(job.Offset, err, attempt)
+	if gerr := c.giveUp(ctx, t.rec, err, t.attempt); gerr != nil {
+		p.giveUp(t.offset, err, t.attempt)
 		return gerr
 	}
 	return nil
@@ -148,7 +214,7 @@ func (c *Consumer) call(ctx context.Context, _ worker.Job) (err error) {
 // its dead letter if there is a dead-letter topic, and reports it
 // otherwise. It returns the produce's error if that failed, and the record
 // is then unfinished.
-func (c *Consumer) giveUp(ctx context.Context, p *partition, r *kgo.Record, cause error, attempts int) error {
+func (c *Consumer) giveUp(ctx context.Context, r *kgo.Record, cause error, attempts int) error {
 	if c.cfg.deadLetter == "" {
 		c.deadLettered.Add(1)
 		c.report(fmt.Errorf("workleasekafka: %s/%d offset %d given up after %d attempts: %w", r.Topic, r.Partition, r.Offset, attempts, cause))
@@ -192,13 +258,6 @@ func cutText(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-// isRevoked reports whether the partition was revoked or lost.
-func (p *partition) isRevoked() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.revoked
 }
 
 // An attemptContext is a handler's context: the attempt's, carrying the
@@ -326,10 +385,8 @@ func (c *Consumer) Parked() []ParkedRecord {
 	for _, p := range ps {
 		p.mu.Lock()
 		for _, pk := range p.parked {
-			if i := p.find(pk.offset); i >= 0 {
-				e := &p.pending[i]
-				out = append(out, ParkedRecord{Topic: p.topic, Partition: p.id, Key: pk.key, Offset: pk.offset, Attempts: e.attempts, Cause: e.cause})
-			}
+			f := p.failures[pk.offset]
+			out = append(out, ParkedRecord{Topic: p.topic, Partition: p.id, Key: pk.key, Offset: pk.offset, Attempts: f.failed, Cause: f.cause})
 		}
 		p.mu.Unlock()
 	}
@@ -361,7 +418,7 @@ func (c *Consumer) unpark(op, topic string, partition int32, key string, skip bo
 		return fmt.Errorf("workleasekafka: %s: %s/%d %q: %w", op, topic, partition, key, ErrNotParked)
 	}
 	d := c.domain(p, key)
-	if _, ok := p.unpark(d, skip); !ok {
+	if !p.unpark(d, skip) {
 		return fmt.Errorf("workleasekafka: %s: %s/%d %q: %w", op, topic, partition, key, ErrNotParked)
 	}
 	if _, err := c.m.Resume(d); err != nil {

@@ -24,13 +24,19 @@ const (
 	// DefaultHandlers is how many handlers a Consumer runs at once unless
 	// WithHandlers says otherwise.
 	DefaultHandlers = 64
-	// DefaultMaxUnfinished is how many records of one partition may be
-	// fetched and unfinished before the Consumer pauses fetching it,
-	// unless WithMaxUnfinished says otherwise.
+	// DefaultMaxUnfinished is how many records a Consumer may hold
+	// fetched and unfinished unless WithMaxUnfinished says otherwise.
 	DefaultMaxUnfinished = 10_000
 	// DefaultCommitInterval is how often a Consumer commits unless
 	// WithCommitInterval says otherwise.
 	DefaultCommitInterval = time.Second
+	// DefaultFetchMaxWait is the kgo.FetchMaxWait a Consumer's client has
+	// unless its options say otherwise: how long a broker may hold a fetch
+	// for records to arrive. A partition whose fetching was paused for
+	// back-pressure (see WithMaxUnfinished) is fetched again only with the
+	// broker's next fetch, so kgo's default of 5s would hold it that long
+	// whenever the other partitions are caught up.
+	DefaultFetchMaxWait = 100 * time.Millisecond
 	// DefaultRevokeTimeout is how long a Consumer lets the handlers of a
 	// revoked partition run unless WithRevokeTimeout says otherwise.
 	DefaultRevokeTimeout = 10 * time.Second
@@ -189,12 +195,16 @@ func WithRevokeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.revokeTimeout = d })
 }
 
-// WithMaxUnfinished bounds how many records of one partition may be
-// fetched and unfinished: once a partition has n, the Consumer pauses
-// fetching it (kgo's PauseFetchPartitions) until no more than n/2 are
-// left. Records of one poll are taken whole, so a partition may go past n
-// by at most one poll (at most n records). n must be 1 or more; the default
-// is DefaultMaxUnfinished.
+// WithMaxUnfinished bounds how many records the Consumer holds fetched
+// and unfinished, over all its partitions: at n, it polls no more (kgo then
+// fetches no more, and keeps what it fetched for the next poll) until half
+// of them are done. So that a slow partition leaves room for the others, a
+// partition that holds n/2 of them when polling has been held back for
+// half a second, while the Consumer owns others, is paused (kgo's
+// PauseFetchPartitions) and its records set aside from the bound, until it
+// holds n/4. Records of one poll are taken whole, so the Consumer, or a
+// paused partition, may go past its bound by one poll (at most n records).
+// n must be 1 or more; the default is DefaultMaxUnfinished.
 func WithMaxUnfinished(n int) Option { return optionFunc(func(c *config) { c.maxUnfinished = n }) }
 
 // WithCommitMetadata makes each commit record, in the commit's metadata,

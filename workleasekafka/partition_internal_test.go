@@ -9,20 +9,55 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// domainOf is the domain tests give the record at offset: one of its
+// own, for offsets below 26.
+func domainOf(p *partition, offset int64) string { return p.prefix + string(rune('a'+offset%26)) }
+
+// add adds the record at offset, of domain, to p, and says what became
+// of it: "lead" (it begins a batch), "joined" (its domain's batch queued),
+// "finished" (the commit metadata says so) or "ignored".
+func add(p *partition, offset int64, domain string) string {
+	n := len(p.pending)
+	leads, skipped := p.addAll([]fetched{{&kgo.Record{Offset: offset}, 0, len(domain)}}, []byte(domain), nil)
+	switch {
+	case skipped == 1:
+		return "finished"
+	case len(leads) == 1 && leads[0] == batchLead{domain, offset}:
+		return "lead"
+	case len(p.pending) > n:
+		return "joined"
+	}
+	return "ignored"
+}
+
 // fetch adds the records at offsets, each of its own domain, to p.
 func fetch(t *testing.T, p *partition, offsets ...int64) {
 	t.Helper()
 	for _, o := range offsets {
-		require.Equal(t, added, p.add(&kgo.Record{Offset: o}, p.prefix+string(rune('a'+o%26))))
+		require.Equal(t, "lead", add(p, o, domainOf(p, o)))
 	}
 }
 
-// finish runs the record at offset to its end.
+// run starts the batch of domain that begins at offset, and returns the
+// offsets of its tasks, and the tasks.
+func run(t *testing.T, p *partition, domain string, offset int64) ([]int64, []task) {
+	t.Helper()
+	tasks := p.start(domain, offset, func(error) {}, nil)
+	var offsets []int64
+	for _, tk := range tasks {
+		offsets = append(offsets, tk.offset)
+	}
+	return offsets, tasks
+}
+
+// finish runs the batch of one record at offset to its end.
 func finish(t *testing.T, p *partition, offset int64) {
 	t.Helper()
-	_, ok := p.begin(offset, func(error) {})
-	require.True(t, ok, "offset %d", offset)
-	p.end(offset, true, 100)
+	d := domainOf(p, offset)
+	offsets, tasks := run(t, p, d, offset)
+	require.Equal(t, []int64{offset}, offsets)
+	dropped, _ := p.finish(d, offset, tasks, 1, false, true)
+	require.False(t, dropped)
 }
 
 func commitAt(t *testing.T, p *partition) (int64, string) {
@@ -39,7 +74,7 @@ func commitAt(t *testing.T, p *partition) (int64, string) {
 // lists what finished above.
 func TestPartitionCommitPoint(t *testing.T) {
 	t.Parallel()
-	p := newPartition("t", 0, 1)
+	p := newPartition("t", 0, 1, newBudget(200))
 	_, _, ok, err := p.commitPoint(true)
 	require.NoError(t, err)
 	assert.False(t, ok, "nothing fetched")
@@ -65,14 +100,14 @@ func TestPartitionCommitPoint(t *testing.T) {
 	o, meta = commitAt(t, p)
 	assert.Equal(t, int64(16), o)
 	assert.Empty(t, meta)
-	assert.Equal(t, seen, p.add(&kgo.Record{Offset: 15}, "x"), "fetched again")
+	assert.Equal(t, "ignored", add(p, 15, "x"), "fetched again")
 }
 
 // The check refuses a commit that would pass an unfinished record or go
 // back, whatever the state that computed it.
 func TestPartitionCommitCheck(t *testing.T) {
 	t.Parallel()
-	p := newPartition("t", 3, 1)
+	p := newPartition("t", 3, 1, newBudget(200))
 	fetch(t, p, 0, 1, 2)
 	finish(t, p, 0)
 	commitAt(t, p)
@@ -98,32 +133,72 @@ func TestPartitionCommitCheck(t *testing.T) {
 // unrun; they are not finished, and no commit passes them.
 func TestPartitionRevokeDrops(t *testing.T) {
 	t.Parallel()
-	p := newPartition("t", 0, 1)
+	p := newPartition("t", 0, 1, newBudget(200))
 	fetch(t, p, 0, 1, 2, 3)
 	finish(t, p, 0)
-	_, ok := p.begin(2, func(error) {})
-	require.True(t, ok)
+	_, tasks := run(t, p, domainOf(p, 2), 2)
+	require.Len(t, tasks, 1)
 
 	drained, _, _ := p.revoke()
 	require.NotNil(t, drained, "2 runs")
-	_, ok = p.begin(1, func(error) {})
-	assert.False(t, ok, "dropped")
-	assert.Equal(t, forsaken, p.add(&kgo.Record{Offset: 4}, "x"))
-	p.end(2, true, 100)
+	offsets, _ := run(t, p, domainOf(p, 1), 1)
+	assert.Empty(t, offsets, "dropped")
+	assert.Equal(t, "ignored", add(p, 4, "x"))
+	dropped, _ := p.finish(domainOf(p, 2), 2, tasks, 1, false, true)
+	assert.False(t, dropped)
 	select {
 	case <-drained:
 	default:
-		t.Fatal("drained not closed when the last handler ended")
+		t.Fatal("drained not closed when the last batch ended")
 	}
 	o, _, ok, err := p.commitPoint(true)
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, int64(1), o, "1 was dropped, not finished")
 	assert.False(t, p.drainedAll(), "3 is queued still")
-	_, ok = p.begin(3, func(error) {})
-	assert.False(t, ok)
-	assert.ElementsMatch(t, []string{p.prefix + "a", p.prefix + "b", p.prefix + "c", p.prefix + "d"}, p.sweep())
+	offsets, _ = run(t, p, domainOf(p, 3), 3)
+	assert.Empty(t, offsets)
+	assert.ElementsMatch(t, []string{domainOf(p, 0), domainOf(p, 1), domainOf(p, 2), domainOf(p, 3)}, p.sweep())
 	assert.True(t, p.drainedAll())
+}
+
+// Records of a domain fetched while its batch waits join the batch, which
+// runs them in order; a batch that stops at a failed record goes on from
+// it, even once the records before it are let go of; a batch that stops
+// as its partition is revoked drops the records it has left.
+func TestPartitionBatches(t *testing.T) {
+	t.Parallel()
+	p := newPartition("t", 0, 1, newBudget(200))
+	const d = "t/0/1/k"
+	assert.Equal(t, "lead", add(p, 0, d))
+	assert.Equal(t, "lead", add(p, 1, "t/0/1/other"))
+	assert.Equal(t, "joined", add(p, 2, d))
+	assert.Equal(t, "joined", add(p, 3, d))
+
+	offsets, tasks := run(t, p, d, 0)
+	require.Equal(t, []int64{0, 2, 3}, offsets)
+	assert.Equal(t, 1, tasks[0].attempt)
+	assert.Equal(t, "lead", add(p, 4, d), "the batch started: a new one")
+	p.finish(d, 0, tasks, 1, true, true) // 2 failed
+
+	o, _, ok, err := p.commitPoint(false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, int64(1), o)
+
+	offsets, tasks = run(t, p, d, 0) // the Pool's retry: 0 is let go of
+	require.Equal(t, []int64{2, 3}, offsets)
+	assert.Equal(t, []int{2, 1}, []int{tasks[0].attempt, tasks[1].attempt})
+	p.finish(d, 0, tasks, 2, false, true)
+	assert.Equal(t, 2, p.unfinished, "1 and 4")
+
+	assert.Equal(t, "joined", add(p, 5, d))
+	offsets, tasks = run(t, p, d, 4)
+	require.Equal(t, []int64{4, 5}, offsets)
+	p.revoke()
+	dropped, _ := p.finish(d, 4, tasks, 1, true, false)
+	assert.True(t, dropped)
+	assert.Equal(t, 1, p.unfinished, "1; 5 dropped")
 }
 
 // The commit metadata an assignment begins with skips the records it
@@ -131,11 +206,11 @@ func TestPartitionRevokeDrops(t *testing.T) {
 // fetched.
 func TestPartitionSkip(t *testing.T) {
 	t.Parallel()
-	p := newPartition("t", 0, 1)
+	p := newPartition("t", 0, 1, newBudget(200))
 	p.assignedAt(10, []span{{12, 14}, {20, 21}})
 	fetch(t, p, 10, 11)
-	assert.Equal(t, finished, p.add(&kgo.Record{Offset: 12}, "x"))
-	assert.Equal(t, finished, p.add(&kgo.Record{Offset: 13}, "x"))
+	assert.Equal(t, "finished", add(p, 12, "x"))
+	assert.Equal(t, "finished", add(p, 13, "x"))
 	fetch(t, p, 15)
 	finish(t, p, 11)
 	o, meta := commitAt(t, p)
@@ -146,7 +221,7 @@ func TestPartitionSkip(t *testing.T) {
 	o, meta = commitAt(t, p)
 	assert.Equal(t, int64(16), o)
 	assert.Equal(t, []span{{20, 21}}, decodeMetadata(meta, o))
-	assert.Equal(t, finished, p.add(&kgo.Record{Offset: 20}, "x"))
+	assert.Equal(t, "finished", add(p, 20, "x"))
 	o, meta = commitAt(t, p)
 	assert.Equal(t, int64(21), o)
 	assert.Empty(t, meta)
@@ -155,30 +230,27 @@ func TestPartitionSkip(t *testing.T) {
 // Parking, resuming and skipping a record.
 func TestPartitionPark(t *testing.T) {
 	t.Parallel()
-	p := newPartition("t", 0, 1)
+	p := newPartition("t", 0, 1, newBudget(200))
 	fetch(t, p, 0)
-	d := p.prefix + "a"
+	d := domainOf(p, 0)
 	cause := errors.New("bad")
-	_, ok := p.begin(0, func(error) {})
-	require.True(t, ok)
-	require.True(t, p.park(0, "a", 4, cause, 4))
-	p.end(0, false, 100)
-	_, ok = p.unpark(p.prefix+"nobody", false)
-	assert.False(t, ok)
-	off, ok := p.unpark(d, false)
-	require.True(t, ok)
-	assert.Equal(t, int64(0), off)
-	s, ok := p.begin(0, func(error) {})
-	require.True(t, ok)
-	assert.Equal(t, 4, s.base, "attempts counted afresh")
-	assert.False(t, s.givenUp)
-	require.True(t, p.park(0, "a", 6, cause, 2))
-	p.end(0, false, 100)
-	_, ok = p.unpark(d, true)
-	require.True(t, ok)
-	s, ok = p.begin(0, func(error) {})
-	require.True(t, ok)
-	assert.True(t, s.givenUp)
-	assert.Equal(t, cause, s.cause)
-	assert.Equal(t, 2, s.attempts)
+	var tasks []task
+	for range 4 {
+		_, tasks = run(t, p, d, 0)
+		p.finish(d, 0, tasks, 0, true, true)
+	}
+	assert.Equal(t, 4, tasks[0].attempt)
+	require.True(t, p.park(d, 0, "a", cause, 4))
+	assert.False(t, p.unpark(p.prefix+"nobody", false))
+	require.True(t, p.unpark(d, false))
+	_, tasks = run(t, p, d, 0)
+	assert.Equal(t, 1, tasks[0].attempt, "attempts counted afresh")
+	assert.False(t, tasks[0].givenUp)
+	p.finish(d, 0, tasks, 0, true, true)
+	require.True(t, p.park(d, 0, "a", cause, 1))
+	require.True(t, p.unpark(d, true))
+	_, tasks = run(t, p, d, 0)
+	assert.True(t, tasks[0].givenUp)
+	assert.Equal(t, cause, tasks[0].cause)
+	assert.Equal(t, 1, tasks[0].failed)
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/worklease/worklease/workleasekafka"
 )
 
-// With every handler held, a partition stops being fetched once it has
+// With every handler held, the consumer stops polling once it holds
 // WithMaxUnfinished records unfinished (at most one poll more); once they
-// are let go it is fetched again, to its end.
+// are let go it polls again, to the partition's end.
 func TestBackPressure(t *testing.T) {
 	t.Parallel()
 	const limit = 20
@@ -36,16 +36,10 @@ func TestBackPressure(t *testing.T) {
 	}, workleasekafka.WithHandlers(100), workleasekafka.WithMaxUnfinished(limit),
 		workleasekafka.WithKeyFunc(func(r *kgo.Record) string { return strconv.FormatInt(r.Offset, 10) }))
 
-	var st workleasekafka.Stats
-	for range waitSteps {
-		if st = c.Stats(); st.Paused == 1 {
-			break
-		}
-		sleepBriefly()
-	}
-	require.Equal(t, 1, st.Paused, "never paused: %+v", st)
+	st := waitStats(t, c, func(st workleasekafka.Stats) bool { return st.Throttled })
 	assert.GreaterOrEqual(t, st.Unfinished, limit)
-	assert.Less(t, st.Unfinished, 2*limit, "a partition goes past the limit by one poll at most")
+	assert.Less(t, st.Unfinished, 2*limit, "past the limit by one poll at most")
+	assert.Zero(t, st.Paused, "a partition alone is not paused")
 	for range waitSteps { // every record fetched starts: 100 handlers, a key each
 		mu.Lock()
 		n := started
@@ -58,13 +52,62 @@ func TestBackPressure(t *testing.T) {
 	mu.Lock()
 	assert.Equal(t, st.Unfinished, started, "fetched and unfinished are the records started")
 	mu.Unlock()
-	assert.Equal(t, st.Unfinished, c.Stats().Unfinished, "paused: nothing more fetched")
 
 	close(release)
 	j.waitDone(t, recs)
 	closeConsumer(t, c)
 	j.checkOrder(t, recs, false)
 	assert.Equal(t, ends(recs), committed(t, brokers, "g", "orders"))
+}
+
+// A partition whose records do not finish is paused once it holds half of
+// WithMaxUnfinished, so that the other partition goes on to its end; once
+// they are let go it is fetched again.
+func TestBackPressureSlowPartition(t *testing.T) {
+	t.Parallel()
+	const limit = 40
+	brokers := newCluster(t, 2, "orders")
+	recs := produce(t, brokers, "orders", 1000, 1000)
+	release := make(chan struct{})
+	j := newJournal()
+	c := startConsumer(t, clientOpts(brokers, "g", "orders"), func(ctx context.Context, r *kgo.Record) error {
+		if r.Partition == 0 {
+			<-release
+		}
+		j.begin(r)
+		j.end(0, r, 1, true)
+		return nil
+	}, workleasekafka.WithHandlers(100), workleasekafka.WithMaxUnfinished(limit),
+		workleasekafka.WithKeyFunc(func(r *kgo.Record) string { return strconv.FormatInt(r.Offset, 10) }))
+
+	var fast []produced
+	for _, r := range recs {
+		if r.partition == 1 {
+			fast = append(fast, r)
+		}
+	}
+	j.waitDone(t, fast)
+	st := waitStats(t, c, func(st workleasekafka.Stats) bool { return st.Paused == 1 })
+	assert.GreaterOrEqual(t, st.Unfinished, limit/2)
+	assert.Less(t, st.Unfinished, limit/2+limit)
+	close(release)
+	j.waitDone(t, recs)
+	closeConsumer(t, c)
+	assert.Equal(t, ends(recs), committed(t, brokers, "g", "orders"))
+}
+
+// waitStats waits until c's Stats satisfy ok, and returns them.
+func waitStats(t *testing.T, c *workleasekafka.Consumer, ok func(workleasekafka.Stats) bool) workleasekafka.Stats {
+	t.Helper()
+	var st workleasekafka.Stats
+	for range waitSteps {
+		if st = c.Stats(); ok(st) {
+			return st
+		}
+		sleepBriefly()
+	}
+	t.Fatalf("never came: %+v", st)
+	return st
 }
 
 // With WithCommitMetadata, a commit below an unfinished record lists the
