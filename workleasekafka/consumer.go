@@ -584,6 +584,12 @@ func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, ps []*partition) 
 		if !ok {
 			continue
 		}
+		if f := c.cfg.commitCheck; f != nil {
+			if err := f(p.topic, p.id, offset); err != nil {
+				c.report(fmt.Errorf("%w: %s/%d at %d: %w", ErrCommitRefused, p.topic, p.id, offset, err))
+				continue
+			}
+		}
 		points = append(points, point{p, offset, meta})
 		if offsets[p.topic] == nil {
 			offsets[p.topic] = map[int32]kgo.EpochOffset{}

@@ -3,6 +3,7 @@ package workleasekafka_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -205,4 +206,55 @@ func TestRunContextEnds(t *testing.T) {
 	require.NoError(t, c.Close(context.Background()))
 	assert.Empty(t, committed(t, brokers, "g", "orders"), "nothing finished, nothing committed")
 	require.ErrorIs(t, c.Run(context.Background()), workleasekafka.ErrClosed)
+}
+
+// WithCommitCheck sees every offset before it is committed, and an error
+// keeps the partition out of the commit, reported as refused.
+func TestCommitCheck(t *testing.T) {
+	t.Parallel()
+	brokers := newCluster(t, 2, "orders")
+	recs := produce(t, brokers, "orders", 200, 20)
+	j := newJournal()
+	var mu sync.Mutex
+	seen := map[int32][]int64{}
+	var refused []error
+	c := startConsumer(t, clientOpts(brokers, "g", "orders"), func(ctx context.Context, r *kgo.Record) error {
+		j.begin(r)
+		j.end(0, r, 1, true)
+		return nil
+	}, workleasekafka.WithCommitInterval(5*time.Millisecond),
+		workleasekafka.WithCommitCheck(func(topic string, partition int32, offset int64) error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[partition] = append(seen[partition], offset)
+			for _, r := range recs {
+				if r.partition == partition && r.offset < offset && !j.finished(r.partition, r.offset) {
+					return fmt.Errorf("%s/%d at %d passes %d", topic, partition, offset, r.offset)
+				}
+			}
+			if partition == 1 {
+				return errBad
+			}
+			return nil
+		}), workleasekafka.WithErrorFunc(func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			refused = append(refused, err)
+		}))
+	j.waitDone(t, recs)
+	closeConsumer(t, c)
+
+	got := committed(t, brokers, "g", "orders")
+	assert.Equal(t, ends(recs)[0], got[0])
+	assert.NotContains(t, got, int32(1), "the check refused every commit of partition 1")
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, refused)
+	for _, err := range refused {
+		require.ErrorIs(t, err, workleasekafka.ErrCommitRefused)
+		require.ErrorIs(t, err, errBad, "only partition 1's commits are refused")
+	}
+	for p, offs := range seen {
+		assert.IsNonDecreasing(t, offs, "partition %d", p)
+	}
 }

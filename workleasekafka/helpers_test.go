@@ -2,7 +2,6 @@ package workleasekafka_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -229,5 +228,3 @@ func (j *journal) checkOrder(t testing.TB, recs []produced, again bool) {
 		require.Equal(t, len(offsets), next, "key %s: the last record did not run last: %v", key, got)
 	}
 }
-
-func member(i int) string { return fmt.Sprint("member-", i) }

@@ -59,6 +59,7 @@ type config struct {
 	maxUnfinished  int
 	commitMetadata bool
 	errorFunc      func(error)
+	commitCheck    func(topic string, partition int32, offset int64) error
 	middleware     []func(worker.Handler) worker.Handler
 }
 
@@ -223,6 +224,16 @@ func WithCommitMetadata() Option { return optionFunc(func(c *config) { c.commitM
 // called from the Consumer's goroutines and must be safe for concurrent
 // use.
 func WithErrorFunc(f func(error)) Option { return optionFunc(func(c *config) { c.errorFunc = f }) }
+
+// WithCommitCheck makes the Consumer call f with each partition's offset
+// before it commits it, after its own check: an error from f keeps the
+// partition out of that commit (the next commit tries again), and is
+// reported to WithErrorFunc, wrapped in an error matching ErrCommitRefused.
+// f is called from the goroutine that commits, at most one call at a time,
+// and should return quickly: a revocation waits for its commit.
+func WithCommitCheck(f func(topic string, partition int32, offset int64) error) Option {
+	return optionFunc(func(c *config) { c.commitCheck = f })
+}
 
 // WithMiddleware wraps the Consumer's handling of each attempt in mw, such
 // as tracing (see the workleaseotel module): mw gets the attempt as a
