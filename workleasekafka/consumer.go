@@ -262,10 +262,9 @@ func (c *Consumer) Close(ctx context.Context) error {
 // client is closed.
 func (c *Consumer) poll(ctx context.Context) {
 	var (
-		touched []*partition
-		recs    []fetched
-		doms    []byte
-		leads   []batchLead
+		recs  []fetched
+		doms  []byte
+		leads []batchLead
 	)
 	for {
 		if !c.budget.wait(ctx, stuckAfter) {
@@ -285,7 +284,6 @@ func (c *Consumer) poll(ctx context.Context) {
 				c.report(fmt.Errorf("workleasekafka: fetching %s/%d: %w", topic, partition, err))
 			}
 		})
-		touched = touched[:0]
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 			if len(ftp.Records) == 0 {
 				return
@@ -312,9 +310,7 @@ func (c *Consumer) poll(ctx context.Context) {
 				c.submit(ctx, l)
 			}
 			clear(leads)
-			touched = append(touched, p)
 		})
-		clear(touched)
 		c.cl.AllowRebalance()
 	}
 }
@@ -419,14 +415,13 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, assigned map[strin
 // fetched is the client's OnOffsetsFetched: it reads where each partition
 // assigned begins, and what its commit's metadata says is finished above.
 func (c *Consumer) fetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
-	each := func(topics []kmsg.OffsetFetchResponseTopic) {
-		for _, t := range topics {
-			for _, pr := range t.Partitions {
-				c.fetchedOne(t.Topic, pr.Partition, pr.Offset, pr.Metadata, pr.ErrorCode)
-			}
+	// Older versions of the response list the topics at its top, newer
+	// ones under each group.
+	for _, t := range resp.Topics {
+		for _, pr := range t.Partitions {
+			c.fetchedOne(t.Topic, pr.Partition, pr.Offset, pr.Metadata, pr.ErrorCode)
 		}
 	}
-	each(resp.Topics)
 	for _, g := range resp.Groups {
 		for _, t := range g.Topics {
 			for _, pr := range t.Partitions {
@@ -437,6 +432,8 @@ func (c *Consumer) fetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFe
 	return nil
 }
 
+// fetchedOne records where an assigned partition begins: the commit at
+// offset, with metadata; code is the fetch's error for it.
 func (c *Consumer) fetchedOne(topic string, id int32, offset int64, metadata *string, code int16) {
 	if code != 0 || offset < 0 {
 		return

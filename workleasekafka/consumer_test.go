@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -256,5 +257,48 @@ func TestCommitCheck(t *testing.T) {
 	}
 	for p, offs := range seen {
 		assert.IsNonDecreasing(t, offs, "partition %d", p)
+	}
+}
+
+// Keys of any bytes work: none, with slashes, not UTF-8, and longer than
+// a domain may be (they are hashed); records without a key share one.
+func TestOddKeys(t *testing.T) {
+	t.Parallel()
+	brokers := newCluster(t, 1, "orders")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("orders"))
+	require.NoError(t, err)
+	keys := [][]byte{nil, []byte("a/b/c"), {0, 0xff, '/'}, []byte(strings.Repeat("long", 2000))}
+	for i := range 20 {
+		r := &kgo.Record{Key: keys[i%len(keys)], Value: []byte(strconv.Itoa(i))}
+		require.NoError(t, cl.ProduceSync(t.Context(), r).FirstErr())
+	}
+	cl.Close()
+	var mu sync.Mutex
+	got := map[string][]int{}
+	var errs []error
+	done := make(chan struct{})
+	n := 0
+	c := startConsumer(t, clientOpts(brokers, "g", "orders"), func(ctx context.Context, r *kgo.Record) error {
+		v, err := strconv.Atoi(string(r.Value))
+		require.NoError(t, err)
+		mu.Lock()
+		defer mu.Unlock()
+		got[string(r.Key)] = append(got[string(r.Key)], v)
+		if n++; n == 20 {
+			close(done)
+		}
+		return nil
+	}, workleasekafka.WithErrorFunc(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}))
+	<-done
+	closeConsumer(t, c)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, errs)
+	for k, key := range keys {
+		assert.Equal(t, []int{k, k + 4, k + 8, k + 12, k + 16}, got[string(key)], "key %d", k)
 	}
 }
