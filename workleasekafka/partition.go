@@ -52,8 +52,9 @@ type partition struct {
 	first      int64   // the first record fetched; -1 before it
 	unfinished int     // the entries of pending neither done nor dropped
 	// open holds each domain's batch queued and not started, to which its
-	// next record is added.
-	open map[string]openBatch
+	// next record is added; spare holds those started, for new batches.
+	open  map[string]*openBatch
+	spare []*openBatch
 	// running holds the batches a handler runs, by their first offset,
 	// with the cancel of the handler's context.
 	running map[int64]context.CancelCauseFunc
@@ -186,7 +187,7 @@ func newPartition(topic string, id int32, assignment uint64, b *budget) *partiti
 		topic: topic, id: id, prefix: fmt.Sprintf("%s/%d/%d/", topic, id, assignment),
 		resumeBelow: int(b.limit / 4), budget: b,
 		next: -1, first: -1, committed: -1,
-		open: map[string]openBatch{}, running: map[int64]context.CancelCauseFunc{},
+		open: map[string]*openBatch{}, running: map[int64]context.CancelCauseFunc{},
 		resumeAt: map[int64]int64{}, failures: map[int64]failure{},
 		parked: map[string]parking{}, touched: map[string]struct{}{},
 	}
@@ -236,18 +237,24 @@ func (p *partition) addAll(recs []fetched, doms []byte, leads []batchLead) ([]ba
 		p.unfinished++
 		added++
 		key := doms[f.from:f.to]
-		if b, ok := p.open[string(key)]; ok && b.size < maxBatch {
+		if b := p.open[string(key)]; b != nil && b.size < maxBatch {
 			if i := p.find(b.tail); i >= 0 {
 				p.pending[i].next = r.Offset
 				b.tail = r.Offset
 				b.size++
-				p.open[b.domain] = b
 				p.push(entry{offset: r.Offset, rec: r, domain: b.domain, next: -1})
 				continue
 			}
 		}
 		d := string(key)
-		p.open[d] = openBatch{domain: d, lead: r.Offset, tail: r.Offset, size: 1}
+		var b *openBatch
+		if n := len(p.spare); n > 0 {
+			b, p.spare = p.spare[n-1], p.spare[:n-1]
+		} else {
+			b = new(openBatch)
+		}
+		*b = openBatch{domain: d, lead: r.Offset, tail: r.Offset, size: 1}
+		p.open[d] = b
 		p.push(entry{offset: r.Offset, rec: r, domain: d, next: -1})
 		leads = append(leads, batchLead{d, r.Offset})
 	}
@@ -326,8 +333,10 @@ type task struct {
 func (p *partition) start(domain string, lead int64, cancel context.CancelCauseFunc, tasks []task) []task {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if b, ok := p.open[domain]; ok && b.lead == lead {
+	if b := p.open[domain]; b != nil && b.lead == lead {
 		delete(p.open, domain)
+		*b = openBatch{}
+		p.spare = append(p.spare, b)
 	}
 	at, ok := p.resumeAt[lead]
 	if !ok {
