@@ -24,7 +24,11 @@
 // with monotonic offsets: each record's domain is its partition and its key
 // (the record's key, or [WithKeyFunc]'s), its offset the record's, so each
 // key's records run one at a time, in offset order, while the keys of one
-// partition run at once. Records then finish out of order, so the Consumer
+// partition run at once. (A key's records fetched while its earlier ones
+// wait are handed to the Pool together, as one job that runs them in
+// order, each with attempts of its own: a Consumer that falls behind pays
+// the Pool's cost once for many records.) Records then finish out of
+// order, so the Consumer
 // commits each partition at its lowest unfinished record (or past its last
 // record, when none is unfinished), as Confluent's Parallel Consumer does:
 // every record below a commit is finished, and those above it that are

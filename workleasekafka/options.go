@@ -150,8 +150,11 @@ func WithMaxRetries(n int) Option { return optionFunc(func(c *config) { c.maxRet
 
 // WithBackoff sets the delays between a failed attempt and the next, as
 // worker.WithBackoff does: no handler waits them out, and nothing of the
-// record's key overtakes it. The default is the zero Backoff: 200ms, then
-// doubling up to a minute, with 10% jitter.
+// record's key overtakes it. The delay grows with the attempts of the
+// Pool's job, which may hold several of a key's records (see the package
+// documentation), so a record may wait longer than its own attempts alone
+// would make it. The default is the zero Backoff: 200ms, then doubling up
+// to a minute, with 10% jitter (see worklease.Backoff).
 func WithBackoff(b worklease.Backoff) Option { return optionFunc(func(c *config) { c.backoff = b }) }
 
 // WithDeadLetterTopic makes the Consumer produce each record it gives up on
