@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0 # = 2026.1, supports Go
 
 # The modules of the repository: the core, and those with heavier
 # dependencies in folders of their own.
-MODULES := . pg pg/riverbench examples/kafka workleaseprom
+MODULES := . pg pg/riverbench examples/kafka workleaseprom workleasekafka workleaseotel
 
 # Runs its argument, a shell command, in each module in turn, stopping at
 # the first that fails.
@@ -15,7 +15,7 @@ each_module = for mod in $(MODULES); do (cd $$mod && $(1)) || exit 1; done
 # The race detector needs cgo (a C compiler); without one, tests run without it.
 RACE := $(shell [ "$$(go env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: all test short example bench profile fuzz crash lint fmt vet staticcheck tidy cover ci
+.PHONY: all test short example bench bench-kafka profile fuzz crash lint fmt vet staticcheck tidy cover ci
 
 all: lint test
 
@@ -28,12 +28,15 @@ export RAPID_CHECKS ?= 500
 PG_RAPID_CHECKS ?= 100
 
 # pg/riverbench holds benchmarks only: each runs a few iterations, to show
-# it works. examples/kafka's tests run the example against an in-process
-# Kafka cluster, which needs no server.
+# it works. examples/kafka's and workleasekafka's tests run against an
+# in-process Kafka cluster, which needs no server; the Kafka benchmark runs
+# once, to show it works (a run that short reports no figures).
 test: ## the full test suite of every module, as CI runs it
 	scripts/with-postgres sh -c 'go test $(RACE) -shuffle=on -count=1 ./... && \
 		(cd examples/kafka && go test $(RACE) -shuffle=on -count=1 ./...) && \
 		(cd workleaseprom && go test $(RACE) -shuffle=on -count=1 ./...) && \
+		(cd workleasekafka && go test $(RACE) -shuffle=on -count=1 ./... && go test -count=1 -run="^$$" -bench=. -benchtime=1x ./...) && \
+		(cd workleaseotel && go test $(RACE) -shuffle=on -count=1 ./...) && \
 		(cd pg && RAPID_CHECKS=$(PG_RAPID_CHECKS) go test $(RACE) -shuffle=on -count=1 -timeout=20m ./...) && \
 		cd pg/riverbench && go test -count=1 -run="^$$" -bench=. -benchtime=200x ./...'
 
@@ -57,6 +60,14 @@ BENCH_WORKER := ^(BenchmarkPoolOverhead|BenchmarkPoolThroughput)$$
 # Longer: a journaled run must span segment rotations and snapshots to
 # measure their share.
 BENCHTIME_WAL ?= 2s
+# The Kafka consumer against franz-go's goroutine-per-partition consumer,
+# each reading the same records produced before it starts: with a 1 ms
+# handler, as many records as the per-partition consumer handles in a few
+# seconds; with a handler that does nothing, enough to span many fetches.
+BENCH_KAFKA_1MS := ^BenchmarkKafka$$/^handler=1ms$$
+BENCHTIME_KAFKA_1MS ?= 20000x
+BENCH_KAFKA_NONE := ^BenchmarkKafka$$/^handler=none$$
+BENCHTIME_KAFKA_NONE ?= 1000000x
 
 # The PostgreSQL backend's, on the throwaway server of scripts/with-postgres,
 # started once the others are done, so that its background work does not
@@ -85,10 +96,13 @@ bench: ## the performance benchmarks, then a table of their ratios against the t
 	@status=$$(mktemp); bin=$$(mktemp -d); \
 	{ go test -c -o "$$bin/worklease.test" . && go test -c -o "$$bin/wal.test" ./wal && go test -c -o "$$bin/worker.test" ./worker && \
 	  (cd pg && go test -c -o "$$bin/pg.test" .) && (cd pg/riverbench && go test -c -o "$$bin/riverbench.test" .) && \
+	  (cd workleasekafka && go test -c -o "$$bin/workleasekafka.test" .) && \
 	  i=0 && while [ $$i -lt $(BENCH_ROUNDS) ] && \
 	    "$$bin/worklease.test" -test.run='^$$' -test.bench='$(BENCH_TIMED)' -test.benchtime=$(BENCHTIME) -test.count=1 -test.cpu=1,2 -test.benchmem && \
 	    "$$bin/wal.test" -test.run='^$$' -test.bench='$(BENCH_WAL)' -test.benchtime=$(BENCHTIME_WAL) -test.count=1 -test.benchmem && \
-	    "$$bin/worker.test" -test.run='^$$' -test.bench='$(BENCH_WORKER)' -test.benchtime=$(BENCHTIME) -test.count=1 -test.benchmem; \
+	    "$$bin/worker.test" -test.run='^$$' -test.bench='$(BENCH_WORKER)' -test.benchtime=$(BENCHTIME) -test.count=1 -test.benchmem && \
+	    "$$bin/workleasekafka.test" -test.run='^$$' -test.bench='$(BENCH_KAFKA_1MS)' -test.benchtime=$(BENCHTIME_KAFKA_1MS) -test.count=1 && \
+	    "$$bin/workleasekafka.test" -test.run='^$$' -test.bench='$(BENCH_KAFKA_NONE)' -test.benchtime=$(BENCHTIME_KAFKA_NONE) -test.count=1; \
 	    do i=$$((i+1)); done && [ $$i -eq $(BENCH_ROUNDS) ] && \
 	  "$$bin/worklease.test" -test.run='^$$' -test.bench='^BenchmarkMemory$$' -test.benchtime=1x -test.count=5 && \
 	  BIN=$$bin scripts/with-postgres sh -c 'i=0 && while [ $$i -lt $(BENCH_ROUNDS) ] && \
@@ -96,6 +110,18 @@ bench: ## the performance benchmarks, then a table of their ratios against the t
 	    "$$BIN/riverbench.test" -test.run="^$$" -test.bench="$(BENCH_RIVER)" -test.benchtime=$(BENCHTIME_RIVER) -test.count=1 && \
 	    "$$BIN/riverbench.test" -test.run="^$$" -test.bench="$(BENCH_CONTINUOUS)" -test.benchtime=$(BENCHTIME_CONTINUOUS) -test.count=1; \
 	    do i=$$((i+1)); done && [ $$i -eq $(BENCH_ROUNDS) ]'; \
+	  echo $$? >"$$status"; } | go run ./internal/benchtable; \
+	s=$$(cat "$$status"); rm -rf "$$status" "$$bin"; exit $$s
+
+# The Kafka benchmarks alone, as make bench runs them, with the table: the
+# other rows read "not run".
+bench-kafka: ## the Kafka consumer's benchmarks against the goroutine-per-partition consumer, and their ratios
+	@status=$$(mktemp); bin=$$(mktemp -d); \
+	{ (cd workleasekafka && go test -c -o "$$bin/workleasekafka.test" .) && \
+	  i=0 && while [ $$i -lt $(BENCH_ROUNDS) ] && \
+	    "$$bin/workleasekafka.test" -test.run='^$$' -test.bench='$(BENCH_KAFKA_1MS)' -test.benchtime=$(BENCHTIME_KAFKA_1MS) -test.count=1 && \
+	    "$$bin/workleasekafka.test" -test.run='^$$' -test.bench='$(BENCH_KAFKA_NONE)' -test.benchtime=$(BENCHTIME_KAFKA_NONE) -test.count=1; \
+	    do i=$$((i+1)); done && [ $$i -eq $(BENCH_ROUNDS) ]; \
 	  echo $$? >"$$status"; } | go run ./internal/benchtable; \
 	s=$$(cat "$$status"); rm -rf "$$status" "$$bin"; exit $$s
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,8 +14,8 @@ import (
 const maxViolations = 20
 
 // A checker verifies the run from what the program saw itself, not from the
-// tracker or the backend: the records the producer wrote, every attempt the
-// handler made, and every commit before it is sent.
+// consumer: the records the producer wrote, every attempt the handler made,
+// and every commit before it is sent (workleasekafka.WithCommitCheck).
 //
 // A record's value names its key and its number among the key's records,
 // "key#seq", so the order of a key's records is known from their content
@@ -26,7 +27,9 @@ type checker struct {
 	keys       map[string]*keyLog
 	parts      map[int32]*partLog
 	commits    int
-	violations []string // the first maxViolations
+	finished   int           // records finished, by the handler's attempts
+	changed    chan struct{} // closed and replaced when finished grows
+	violations []string      // the first maxViolations
 	// nOrder and nCommit count the violations of order (a key's records
 	// handled other than once each, in order) and of commits.
 	nOrder, nCommit int
@@ -34,8 +37,8 @@ type checker struct {
 
 // keyLog is what a checker knows of one key.
 type keyLog struct {
-	partition int32   // where the key's records were polled from
-	polled    bool    // partition is set
+	partition int32   // where the key's records were produced to
+	placed    bool    // partition is set
 	produced  []int64 // offsets of the key's records by seq; -1 until known
 	running   bool    // an attempt on one of the key's records is under way
 	attempts  []attempt
@@ -52,15 +55,15 @@ type attempt struct {
 
 // partLog is what a checker knows of one partition.
 type partLog struct {
-	polled   []int64 // polled offsets, in order
-	finished []bool  // whether each polled record is terminal, by the handler's attempts
-	verified int     // every record of polled[:verified] is finished
+	offsets  []int64        // produced offsets, in order
+	finished map[int64]bool // the offsets of records terminal by the handler's attempts
+	verified int            // every record of offsets[:verified] is finished
 	// committed is the last commit sent; -1 before the first.
 	committed int64
 }
 
 func newChecker(maxRetries int) *checker {
-	return &checker{maxRetries: maxRetries, keys: map[string]*keyLog{}, parts: map[int32]*partLog{}}
+	return &checker{maxRetries: maxRetries, keys: map[string]*keyLog{}, parts: map[int32]*partLog{}, changed: make(chan struct{})}
 }
 
 // recordValue is the value of the seq-th record of key.
@@ -108,42 +111,33 @@ func (c *checker) key(key string) *keyLog {
 func (c *checker) part(p int32) *partLog {
 	pl := c.parts[p]
 	if pl == nil {
-		pl = &partLog{committed: -1}
+		pl = &partLog{finished: map[int64]bool{}, committed: -1}
 		c.parts[p] = pl
 	}
 	return pl
 }
 
 // produced records that the producer wrote the seq-th record of key at
-// offset.
-func (c *checker) produced(key string, seq int, offset int64) {
+// offset of partition. A key's records go to one partition, and a
+// partition's are acknowledged in offset order.
+func (c *checker) produced(key string, seq int, partition int32, offset int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := c.key(key)
+	if k.placed && k.partition != partition {
+		c.violatef("key %q: produced to partitions %d and %d", key, k.partition, partition)
+	}
+	k.partition, k.placed = partition, true
 	for len(k.produced) <= seq {
 		k.produced = append(k.produced, -1)
 	}
 	k.produced[seq] = offset
-}
-
-// polled records that the consumer polled the record of key at offset of
-// partition. A partition's records come in offset order, each once, and a
-// key's from one partition.
-func (c *checker) polled(key string, partition int32, offset int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := c.key(key)
-	if k.polled && k.partition != partition {
-		c.violatef("key %q: polled from partitions %d and %d", key, k.partition, partition)
-	}
-	k.partition, k.polled = partition, true
 	pl := c.part(partition)
-	if n := len(pl.polled); n > 0 && offset <= pl.polled[n-1] {
-		c.violatef("partition %d: offset %d polled after %d", partition, offset, pl.polled[n-1])
+	if n := len(pl.offsets); n > 0 && offset <= pl.offsets[n-1] {
+		c.violatef("partition %d: offset %d acknowledged after %d", partition, offset, pl.offsets[n-1])
 		return
 	}
-	pl.polled = append(pl.polled, offset)
-	pl.finished = append(pl.finished, false)
+	pl.offsets = append(pl.offsets, offset)
 }
 
 // begin records that an attempt at one of key's records started.
@@ -158,9 +152,9 @@ func (c *checker) begin(key string) {
 }
 
 // end records the outcome of the n-th attempt at the seq-th record of key,
-// at offset. The record is finished if the attempt succeeded or was the
-// last one allowed.
-func (c *checker) end(key string, offset int64, seq, n int, ok bool) {
+// at offset of partition. The record is finished if the attempt succeeded
+// or was the last one allowed.
+func (c *checker) end(key string, partition int32, offset int64, seq, n int, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := c.key(key)
@@ -169,20 +163,46 @@ func (c *checker) end(key string, offset int64, seq, n int, ok bool) {
 	if !ok && n <= c.maxRetries {
 		return
 	}
-	var i int
-	found := k.polled
-	if found {
-		i, found = slices.BinarySearch(c.part(k.partition).polled, offset)
-	}
-	if !found {
-		c.violatef("key %q: offset %d handled but never polled", key, offset)
+	pl := c.part(partition)
+	if pl.finished[offset] {
+		c.violatef("partition %d: offset %d finished twice", partition, offset)
 		return
 	}
-	pl := c.part(k.partition)
-	if pl.finished[i] {
-		c.violatef("partition %d: offset %d finished twice", k.partition, offset)
+	pl.finished[offset] = true
+	c.finished++
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// progress returns how many records are finished, and a channel closed
+// when that number next grows.
+func (c *checker) progress() (int, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.finished, c.changed
+}
+
+// heldUp says where each partition with unfinished records is held up:
+// at its lowest record produced and not finished.
+func (c *checker) heldUp() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps := make([]int32, 0, len(c.parts))
+	for p := range c.parts {
+		ps = append(ps, p)
 	}
-	pl.finished[i] = true
+	slices.Sort(ps)
+	var b strings.Builder
+	for _, p := range ps {
+		pl := c.parts[p]
+		for _, o := range pl.offsets {
+			if !pl.finished[o] {
+				fmt.Fprintf(&b, "partition %d at offset %d; ", p, o)
+				break
+			}
+		}
+	}
+	return strings.TrimSuffix(b.String(), "; ")
 }
 
 // foreign records that the handler got a record that this run did not
@@ -193,25 +213,24 @@ func (c *checker) foreign(key string, offset int64, value []byte) {
 	c.violatef("key %q: offset %d: a record this run did not produce (%.40q)", key, offset, value)
 }
 
-// commit checks that partition may be committed at offset: every polled
-// record below it is finished, and the commit does not go back. It records
-// the commit and returns nil if so; otherwise it records a violation and
-// returns it, and the commit must not be sent.
-func (c *checker) commit(partition int32, offset int64) error {
+// commit checks that partition may be committed at offset: every
+// produced record below it is finished, and the commit does not go back.
+// It records the commit and returns nil if so; otherwise it records a
+// violation and returns it, and the commit must not be sent. The consumer
+// calls it before each commit (workleasekafka.WithCommitCheck).
+func (c *checker) commit(_ string, partition int32, offset int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pl := c.part(partition)
-	for pl.verified < len(pl.polled) && pl.finished[pl.verified] {
+	for pl.verified < len(pl.offsets) && pl.finished[pl.offsets[pl.verified]] {
 		pl.verified++
 	}
-	// The first polled record not known to be finished, or one past the
-	// last polled record: no commit may pass it.
-	limit := int64(-1)
-	switch {
-	case pl.verified < len(pl.polled):
-		limit = pl.polled[pl.verified]
-	case len(pl.polled) > 0:
-		limit = pl.polled[len(pl.polled)-1] + 1
+	// The first produced record not known to be finished: no commit may
+	// pass it. (The run's group starts where the topic ended before the
+	// run, so every record the consumer gets is one produced here.)
+	limit := int64(math.MaxInt64)
+	if pl.verified < len(pl.offsets) {
+		limit = pl.offsets[pl.verified]
 	}
 	var err error
 	switch {
@@ -246,7 +265,7 @@ type outcome struct {
 // it: every key's records were handled once each, in the order they were
 // produced (a record's attempts in a row, the last one a success or the last
 // allowed, and nothing of the key's next record before), and every partition
-// that got records was polled and committed to its end.
+// that got records was committed to its end.
 func (c *checker) finish(starts, ends, committed map[int32]int64) outcome {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -264,10 +283,6 @@ func (c *checker) finish(starts, ends, committed map[int32]int64) outcome {
 	for p, end := range ends {
 		if end == starts[p] {
 			continue // no records: nothing to poll or commit
-		}
-		pl := c.part(p)
-		if n := len(pl.polled); n == 0 || pl.polled[n-1] != end-1 {
-			c.violatef("partition %d: not polled to its end %d", p, end)
 		}
 		if got, ok := committed[p]; !ok || got != end {
 			c.commitViolatef("partition %d: committed at %d, not at its end %d", p, got, end)

@@ -128,7 +128,7 @@ func produce(ctx context.Context, cl *kgo.Client, n, keys int, seed uint64, chk 
 				mu.Unlock()
 				return
 			}
-			chk.produced(key, seq, r.Offset)
+			chk.produced(key, seq, r.Partition, r.Offset)
 			produced.Add(1)
 		})
 	}

@@ -138,6 +138,22 @@ var rows = []row{
 		atMost: false, target: 0.9,
 	},
 	{
+		measure: "BenchmarkKafka/handler=1ms/impl=parallel ÷ impl=per-partition, records/s",
+		meaning: "with 4 partitions, 1,000 keys and a 1 ms handler, workleasekafka's 64 handlers in key order run at least 10 times the records of franz-go's goroutine-per-partition consumer",
+		value: ratio(
+			quantity{"BenchmarkKafka/handler=1ms/impl=parallel", 0, "records/s"},
+			quantity{"BenchmarkKafka/handler=1ms/impl=per-partition", 0, "records/s"}),
+		atMost: false, target: 10,
+	},
+	{
+		measure: "BenchmarkKafka/handler=none/impl=parallel ÷ impl=per-partition, ns/op",
+		meaning: "with a handler that does nothing, a record costs workleasekafka at most 1.5 times what it costs the goroutine-per-partition consumer",
+		value: ratio(
+			quantity{"BenchmarkKafka/handler=none/impl=parallel", 0, "ns/op"},
+			quantity{"BenchmarkKafka/handler=none/impl=per-partition", 0, "ns/op"}),
+		atMost: true, target: 1.5,
+	},
+	{
 		measure: "BenchmarkPostgresCycle/domains=1000 ÷ BenchmarkPostgresSkipLocked, cycles/s",
 		meaning: "on PostgreSQL, a lease cycle runs at least as fast as a plain SKIP LOCKED job table's claim and complete",
 		value: ratio(
