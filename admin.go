@@ -4,39 +4,12 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-	"time"
 )
 
 // The admin calls repair and inspect domains: list the leases in flight and
 // the dead letters, redrive a dead letter, kill an offset, take a stuck lease
 // back, pause and resume a domain, forget one. Redrive, Kill and Forget are
 // deliberate exceptions to idempotence; each says how.
-
-// DomainInfo is a copy of one domain's state, as Inspect reports it.
-type DomainInfo struct {
-	// Leased reports whether an offset is in flight; Lease describes it then.
-	Leased bool
-	Lease  LeaseInfo
-	// Paused reports that the domain grants nothing until Resume.
-	Paused bool
-	// Backlog lists the queued offsets, the next one to be granted first.
-	Backlog []int64
-	// Processed and Failed count the domain's terminal offsets. With
-	// WithMonotonicOffsets, Processed counts every offset that counts as
-	// processed, those the domain never saw included, up to math.MaxInt64.
-	Processed int64
-	Failed    int64
-}
-
-// LeaseInfo describes a lease in flight.
-type LeaseInfo struct {
-	Domain     string
-	Offset     int64
-	Token      Token
-	AcquiredAt time.Time // when the offset was first granted
-	ExpiresAt  time.Time // zero: never
-	RetryCount int       // failed attempts of the offset so far
-}
 
 // Inspect returns a copy of domain's state. A domain the Manager has never
 // seen is reported idle and empty. Like every call, it first revokes the
@@ -73,22 +46,6 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 		return DomainInfo{}, err
 	}
 	return info, nil
-}
-
-// info describes l, the lease of domain under tok, with times in loc.
-func (l *lease) info(domain string, tok Token, loc *time.Location) (info LeaseInfo) {
-	l.fill(&info, domain, tok, loc)
-	return info
-}
-
-// fill is info in place, for the results of the calls on the hot path.
-func (l *lease) fill(info *LeaseInfo, domain string, tok Token, loc *time.Location) {
-	info.Domain = domain
-	info.Offset = l.offset
-	info.Token = tok
-	info.AcquiredAt = l.acquiredAt.in(loc)
-	info.ExpiresAt = l.expiresAt.in(loc)
-	info.RetryCount = l.retries
 }
 
 // Leases returns every lease in flight, ordered by domain. It locks one
@@ -188,16 +145,6 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 		return cmp.Or(strings.Compare(a.Domain, b.Domain), cmp.Compare(a.Offset, b.Offset))
 	})
 	return out, nil
-}
-
-// Head reports the offset a domain will grant next when a call leaves it
-// idle and running with a backlog. No Succeed or Fail will hint at that
-// offset, so the caller acquires it (TryAcquire) to keep the domain moving.
-// Redrive, Kill, ForceRelease and Resume return one, and Reap one for each
-// lease it revokes (see Expiry).
-type Head struct {
-	Next    int64 // the backlog's head, when HasNext; zero otherwise
-	HasNext bool  // the domain is idle and running with a backlog
 }
 
 // adminCall checks the call's domain and offset (0 for a call that takes

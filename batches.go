@@ -25,12 +25,6 @@ func (m *Manager) SucceedMany(claims []Claim) ([]error, error) {
 	return errs, err
 }
 
-// MaxStreak is how many leases in a row ClaimNext grants a domain since
-// Claim last claimed it; the next time, the domain goes behind the other
-// ready domains instead, so that a worker that keeps going through one
-// deep backlog does not starve the others. Every backend counts the same.
-const MaxStreak = 8
-
 // ClaimNext is SucceedMany, and in the same step, under each domain's
 // lock, the claim for the caller of the next offset of each domain whose
 // lease it ended, as Claim would claim it: the head of its backlog, with

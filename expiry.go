@@ -156,24 +156,6 @@ func (x *expiryIndex) swap(i, j int) {
 	x.heap[j].r.heapIdx = int32(j + 1)
 }
 
-// Expiry describes a lease that Reap revoked because its time ran out.
-type Expiry struct {
-	Domain string
-	Offset int64
-	Token  Token // the revoked lease's token, now refused with ErrLeaseExpired
-	// Attempts is the number of attempts of the offset so far, the expired
-	// one included.
-	Attempts int
-	// DeadLettered reports that this was the offset's last attempt: it is
-	// now failed. Otherwise it is back at the front of its domain's backlog,
-	// to be granted again under a new token.
-	DeadLettered bool
-	// Head reports the offset the domain will grant next when the domain
-	// is idle and running: acquire it to keep the domain moving. That is
-	// Offset itself unless it was dead-lettered.
-	Head
-}
-
 // Reap revokes every lease whose time has run out and returns them, ordered
 // by domain, so that the orchestrator can re-drive their domains. Expired
 // leases are also revoked lazily whenever their domain is next touched, so

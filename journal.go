@@ -158,55 +158,6 @@ type Record struct {
 	Fence uint64
 }
 
-// causeText is a Fail cause whose text was taken before the domain lock, so
-// that the journal can record it without calling the caller's Error method
-// under the lock. errors.Is and errors.As see through it.
-type causeText struct {
-	err  error
-	text string
-}
-
-func (c *causeText) Error() string { return c.text }
-func (c *causeText) Unwrap() error { return c.err }
-
-// Is reports whether target is the package's own sentinel whose text c
-// holds. A journal keeps only a cause's text, and replay turns those texts
-// back into the sentinels (see causeFromText): a cause that reads as one
-// matches it before a restart too, so that the same dead letter reads the
-// same after one.
-func (c *causeText) Is(target error) bool {
-	return (target == ErrLeaseExpired || target == ErrLeaseRevoked) && c.text == target.Error()
-}
-
-// isSentinelText reports whether text is that of a sentinel that
-// causeFromText restores.
-func isSentinelText(text string) bool {
-	return text == ErrLeaseExpired.Error() || text == ErrLeaseRevoked.Error()
-}
-
-// textOf returns the text a record keeps for cause. Causes that reach it
-// are the package's own errors or a *causeText, never a caller's error.
-func textOf(cause error) string {
-	if cause == nil {
-		return ""
-	}
-	return cause.Error()
-}
-
-// causeFromText turns a journaled cause back into an error, restoring the
-// package's own sentinels so that errors.Is keeps working after a restart.
-func causeFromText(text string) error {
-	switch text {
-	case "":
-		return nil
-	case ErrLeaseExpired.Error():
-		return ErrLeaseExpired
-	case ErrLeaseRevoked.Error():
-		return ErrLeaseRevoked
-	}
-	return errors.New(text)
-}
-
 // settings returns the RecordSettings record that states p.
 func (p *policy) settings() Record {
 	return Record{Kind: RecordSettings, Offset: -1, Monotonic: p.monotonic}

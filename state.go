@@ -99,6 +99,31 @@ type lease struct {
 	retries    int     // failed attempts of this offset so far
 }
 
+// describe fills in res's lease fields from l, whose token is tok, with
+// times in loc.
+func (l *lease) describe(res *AcquireResult, tok Token, loc *time.Location) {
+	res.Token = tok
+	res.AcquiredAt = l.acquiredAt.in(loc)
+	res.ExpiresAt = l.expiresAt.in(loc)
+	res.RetryCount = l.retries
+}
+
+// info describes l, the lease of domain under tok, with times in loc.
+func (l *lease) info(domain string, tok Token, loc *time.Location) (info LeaseInfo) {
+	l.fill(&info, domain, tok, loc)
+	return info
+}
+
+// fill is info in place, for the results of the calls on the hot path.
+func (l *lease) fill(info *LeaseInfo, domain string, tok Token, loc *time.Location) {
+	info.Domain = domain
+	info.Offset = l.offset
+	info.Token = tok
+	info.AcquiredAt = l.acquiredAt.in(loc)
+	info.ExpiresAt = l.expiresAt.in(loc)
+	info.RetryCount = l.retries
+}
+
 // attempts returns the attempts made by the offset in flight, this one
 // included: one more than its failed attempts, plus the force-released
 // ones.
