@@ -130,22 +130,16 @@ func (m *Manager) succeedIn(b *batch, op, domain string, tok Token, first, next 
 	var c Claim
 	granted := false
 	var err error
-	if next && first && r.state.chainedFrom(&m.policy, &st, tok) {
-		// A ClaimNext repeated: its lease ended already, with the next
-		// lease granted to its caller, who did not hear of it.
-		c, granted = m.claimOf(r), true
-	} else {
+	switch {
+	case !first:
 		var res SucceedResult
 		err = r.state.succeed(&m.policy, &st, tok, &res)
-		if err == nil && first {
-			if next && r.streak < MaxStreak && r.state.claim(&m.policy, &st) {
-				c, granted = m.claimOf(r), true
-				r.state.chained = true
-				r.streak++
-			} else {
-				r.streak = 0
-			}
+	case next:
+		if granted, err = r.state.claimNext(&m.policy, &st, tok); granted {
+			c = m.claimOf(r)
 		}
+	default:
+		err = r.state.succeedMany(&m.policy, &st, tok)
 	}
 	m.release(b, sh, r, &st)
 	if err != nil {

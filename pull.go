@@ -149,7 +149,6 @@ func (m *Manager) claimEntry(q *readyQueue, e *readyEntry, now instant, b *batch
 	granted := r.state.claim(&m.policy, &st)
 	if granted {
 		c = m.claimOf(r)
-		r.streak = 0
 	}
 	m.release(b, m.shardOf(m.hash(r.domain)), r, &st) // a domain granted leaves the queue
 	return c, granted

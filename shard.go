@@ -54,7 +54,6 @@ type record struct {
 	counts  recordCounts
 	dropped bool        // Forget removed the domain: look it up again
 	listed  bool        // the Manager's ready queue lists the domain; see readyQueue.sync
-	streak  uint8       // leases ClaimNext granted in a row since Claim last claimed the domain (see MaxStreak); not journaled
 	state   domainState // see domainState; never locks
 
 	lastSeq uint64       // the journal sequence number of the domain's latest record; 0 without a journal

@@ -27,6 +27,10 @@ type domainState struct {
 	// after an answer that was lost, ClaimNext answers with this lease
 	// again (see chainedFrom). Every other grant clears it; not journaled.
 	chained bool
+	// streak counts the leases ClaimNext granted in a row since Claim last
+	// claimed the domain (see MaxStreak), in the byte the flags leave
+	// free; not journaled.
+	streak uint8
 	// released counts the forced releases in the history of the offset in
 	// flight, zero when idle: the lease's attempts made are its
 	// retries+1+released (see attempts). Part of the lease, it is kept

@@ -551,6 +551,46 @@ func TestStateCalls(t *testing.T) {
 	}
 }
 
+func claimNextOf(tok Token) stateCall {
+	return func(s *domainState, p *policy, st *step) (any, error) { return s.claimNext(p, st, tok) }
+}
+
+// TestStateClaimNext checks ClaimNext's chaining: each success leases the
+// domain's next offset, a repeat with the token it ended answers with the
+// same lease and changes nothing, and after MaxStreak leases in a row the
+// domain claims nothing until Claim starts its streak over.
+func TestStateClaimNext(t *testing.T) {
+	t.Parallel()
+	r := newStateRig(t, policy{maxRetries: 1, instance: stateInstance})
+	for off := range int64(MaxStreak + 3) {
+		r.must(enqueueOf(off, nil))
+	}
+	_, got, err := r.do(claimCall)
+	require.NoError(t, err)
+	require.Equal(t, true, got)
+	for i := range MaxStreak {
+		tok := grantTok(uint64(i + 1))
+		_, got, err := r.do(claimNextOf(tok))
+		require.NoError(t, err)
+		require.Equal(t, true, got, "lease %d of the streak", i+1)
+		require.Equal(t, int64(i+1), r.live.lease.offset)
+		st, got, err := r.do(claimNextOf(tok)) // repeated, as after a lost answer
+		require.NoError(t, err)
+		require.Equal(t, true, got)
+		require.Zero(t, st.n, "a repeat changes nothing")
+	}
+	_, got, err = r.do(claimNextOf(grantTok(MaxStreak + 1)))
+	require.NoError(t, err)
+	require.Equal(t, false, got, "the streak is spent")
+	require.False(t, r.live.leased)
+	_, got, err = r.do(claimCall)
+	require.NoError(t, err)
+	require.Equal(t, true, got)
+	_, got, err = r.do(claimNextOf(grantTok(MaxStreak + 2)))
+	require.NoError(t, err)
+	require.Equal(t, true, got, "Claim started the streak over")
+}
+
 // A stateModel is the contract of one domain, kept as plainly as it reads:
 // a lease or none, the backlog as a slice, the terminal offsets in maps (or
 // a watermark), and what carries over. Its calls return the answer the
