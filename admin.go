@@ -60,7 +60,7 @@ func (m *Manager) Leases() ([]LeaseInfo, error) {
 	}
 	var out []LeaseInfo
 	var seq uint64 // the latest record what we report depends on
-	m.forEachRecord(func(_ *shard, domain string, r *record) {
+	m.forEachRecord(func(_ *shard, domain string, r *domainRecord) {
 		r.mu.Lock()
 		if r.state.leased && !r.dropped {
 			out = append(out, r.state.lease.info(domain, r.state.leaseToken(&m.policy), m.loc))
@@ -87,7 +87,7 @@ func (m *Manager) Domains() ([]string, error) {
 	}
 	var out []string
 	var seq uint64 // the latest record what we report depends on
-	m.forEachRecord(func(_ *shard, domain string, r *record) {
+	m.forEachRecord(func(_ *shard, domain string, r *domainRecord) {
 		r.mu.Lock()
 		if !r.dropped {
 			out = append(out, domain)
@@ -130,7 +130,7 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 		}
 		return out, nil
 	}
-	m.forEachRecord(func(_ *shard, domain string, r *record) {
+	m.forEachRecord(func(_ *shard, domain string, r *domainRecord) {
 		r.mu.Lock()
 		if !r.dropped && r.state.failed().len() > 0 {
 			out = r.state.failed().appendTo(out, domain, m.loc)

@@ -153,15 +153,15 @@ func (m *Manager) succeedIn(b *batch, op, domain string, tok Token, first, next 
 // journal is waited for once, for every record the batch wrote or depends
 // on, and the events are delivered after it (see endBatch).
 type batch struct {
-	seq     uint64    // the latest record of the domains touched
-	err     error     // the journal's first append error; the batch stops at it
-	touched []*record // whose events to deliver, with an observer
+	seq     uint64          // the latest record of the domains touched
+	err     error           // the journal's first append error; the batch stops at it
+	touched []*domainRecord // whose events to deliver, with an observer
 }
 
 // release ends a step on r, a record of sh locked by the caller, in b: it
 // counts and reports the step's changes and brings the expiry index and
 // the ready queue up to date, as finish does, and releases r's lock.
-func (m *Manager) release(b *batch, sh *shard, r *record, st *step) {
+func (m *Manager) release(b *batch, sh *shard, r *domainRecord, st *step) {
 	sh.countAll(r, st)
 	if m.reporting {
 		b.err = cmp.Or(b.err, m.report(sh, r, st))

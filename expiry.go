@@ -22,12 +22,12 @@ type expiryIndex struct {
 
 type expiryEntry struct {
 	at instant // the lease's expiry
-	r  *record
+	r  *domainRecord
 }
 
 // sync makes the index hold r's current lease expiry, or nothing for r if
 // its lease has none. r.mu must be held.
-func (x *expiryIndex) sync(r *record) {
+func (x *expiryIndex) sync(r *domainRecord) {
 	var want instant
 	if r.state.leased {
 		want = r.state.lease.expiresAt
@@ -71,7 +71,7 @@ func (x *expiryIndex) dueBy(now instant) bool {
 }
 
 // putBack puts r, which popDue took out of the index, back in, as it was.
-func (x *expiryIndex) putBack(r *record) {
+func (x *expiryIndex) putBack(r *domainRecord) {
 	r.mu.Lock()
 	r.expiresAt = 0 // not in the index: sync puts it back
 	x.sync(r)
@@ -177,7 +177,7 @@ func (m *Manager) Reap() ([]Expiry, error) {
 	}
 	now := m.now()
 	var out []Expiry
-	var reaped []*record // whose events to deliver
+	var reaped []*domainRecord // whose events to deliver
 	var due []expiryEntry
 	var seq uint64 // the latest record written
 	var appendErr error
@@ -211,7 +211,7 @@ func (m *Manager) Reap() ([]Expiry, error) {
 // reapOne expires r's lease if it is due, leaving its events to deliver
 // and its records to wait for: it returns the record's latest sequence
 // number and any journal error. r was just taken out of the expiry index.
-func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok bool, seq uint64, err error) {
+func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant) (exp Expiry, ok bool, seq uint64, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expiresAt = 0 // no longer in the index; sync puts it back if still leased

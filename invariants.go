@@ -14,7 +14,7 @@ func (m *Manager) checkInvariants() error {
 	var errs []error
 	q := m.ready.Load()
 	listed := 0 // records the ready queue lists
-	m.forEachRecord(func(sh *shard, domain string, r *record) {
+	m.forEachRecord(func(sh *shard, domain string, r *domainRecord) {
 		r.mu.Lock()
 		err := r.state.checkInvariants(&m.policy)
 		if err == nil && !r.dropped {
@@ -58,7 +58,7 @@ func (m *Manager) checkMap(sh *shard) error {
 	}
 	var errs []error
 	seen := make(map[string]bool)
-	sh.records.all(func(h uint64, r *record) {
+	sh.records.all(func(h uint64, r *domainRecord) {
 		switch {
 		case h != m.hash(r.domain):
 			errs = append(errs, fmt.Errorf("domain %q is filed under another hash", r.domain))
@@ -228,7 +228,7 @@ func (x *expiryIndex) checkHeap() error {
 
 // check verifies that the index holds r's lease expiry exactly when r has
 // one. r.mu must be held.
-func (x *expiryIndex) check(r *record) error {
+func (x *expiryIndex) check(r *domainRecord) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	s := &r.state

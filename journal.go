@@ -172,9 +172,9 @@ func changeOf(rec *Record) change {
 	}
 }
 
-// record returns the journal record of c, a change of domain made at at.
+// recordOf returns the journal record of c, a change of domain made at at.
 // A journal keeps times as Unix time; their zone does not matter.
-func (c *change) record(domain string, at instant) Record {
+func recordOf(c *change, domain string, at instant) Record {
 	return Record{
 		Kind: c.kind, Domain: domain, Offset: c.offset, Attempt: c.attempt, Retries: c.retries, Token: c.token, Front: c.front,
 		At: at.in(time.UTC), AcquiredAt: c.acquiredAt.in(time.UTC), ExpiresAt: c.expiresAt.in(time.UTC),

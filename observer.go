@@ -7,7 +7,7 @@ import (
 // report journals the changes st kept of r, which is locked, and queues
 // them for the observer, to be delivered once the lock is released. It
 // returns the journal's first error; nothing is journaled after it.
-func (m *Manager) report(sh *shard, r *record, st *step) error {
+func (m *Manager) report(sh *shard, r *domainRecord, st *step) error {
 	var err error
 	for i := range st.n {
 		c := st.change(i)
@@ -22,7 +22,7 @@ func (m *Manager) report(sh *shard, r *record, st *step) error {
 		if m.journal == nil || err != nil || !c.journaled() {
 			continue
 		}
-		rec := c.record(r.domain, st.now)
+		rec := recordOf(c, r.domain, st.now)
 		if c.kind != EventForgotten {
 			err = m.journalRecord(r, rec)
 			continue
@@ -41,7 +41,7 @@ func (m *Manager) report(sh *shard, r *record, st *step) error {
 // journal, and makes it r's latest. The first record a Manager journals
 // after New is preceded by one that says how the journal reads (see
 // appendSettings).
-func (m *Manager) journalRecord(r *record, rec Record) error {
+func (m *Manager) journalRecord(r *domainRecord, rec Record) error {
 	if m.settingsDue.Load() {
 		if err := m.appendSettings(); err != nil {
 			return err
@@ -88,7 +88,7 @@ type eventQueue struct {
 // The queue is the domain's, not the record's: a record that replaces one
 // Forget dropped takes its queue over (see Manager.replace), so that its
 // events follow the dropped record's.
-func (m *Manager) deliver(r *record) {
+func (m *Manager) deliver(r *domainRecord) {
 	if m.observer == nil {
 		return
 	}

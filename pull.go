@@ -155,7 +155,7 @@ func (m *Manager) claimEntry(q *readyQueue, e *readyEntry, now instant, b *batch
 }
 
 // claimOf returns the Claim of r's lease. r.mu must be held, and r leased.
-func (m *Manager) claimOf(r *record) Claim {
+func (m *Manager) claimOf(r *domainRecord) Claim {
 	s := &r.state
 	return Claim{
 		Domain: r.domain, Offset: s.lease.offset, Payload: bytes.Clone(s.payloadOf(s.lease.offset)),

@@ -32,11 +32,12 @@ type shard struct {
 // shardAlign is what a shard's size is a multiple of: two 64-byte lines.
 const shardAlign = 128
 
-// A record is one domain's entry in a shard. Once created it is never
+// A domainRecord is one domain's entry in a shard (not to be confused with
+// a journal's Record of one transition). Once created it is never
 // replaced unless Forget drops it, so a pointer to it stays valid and the
 // lock that orders a domain's calls stays the same.
 //
-// A record is laid out for the cache: it is recordSize bytes, a size class
+// A domain record is laid out for the cache: it is recordSize bytes, a size class
 // whose objects start on a 64-byte line, and everything a TryAcquire+Succeed
 // cycle reads or writes sits in its first two lines (CPUs fetch lines in
 // pairs): the key's header, the lock, the counts, the flags, the lease, the
@@ -45,7 +46,7 @@ const shardAlign = 128
 // set's lower runs, the journal's sequence number, the pointer to the extra
 // part (the observer's queue, the counts' overflows), the expiry index's
 // fields, and the key itself when it is short. TestRecordLayout keeps it so.
-type record struct {
+type domainRecord struct {
 	domain string // immutable
 
 	mu sync.Mutex // guards everything below, except heapIdx
@@ -107,10 +108,10 @@ func (m *Manager) shardOf(h uint64) *shard { return &m.shards[h&m.shardMask] }
 // lockRecord returns domain's shard and record, with the record locked. If
 // the domain has no record, lockRecord creates one when create is set and
 // otherwise returns a nil record.
-func (m *Manager) lockRecord(domain string, create bool) (*shard, *record) {
+func (m *Manager) lockRecord(domain string, create bool) (*shard, *domainRecord) {
 	h := m.hash(domain)
 	sh := m.shardOf(h)
-	var dropped *record // the last record met that Forget had dropped
+	var dropped *domainRecord // the last record met that Forget had dropped
 	for {
 		r := sh.records.get(h, domain)
 		if r == nil || r == dropped {
@@ -152,7 +153,7 @@ func (m *Manager) absent(err error) error {
 
 // unlink removes r, which Forget dropped, from its shard's map if it is
 // still there.
-func (m *Manager) unlink(r *record) {
+func (m *Manager) unlink(r *domainRecord) {
 	h := m.hash(r.domain)
 	sh := m.shardOf(h)
 	sh.mu.Lock()
@@ -166,7 +167,7 @@ func (m *Manager) unlink(r *record) {
 // told all of r's events. Until then r stays in the map, so that a record
 // made for its domain takes its queue over and its events follow r's (see
 // createRecord); whoever delivers the last of them unlinks r (see deliver).
-func (m *Manager) unlinkDrained(r *record) {
+func (m *Manager) unlinkDrained(r *domainRecord) {
 	if r.extra == nil || r.extra.events.drained() {
 		m.unlink(r)
 	}
@@ -175,7 +176,7 @@ func (m *Manager) unlinkDrained(r *record) {
 // createRecord returns the record of domain, whose hash is h, creating it if
 // absent. If the map still holds dropped, a record Forget dropped, the new
 // record takes its place and its queue of events.
-func (m *Manager) createRecord(sh *shard, h uint64, domain string, dropped *record) *record {
+func (m *Manager) createRecord(sh *shard, h uint64, domain string, dropped *domainRecord) *domainRecord {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var queue *eventQueue
@@ -192,7 +193,7 @@ func (m *Manager) createRecord(sh *shard, h uint64, domain string, dropped *reco
 	}
 	// The record keeps a copy of the key: the caller's may share memory
 	// with a much larger buffer, such as the message it came in.
-	r := &record{}
+	r := &domainRecord{}
 	if m.journal == nil && len(domain) <= inlineKeyLen {
 		n := copy(r.key[:], domain)
 		r.domain = unsafe.String(&r.key[0], n) // r.key never changes after this
@@ -233,7 +234,7 @@ func (m *Manager) raiseFenceFloor(fence uint64) {
 // domain so far (the call's own, and those its answer depends on), and
 // delivers r's events. An error means the journal failed and the
 // Manager is now closed; the call must return it instead of its answer.
-func (m *Manager) finish(sh *shard, r *record, st *step) error {
+func (m *Manager) finish(sh *shard, r *domainRecord, st *step) error {
 	sh.countAll(r, st)
 	var appendErr error
 	if m.reporting {
@@ -263,17 +264,17 @@ func (m *Manager) finish(sh *shard, r *record, st *step) error {
 
 // forEachRecord calls f with each domain and its record, one shard at a time.
 // It holds no lock while f runs, so f may lock the record.
-func (m *Manager) forEachRecord(f func(sh *shard, domain string, r *record)) {
+func (m *Manager) forEachRecord(f func(sh *shard, domain string, r *domainRecord)) {
 	type entry struct {
 		domain string
-		r      *record
+		r      *domainRecord
 	}
 	var entries []entry
 	for i := range m.shards {
 		sh := &m.shards[i]
 		entries = entries[:0]
 		sh.mu.Lock()
-		sh.records.all(func(_ uint64, r *record) {
+		sh.records.all(func(_ uint64, r *domainRecord) {
 			entries = append(entries, entry{r.domain, r})
 		})
 		sh.mu.Unlock()

@@ -163,7 +163,7 @@ func (m *Manager) encodeSnapshot(w io.Writer) error {
 		}
 		buf = buf[:0]
 	}
-	m.forEachRecord(func(_ *shard, domain string, r *record) {
+	m.forEachRecord(func(_ *shard, domain string, r *domainRecord) {
 		if err != nil {
 			return
 		}
@@ -196,7 +196,7 @@ func (m *Manager) encodeSnapshot(w io.Writer) error {
 }
 
 // appendSnapshot appends one domain's state under p. r.mu must be held.
-func (r *record) appendSnapshot(b []byte, p *policy, domain string) []byte {
+func (r *domainRecord) appendSnapshot(b []byte, p *policy, domain string) []byte {
 	s := &r.state
 	b = appendString(b, domain)
 	b = binary.AppendUvarint(b, r.lastSeq)

@@ -11,10 +11,10 @@ import (
 // contract's calls, plus the optional behaviour of time-limited leases,
 // ordering modes, parking and the admin calls. It is pure: it knows nothing
 // of locks, clocks, journals or observers, and nothing of the domain's key.
-// The record that holds it locks its mutex around every call, and tests
+// The domainRecord that holds it locks its mutex around every call, and tests
 // drive it directly (state_internal_test.go).
 //
-// Its fields are laid out for the record's cache lines (see record): what a
+// Its fields are laid out for the record's cache lines (see domainRecord): what a
 // TryAcquire+Succeed cycle reads or writes comes first, and what only
 // failures, expiries and operators need is behind cold, which most domains
 // never allocate. The highest processed run ends the hot part; the other

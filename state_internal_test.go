@@ -148,7 +148,7 @@ func (r *stateRig) must(calls ...stateCall) {
 	}
 }
 
-// replay applies st's journaled changes to the shadow as Manager.apply
+// replay applies st's journaled changes to the shadow as Manager.replayRecord
 // does a journal's: each through its record, checked by fits first.
 func (r *stateRig) replay(st *step) {
 	t := r.t
@@ -166,7 +166,7 @@ func (r *stateRig) replay(st *step) {
 		if !c.journaled() || c.kind == EventForgotten { // Forgotten drops the record: the Manager's to replay
 			continue
 		}
-		rec := c.record("d", st.now)
+		rec := recordOf(c, "d", st.now)
 		jc, at := changeOf(&rec), instantOf(rec.At)
 		require.NoError(t, r.shadow.fits(&r.p, at, &jc, ended), "change %d, %v of %d, does not fit", i, c.kind, c.offset)
 		r.shadow.apply(&r.p, at, &jc)
