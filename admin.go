@@ -15,19 +15,11 @@ import (
 // seen is reported idle and empty. Like every call, it first revokes the
 // domain's lease if it has expired.
 func (m *Manager) Inspect(domain string) (DomainInfo, error) {
-	if !m.accepts(domain, 0) {
-		return DomainInfo{}, m.refuse("Inspect", domain, 0)
-	}
-	now := m.nowIfNeeded()
-	sh, r := m.lockRecord(domain, false)
+	sh, r, now, err := m.enter("Inspect", domain, 0, access{}, nil)
 	if r == nil {
-		return DomainInfo{}, m.absent(nil)
+		return DomainInfo{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	s := &r.state
 	s.expireIfDue(&m.policy, &st)
 	info := DomainInfo{
@@ -42,7 +34,7 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	if n := s.backlog.len(); n > 0 {
 		info.Backlog = s.backlog.appendTo(make([]int64, 0, n))
 	}
-	if err := m.finish(sh, r, &st); err != nil {
+	if err := m.finish(sh, r, &st, "Inspect", nil); err != nil {
 		return DomainInfo{}, err
 	}
 	return info, nil
@@ -59,16 +51,12 @@ func (m *Manager) Leases() ([]LeaseInfo, error) {
 		return nil, err
 	}
 	var out []LeaseInfo
-	var seq uint64 // the latest record what we report depends on
-	m.forEachRecord(func(_ *shard, domain string, r *domainRecord) {
-		r.mu.Lock()
-		if r.state.leased && !r.dropped {
+	err := m.readAll(func(domain string, r *domainRecord) {
+		if r.state.leased {
 			out = append(out, r.state.lease.info(domain, r.state.leaseToken(&m.policy), m.loc))
 		}
-		seq = max(seq, r.lastSeq) // a dropped record's: its Forget
-		r.mu.Unlock()
 	})
-	if err := m.waitDurable(seq); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b LeaseInfo) int { return strings.Compare(a.Domain, b.Domain) })
@@ -86,16 +74,7 @@ func (m *Manager) Domains() ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	var seq uint64 // the latest record what we report depends on
-	m.forEachRecord(func(_ *shard, domain string, r *domainRecord) {
-		r.mu.Lock()
-		if !r.dropped {
-			out = append(out, domain)
-		}
-		seq = max(seq, r.lastSeq) // a dropped record's: its Forget
-		r.mu.Unlock()
-	})
-	if err := m.waitDurable(seq); err != nil {
+	if err := m.readAll(func(domain string, _ *domainRecord) { out = append(out, domain) }); err != nil {
 		return nil, err
 	}
 	slices.Sort(out)
@@ -113,7 +92,6 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 		return nil, err
 	}
 	var out []DeadLetter
-	var seq uint64 // the latest record what we report depends on
 	if domain != "" {
 		if !m.accepts(domain, 0) {
 			return nil, m.refuse("DeadLetters", domain, 0)
@@ -123,22 +101,17 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 			return nil, m.absent(nil)
 		}
 		out = r.state.failed().appendTo(out, domain, m.loc)
-		seq = r.lastSeq
+		seq := r.lastSeq
 		r.mu.Unlock()
-		if err := m.waitDurable(seq); err != nil {
+		if err := m.waitDurable(seq, nil); err != nil {
 			return nil, err
 		}
 		return out, nil
 	}
-	m.forEachRecord(func(_ *shard, domain string, r *domainRecord) {
-		r.mu.Lock()
-		if !r.dropped && r.state.failed().len() > 0 {
-			out = r.state.failed().appendTo(out, domain, m.loc)
-		}
-		seq = max(seq, r.lastSeq) // a dropped record's: its Forget
-		r.mu.Unlock()
+	err := m.readAll(func(domain string, r *domainRecord) {
+		out = r.state.failed().appendTo(out, domain, m.loc)
 	})
-	if err := m.waitDurable(seq); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b DeadLetter) int {
@@ -153,25 +126,14 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 // the Manager has never seen, adminCall creates a record if create is set,
 // and otherwise returns unknown (which may be nil: nothing to do).
 func (m *Manager) adminCall(name, domain string, offset int64, create bool, unknown error, op func(s *domainState, st *step) error) (Head, error) {
-	if !m.accepts(domain, offset) {
-		return Head{}, m.refuse(name, domain, offset)
-	}
-	now := m.now()
-	sh, r := m.lockRecord(domain, create)
+	sh, r, now, err := m.enter(name, domain, offset, access{timed: true, create: create, unknown: unknown}, nil)
 	if r == nil {
-		if unknown == nil {
-			return Head{}, m.absent(nil)
-		}
-		return Head{}, m.absent(domainError(name, domain, unknown))
+		return Head{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	var h Head
 	head, hadHead := r.state.backlog.front()
-	err := op(&r.state, &st)
+	err = op(&r.state, &st)
 	if err == nil {
 		h.Next, h.HasNext = r.state.next()
 	}
@@ -182,11 +144,8 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 			q.endDelay(r, now)
 		}
 	}
-	if ferr := m.finish(sh, r, &st); ferr != nil {
-		return Head{}, ferr
-	}
-	if err != nil {
-		return Head{}, domainError(name, domain, err)
+	if err := m.finish(sh, r, &st, name, err); err != nil {
+		return Head{}, err
 	}
 	return h, nil
 }
@@ -284,39 +243,19 @@ func (m *Manager) Resume(domain string) (Head, error) {
 // back, its fences carry on above every fence it had before. Forgetting an
 // unknown domain changes nothing.
 func (m *Manager) Forget(domain string) error {
-	if !m.accepts(domain, 0) {
-		return m.refuse("Forget", domain, 0)
-	}
-	now := m.nowIfNeeded()
-	sh, r := m.lockRecord(domain, false)
+	sh, r, now, err := m.enter("Forget", domain, 0, access{}, nil)
 	if r == nil {
-		return m.absent(nil)
+		return err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	if err := r.state.forget(&m.policy, &st); err != nil {
-		if ferr := m.finish(sh, r, &st); ferr != nil {
-			return ferr
-		}
-		return domainError("Forget", domain, err)
+		return m.finish(sh, r, &st, "Forget", err)
 	}
 	m.raiseFenceFloor(r.state.issued.fence)
 	r.dropped = true
-	if err := m.finish(sh, r, &st); err != nil {
+	if err := m.finish(sh, r, &st, "Forget", nil); err != nil {
 		return err
 	}
 	m.unlinkDrained(r)
 	return nil
-}
-
-// waitDurable waits until the journal holds every record up to seq, for
-// calls that read several domains.
-func (m *Manager) waitDurable(seq uint64) error {
-	if m.journal == nil || seq == 0 {
-		return nil
-	}
-	return m.durable(seq, nil)
 }

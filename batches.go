@@ -1,7 +1,6 @@
 package worklease
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -68,10 +67,6 @@ func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []
 	var named map[string]bool // the domains of the claims so far, in a batch too long to search
 	for i := 0; i < len(claims) && b.err == nil; i++ {
 		c := &claims[i]
-		if !m.accepts(c.Domain, 0) {
-			errs[i] = m.refuse(op, c.Domain, 0)
-			continue
-		}
 		// A domain's first claim ends its streak or carries it on; the
 		// later ones are plain Succeeds, as the PostgreSQL backend
 		// answers them.
@@ -112,24 +107,13 @@ func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []
 // streak, or, with next, carries it on with the claim of the domain's next
 // offset, which it returns.
 func (m *Manager) succeedIn(b *batch, op, domain string, tok Token, first, next bool) (Claim, bool, error) {
-	var now instant
-	if next {
-		now = m.now() // a grant records when
-	} else {
-		now = m.nowIfNeeded()
-	}
-	sh, r := m.lockRecord(domain, false)
+	sh, r, now, err := m.enter(op, domain, 0, access{timed: next, unknown: ErrNoLease}, nil) // a grant records when
 	if r == nil {
-		return Claim{}, false, m.absent(domainError(op, domain, ErrNoLease))
+		return Claim{}, false, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	var c Claim
 	granted := false
-	var err error
 	switch {
 	case !first:
 		var res SucceedResult
@@ -141,61 +125,10 @@ func (m *Manager) succeedIn(b *batch, op, domain string, tok Token, first, next 
 	default:
 		err = r.state.succeedMany(&m.policy, &st, tok)
 	}
-	m.release(b, sh, r, &st)
-	if err != nil {
-		return Claim{}, false, domainError(op, domain, err)
+	if err := m.finishIn(b, sh, r, &st, op, err); err != nil {
+		return Claim{}, false, err
 	}
 	return c, granted, nil
-}
-
-// A batch is one call's passage through several domains, each in a step
-// of its own that ends as finish ends a call, but for the waits: the
-// journal is waited for once, for every record the batch wrote or depends
-// on, and the events are delivered after it (see endBatch).
-type batch struct {
-	seq     uint64          // the latest record of the domains touched
-	err     error           // the journal's first append error; the batch stops at it
-	touched []*domainRecord // whose events to deliver, with an observer
-}
-
-// release ends a step on r, a record of sh locked by the caller, in b: it
-// counts and reports the step's changes and brings the expiry index and
-// the ready queue up to date, as finish does, and releases r's lock.
-func (m *Manager) release(b *batch, sh *shard, r *domainRecord, st *step) {
-	sh.countAll(r, st)
-	if m.reporting {
-		b.err = cmp.Or(b.err, m.report(sh, r, st))
-	}
-	if m.expiring {
-		sh.expiry.sync(r)
-	}
-	if q := m.ready.Load(); q != nil {
-		q.sync(r, st.now, st.now)
-	}
-	if m.journal != nil {
-		b.seq = max(b.seq, r.lastSeq)
-	}
-	r.mu.Unlock()
-	if m.observer != nil {
-		b.touched = append(b.touched, r)
-	}
-}
-
-// endBatch ends b: it waits until the journal holds every record b depends
-// on, and delivers the events of the domains it touched. An error means
-// the journal failed, and the Manager is closed.
-func (m *Manager) endBatch(b *batch) error {
-	// b.seq and b.err are set only with a journal; a batch refused before
-	// it touched a domain (by a nil Manager, say) has nothing to end.
-	if b.seq > 0 || b.err != nil {
-		if err := m.durable(b.seq, b.err); err != nil {
-			return err
-		}
-	}
-	for _, r := range b.touched {
-		m.deliver(r)
-	}
-	return nil
 }
 
 // RetryMany is Retry for each failure's lease, in the order of failures,

@@ -194,10 +194,8 @@ func (m *Manager) Reap() ([]Expiry, error) {
 			}
 		}
 	}
-	if m.journal != nil && (seq > 0 || appendErr != nil) {
-		if err := m.durable(seq, appendErr); err != nil {
-			return nil, err
-		}
+	if err := m.waitDurable(seq, appendErr); err != nil {
+		return nil, err
 	}
 	// Deliver only once every due lease is handled: an observer that panics
 	// must not leave leases out of the index.
@@ -210,12 +208,14 @@ func (m *Manager) Reap() ([]Expiry, error) {
 
 // reapOne expires r's lease if it is due, leaving its events to deliver
 // and its records to wait for: it returns the record's latest sequence
-// number and any journal error. r was just taken out of the expiry index.
+// number and any journal error. r was just taken out of the expiry index,
+// which the Manager keeps (Manager.expiring): the step's end puts r's lease
+// back if it is still leased, and a requeued offset makes its domain ready.
 func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant) (exp Expiry, ok bool, seq uint64, err error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.expiresAt = 0 // no longer in the index; sync puts it back if still leased
+	r.expiresAt = 0 // no longer in the index
 	if r.dropped {
+		r.mu.Unlock()
 		return Expiry{}, false, 0, nil
 	}
 	if !validDomain(r.domain) {
@@ -223,6 +223,7 @@ func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant) (exp Expiry, 
 		// were bounded: its records could be more than the journal takes.
 		// Its lease stays as it is, like everything else of it.
 		sh.expiry.sync(r)
+		r.mu.Unlock()
 		return Expiry{}, false, 0, nil
 	}
 	s := &r.state
@@ -231,30 +232,20 @@ func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant) (exp Expiry, 
 	if s.leased {
 		tok = s.leaseToken(&m.policy)
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+	st := m.newStep(now)
+	if ok = s.expireIfDue(&m.policy, &st); ok {
+		exp = Expiry{
+			Domain:       r.domain,
+			Offset:       l.offset,
+			Token:        tok,
+			Attempts:     attempts,
+			DeadLettered: s.isFailed(l.offset),
+		}
+		exp.Next, exp.HasNext = s.next()
 	}
-	expired := s.expireIfDue(&m.policy, &st)
-	sh.countAll(r, &st)
-	if m.reporting {
-		err = m.report(sh, r, &st)
-	}
-	sh.expiry.sync(r)
-	if q := m.ready.Load(); q != nil {
-		q.sync(r, now, now) // a requeued offset makes its domain ready
-	}
-	if !expired {
+	seq, err = m.endStep(sh, r, &st)
+	if !ok {
 		return Expiry{}, false, 0, nil
 	}
-	exp = Expiry{
-		Domain:       r.domain,
-		Offset:       l.offset,
-		Token:        tok,
-		Attempts:     attempts,
-		DeadLettered: s.isFailed(l.offset),
-	}
-	exp.Next, exp.HasNext = s.next()
-	return exp, true, r.lastSeq, err
+	return exp, true, seq, err
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"sync"
@@ -187,24 +186,6 @@ func (m *Manager) Close() error {
 	return m.journal.Close()
 }
 
-// durable waits until the journal holds every record up to seq. appendErr is
-// an error a call met appending its records; it, or a failed wait, closes
-// the Manager for good.
-func (m *Manager) durable(seq uint64, appendErr error) error {
-	err := appendErr
-	if err == nil {
-		if err = m.journal.Wait(seq); err == nil {
-			m.snapshots.maybeStart(m)
-			return nil
-		}
-	}
-	failed := fmt.Errorf("%w: %w", ErrJournalFailed, err)
-	m.failure.CompareAndSwap(nil, &failed)
-	m.open.Store(false)
-	m.stopPulling() // waiting claims learn why from their next claim
-	return *m.failure.Load()
-}
-
 // TryAcquire asks for the lease on offset in domain. It never blocks on
 // other leases: if the domain is busy with another offset, or paused, the
 // offset is queued and TryAcquire returns Enqueued.
@@ -216,23 +197,18 @@ func (m *Manager) durable(seq uint64, appendErr error) error {
 // than MaxDomainLen, returns ErrInvalidDomain, and a negative offset
 // ErrInvalidOffset.
 func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, err error) {
-	if !m.accepts(domain, offset) {
-		return AcquireResult{}, m.refuse("TryAcquire", domain, offset)
+	sh, r, now, err := m.enter("TryAcquire", domain, offset, access{timed: true, create: true}, nil)
+	if r == nil {
+		return AcquireResult{}, err
 	}
-	now := m.now() // read outside the lock: a caller's clock may take locks of its own
-	sh, r := m.lockRecord(domain, true)
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	// res is filled in place: building it elsewhere and copying it costs
 	// a tenth of a cycle.
 	res.Status, err = r.state.acquire(&m.policy, &st, offset)
 	if res.Status == Acquired || res.Status == AlreadyAcquired {
 		r.state.lease.describe(&res, r.state.leaseToken(&m.policy), m.loc)
 	}
-	if ferr := m.finish(sh, r, &st); ferr != nil {
+	if ferr := m.finish(sh, r, &st, "TryAcquire", nil); ferr != nil {
 		return AcquireResult{}, ferr
 	}
 	if err != nil { // out of turn: the state machine does not know the domain
@@ -295,24 +271,11 @@ func (m *Manager) SucceedNext(domain string, tok Token) (SucceedResult, error) {
 
 // succeed is Succeed, and SucceedNext if next is set; op is the call's name.
 func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedResult, err error) {
-	if !m.accepts(domain, 0) {
-		return SucceedResult{}, m.refuse(op, domain, 0)
-	}
-	var now instant
-	if next {
-		now = m.now() // a grant records when
-	} else {
-		now = m.nowIfNeeded()
-	}
-	sh, r := m.lockRecord(domain, false)
+	sh, r, now, err := m.enter(op, domain, 0, access{timed: next, unknown: ErrNoLease}, nil) // a grant records when
 	if r == nil {
-		return SucceedResult{}, m.absent(domainError(op, domain, ErrNoLease))
+		return SucceedResult{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	// res is filled in place, as in TryAcquire.
 	if next {
 		err = r.state.succeedNext(&m.policy, &st, tok, &res)
@@ -322,11 +285,8 @@ func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedR
 	} else {
 		err = r.state.succeed(&m.policy, &st, tok, &res)
 	}
-	if ferr := m.finish(sh, r, &st); ferr != nil {
-		return SucceedResult{}, ferr
-	}
-	if err != nil {
-		return SucceedResult{}, domainError(op, domain, err)
+	if err := m.finish(sh, r, &st, op, err); err != nil {
+		return SucceedResult{}, err
 	}
 	return res, nil
 }
@@ -370,20 +330,12 @@ func (m *Manager) FailNext(domain string, tok Token, cause error) (FailResult, e
 
 // fail is Fail, and FailNext if next is set; op is the call's name.
 func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (res FailResult, err error) {
-	if !m.accepts(domain, 0) {
-		return FailResult{}, m.refuse(op, domain, 0)
-	}
-	now := m.now() // a give-up and a grant record when
-	cause = keepCause(cause, m.journal != nil)
-	sh, r := m.lockRecord(domain, false)
+	// A give-up and a grant record when.
+	sh, r, now, err := m.enter(op, domain, 0, access{timed: true, unknown: ErrNoLease}, &cause)
 	if r == nil {
-		return FailResult{}, m.absent(domainError(op, domain, ErrNoLease))
+		return FailResult{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	if next {
 		err = r.state.failNext(&m.policy, &st, tok, cause, &res)
 		if res.Status == GiveUpNextAcquired {
@@ -392,11 +344,8 @@ func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (re
 	} else {
 		err = r.state.fail(&m.policy, &st, tok, cause, &res)
 	}
-	if ferr := m.finish(sh, r, &st); ferr != nil {
-		return FailResult{}, ferr
-	}
-	if err != nil {
-		return FailResult{}, domainError(op, domain, err)
+	if err := m.finish(sh, r, &st, op, err); err != nil {
+		return FailResult{}, err
 	}
 	return res, nil
 }
@@ -423,26 +372,14 @@ func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, 
 
 // extendIn is Extend, in b, for op.
 func (m *Manager) extendIn(b *batch, op, domain string, tok Token, d time.Duration) (time.Time, error) {
-	if !m.accepts(domain, 0) {
-		return time.Time{}, m.refuse(op, domain, 0)
-	}
-	if d <= 0 {
-		return time.Time{}, domainError(op, domain, ErrInvalidDuration)
-	}
-	now := m.nowIfNeeded()
-	sh, r := m.lockRecord(domain, false)
+	sh, r, now, err := m.enter(op, domain, 0, access{unknown: ErrNoLease, invalid: invalidIf(d <= 0, ErrInvalidDuration)}, nil)
 	if r == nil {
-		return time.Time{}, m.absent(domainError(op, domain, ErrNoLease))
+		return time.Time{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	at, err := r.state.extend(&m.policy, &st, tok, d)
-	m.release(b, sh, r, &st)
-	if err != nil {
-		return time.Time{}, domainError(op, domain, err)
+	if err := m.finishIn(b, sh, r, &st, op, err); err != nil {
+		return time.Time{}, err
 	}
 	return at.in(m.loc), nil
 }

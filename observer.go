@@ -4,72 +4,23 @@ import (
 	"sync"
 )
 
-// report journals the changes st kept of r, which is locked, and queues
-// them for the observer, to be delivered once the lock is released. It
-// returns the journal's first error; nothing is journaled after it.
-func (m *Manager) report(sh *shard, r *domainRecord, st *step) error {
-	var err error
+// queueEvents queues the changes st kept of r, which is locked, as events
+// for the observer, to be delivered once the lock is released (see
+// deliver).
+func (m *Manager) queueEvents(r *domainRecord, st *step) {
+	if st.n == 0 {
+		return
+	}
+	at := st.now.in(m.loc)
+	q := r.extra.events
+	q.mu.Lock()
 	for i := range st.n {
 		c := st.change(i)
-		if m.observer != nil {
-			q := r.extra.events
-			q.mu.Lock()
-			q.pending = append(q.pending, Event{
-				Kind: c.kind, Domain: r.domain, Offset: c.offset, Attempt: c.attempt, Token: c.token, Cause: c.cause, At: st.now.in(m.loc),
-			})
-			q.mu.Unlock()
-		}
-		if m.journal == nil || err != nil || !c.journaled() {
-			continue
-		}
-		rec := recordOf(c, r.domain, st.now)
-		if c.kind != EventForgotten {
-			err = m.journalRecord(r, rec)
-			continue
-		}
-		// The domain's fence: a new record of the domain starts above it,
-		// after a replay too. A snapshot under way learns of the record.
-		rec.Fence = r.state.issued.fence
-		if err = m.journalRecord(r, rec); err == nil {
-			m.snapshots.forgotten(r.domain, r.lastSeq)
-		}
+		q.pending = append(q.pending, Event{
+			Kind: c.kind, Domain: r.domain, Offset: c.offset, Attempt: c.attempt, Token: c.token, Cause: c.cause, At: at,
+		})
 	}
-	return err
-}
-
-// journalRecord appends rec, a record of r, which is locked, to the
-// journal, and makes it r's latest. The first record a Manager journals
-// after New is preceded by one that says how the journal reads (see
-// appendSettings).
-func (m *Manager) journalRecord(r *domainRecord, rec Record) error {
-	if m.settingsDue.Load() {
-		if err := m.appendSettings(); err != nil {
-			return err
-		}
-	}
-	seq, err := m.journal.AppendRecord(rec)
-	if err != nil {
-		return err
-	}
-	r.lastSeq = seq
-	return nil
-}
-
-// appendSettings journals a RecordSettings record stating the Manager's
-// setting, once, ahead of every other record a call journals after New.
-// Calls on other domains that get here meanwhile wait for it, under their
-// domain's lock, so that their records follow it.
-func (m *Manager) appendSettings() error {
-	m.settingsMu.Lock()
-	defer m.settingsMu.Unlock()
-	if !m.settingsDue.Load() {
-		return nil
-	}
-	if _, err := m.journal.AppendRecord(m.policy.settings()); err != nil {
-		return err
-	}
-	m.settingsDue.Store(false)
-	return nil
+	q.mu.Unlock()
 }
 
 // eventQueue holds a domain's events until they are delivered.

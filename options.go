@@ -167,7 +167,7 @@ func (o Ordering) String() string {
 	case LIFO:
 		return "LIFO"
 	}
-	return invalidStatus("Ordering", uint8(o))
+	return statusName(nil, "Ordering", uint8(o))
 }
 
 // WithOrdering sets the order in which each domain's backlog is granted:

@@ -48,23 +48,17 @@ type Failure struct {
 // changes nothing. Enqueue checks its domain and offset as TryAcquire
 // does, first.
 func (m *Manager) Enqueue(domain string, offset int64, payload []byte) (AcquireStatus, error) {
-	if !m.accepts(domain, offset) {
-		return 0, m.refuse("Enqueue", domain, offset)
+	refused := payload != nil && m != nil && m.journal != nil
+	kept := bytes.Clone(payload) // the caller may reuse its buffer
+	sh, r, now, err := m.enter("Enqueue", domain, offset, access{
+		timed: true, create: true, pull: true, invalid: invalidIf(refused, ErrPayloadNotJournaled),
+	}, nil)
+	if r == nil {
+		return 0, err
 	}
-	if payload != nil && m.journal != nil {
-		return 0, domainError("Enqueue", domain, ErrPayloadNotJournaled)
-	}
-	m.pullQueue()
-	payload = bytes.Clone(payload) // the caller may reuse its buffer
-	now := m.now()
-	sh, r := m.lockRecord(domain, true)
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
-	status := r.state.enqueue(&m.policy, &st, offset, payload)
-	if err := m.finish(sh, r, &st); err != nil {
+	st := m.newStep(now)
+	status := r.state.enqueue(&m.policy, &st, offset, kept)
+	if err := m.finish(sh, r, &st, "Enqueue", nil); err != nil {
 		return 0, err
 	}
 	return status, nil
@@ -140,17 +134,13 @@ func (m *Manager) claimEntry(q *readyQueue, e *readyEntry, now instant, b *batch
 		r.mu.Unlock()
 		return Claim{}, false
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	var c Claim
 	granted := r.state.claim(&m.policy, &st)
 	if granted {
 		c = m.claimOf(r)
 	}
-	m.release(b, m.shardOf(m.hash(r.domain)), r, &st) // a domain granted leaves the queue
+	_ = m.finishIn(b, m.shardOf(m.hash(r.domain)), r, &st, "Claim", nil) // a domain granted leaves the queue
 	return c, granted
 }
 
@@ -274,32 +264,21 @@ func (m *Manager) Retry(domain string, tok Token, cause error, delay time.Durati
 
 // retryIn is Retry of f's lease, in b, for op.
 func (m *Manager) retryIn(b *batch, op string, f *Failure) (RetryResult, error) {
-	domain := f.Domain
-	if !m.accepts(domain, 0) {
-		return RetryResult{}, m.refuse(op, domain, 0)
-	}
-	if f.Delay < 0 {
-		return RetryResult{}, domainError(op, domain, ErrInvalidDuration)
-	}
-	q := m.pullQueue()
-	now := m.now()
-	cause := keepCause(f.Cause, m.journal != nil)
-	sh, r := m.lockRecord(domain, false)
+	cause := f.Cause
+	sh, r, now, err := m.enter(op, f.Domain, 0, access{
+		timed: true, unknown: ErrNoLease, invalid: invalidIf(f.Delay < 0, ErrInvalidDuration), pull: true,
+	}, &cause)
 	if r == nil {
-		return RetryResult{}, m.absent(domainError(op, domain, ErrNoLease))
+		return RetryResult{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	res, err := r.state.retry(&m.policy, &st, f.Token, cause)
 	if err == nil && !res.DeadLettered {
-		q.sync(r, now, now.add(f.Delay)) // listed now, release leaves it where it is
+		// Listed now, with its delay: the step's end leaves it where it is.
+		m.ready.Load().sync(r, now, now.add(f.Delay))
 	}
-	m.release(b, sh, r, &st)
-	if err != nil {
-		return RetryResult{}, domainError(op, domain, err)
+	if err := m.finishIn(b, sh, r, &st, op, err); err != nil {
+		return RetryResult{}, err
 	}
 	return res, nil
 }

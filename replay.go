@@ -291,11 +291,9 @@ func (m *Manager) timeRestoredLeases() error {
 		if !r.state.leased || r.state.lease.expiresAt != 0 || appendErr != nil || !validDomain(domain) {
 			return
 		}
-		st := step{now: now}
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+		st := step{now: now, kept: new([stepInline]change)}
 		r.state.extendTo(&m.policy, &st, now.add(m.policy.ttl))
-		appendErr = m.journalRecord(r, recordOf(st.change(0), domain, now))
+		appendErr = m.journalChanges(r, &st)
 		seq = max(seq, r.lastSeq)
 		sh.expiry.sync(r)
 	})

@@ -35,21 +35,17 @@ const (
 	AlreadyFailed
 )
 
+var acquireStatusNames = [...]string{
+	Acquired:         "Acquired",
+	AlreadyAcquired:  "AlreadyAcquired",
+	Enqueued:         "Enqueued",
+	AlreadyProcessed: "AlreadyProcessed",
+	AlreadyFailed:    "AlreadyFailed",
+}
+
 // String returns the status's name, e.g. "Acquired".
 func (s AcquireStatus) String() string {
-	switch s {
-	case Acquired:
-		return "Acquired"
-	case AlreadyAcquired:
-		return "AlreadyAcquired"
-	case Enqueued:
-		return "Enqueued"
-	case AlreadyProcessed:
-		return "AlreadyProcessed"
-	case AlreadyFailed:
-		return "AlreadyFailed"
-	}
-	return invalidStatus("AcquireStatus", uint8(s))
+	return statusName(acquireStatusNames[:], "AcquireStatus", uint8(s))
 }
 
 // AcquireResult is the outcome of TryAcquire.
@@ -96,17 +92,15 @@ const (
 	NextAcquired
 )
 
+var succeedStatusNames = [...]string{
+	NoBacklog:    "NoBacklog",
+	NextHint:     "NextHint",
+	NextAcquired: "NextAcquired",
+}
+
 // String returns the status's name, e.g. "NextHint".
 func (s SucceedStatus) String() string {
-	switch s {
-	case NoBacklog:
-		return "NoBacklog"
-	case NextHint:
-		return "NextHint"
-	case NextAcquired:
-		return "NextAcquired"
-	}
-	return invalidStatus("SucceedStatus", uint8(s))
+	return statusName(succeedStatusNames[:], "SucceedStatus", uint8(s))
 }
 
 // SucceedResult is the outcome of Succeed and SucceedNext.
@@ -147,22 +141,16 @@ const (
 	GiveUpNextAcquired
 )
 
-// String returns the status's name, e.g. "RetryScheduled".
-func (s FailStatus) String() string {
-	switch s {
-	case RetryScheduled:
-		return "RetryScheduled"
-	case GiveUpNoBacklog:
-		return "GiveUpNoBacklog"
-	case GiveUpNextHint:
-		return "GiveUpNextHint"
-	case GiveUpParked:
-		return "GiveUpParked"
-	case GiveUpNextAcquired:
-		return "GiveUpNextAcquired"
-	}
-	return invalidStatus("FailStatus", uint8(s))
+var failStatusNames = [...]string{
+	RetryScheduled:     "RetryScheduled",
+	GiveUpNoBacklog:    "GiveUpNoBacklog",
+	GiveUpNextHint:     "GiveUpNextHint",
+	GiveUpParked:       "GiveUpParked",
+	GiveUpNextAcquired: "GiveUpNextAcquired",
 }
+
+// String returns the status's name, e.g. "RetryScheduled".
+func (s FailStatus) String() string { return statusName(failStatusNames[:], "FailStatus", uint8(s)) }
 
 // FailResult is the outcome of Fail and FailNext.
 type FailResult struct {
@@ -272,7 +260,11 @@ type DeadLetter struct {
 	At       time.Time // when it failed
 }
 
-// invalidStatus names a status value that is not one of its type's constants.
-func invalidStatus(typ string, v uint8) string {
+// statusName returns the name of v, a value of the status type typ, from
+// names; a value that is not one of typ's constants is named by its number.
+func statusName(names []string, typ string, v uint8) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
+	}
 	return typ + "(" + strconv.Itoa(int(v)) + ")"
 }

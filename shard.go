@@ -133,7 +133,7 @@ func (m *Manager) lockRecord(domain string, create bool) (*shard, *domainRecord)
 		seq := r.lastSeq
 		r.mu.Unlock()
 		if m.replaying == nil {
-			_ = m.waitDurable(seq)
+			_ = m.waitDurable(seq, nil)
 		}
 		dropped = r
 		m.unlinkDrained(r)
@@ -225,41 +225,6 @@ func (m *Manager) raiseFenceFloor(fence uint64) {
 			return
 		}
 	}
-}
-
-// finish ends a call on r that made the changes in st: it reports them
-// (see report), brings the shard's expiry index up to date with r's lease
-// and the ready queue, if the Manager keeps one, with r's readiness,
-// releases r's lock, waits until the journal holds every record of the
-// domain so far (the call's own, and those its answer depends on), and
-// delivers r's events. An error means the journal failed and the
-// Manager is now closed; the call must return it instead of its answer.
-func (m *Manager) finish(sh *shard, r *domainRecord, st *step) error {
-	sh.countAll(r, st)
-	var appendErr error
-	if m.reporting {
-		appendErr = m.report(sh, r, st)
-	}
-	if m.expiring {
-		sh.expiry.sync(r)
-	}
-	if q := m.ready.Load(); q != nil {
-		q.sync(r, st.now, st.now)
-	}
-	var seq uint64
-	if m.journal != nil { // lastSeq sits in the record's third line: read it only if needed
-		seq = r.lastSeq
-	}
-	r.mu.Unlock()
-	if m.journal != nil {
-		if err := m.durable(seq, appendErr); err != nil {
-			return err
-		}
-	}
-	if m.observer != nil {
-		m.deliver(r)
-	}
-	return nil
 }
 
 // forEachRecord calls f with each domain and its record, one shard at a time.

@@ -88,7 +88,7 @@ func (m *Manager) Snapshot() error {
 		// RecordSettings), and a journal with no record since its last
 		// snapshot may write none: the settings record is a new one.
 		if err := m.appendSettings(); err != nil {
-			return m.durable(0, err)
+			return m.waitDurable(0, err)
 		}
 	}
 	return m.writeSnapshot()

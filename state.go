@@ -353,15 +353,24 @@ func (s *domainState) markTerminal(p *policy, offset int64, succeeded bool) {
 
 // dropCarried forgets the attempts offset carried, if any.
 func (s *domainState) dropCarried(offset int64) {
-	c := s.cold
-	if c == nil || c.carried == nil {
-		return
-	}
-	delete(c.carried, offset)
-	if len(c.carried) == 0 {
-		c.carried = nil
+	if c := s.cold; c != nil && dropOffset(&c.carried, offset) {
 		s.trimCold()
 	}
+}
+
+// dropOffset deletes offset from *m, a map of the cold part, and drops the
+// map once it is empty, which it reports: the cold part may then be empty
+// too (see trimCold).
+func dropOffset[V any](m *map[int64]V, offset int64) (dropped bool) {
+	if *m == nil {
+		return false
+	}
+	delete(*m, offset)
+	if len(*m) > 0 {
+		return false
+	}
+	*m = nil
+	return true
 }
 
 // release clears the lease.
