@@ -11,11 +11,14 @@ import (
 // contract's calls, plus the optional behaviour of time-limited leases,
 // ordering modes, parking and the admin calls. It is pure: it knows nothing
 // of locks, clocks, journals or observers, and nothing of the domain's key.
-// The domainRecord that holds it locks its mutex around every call, and tests
-// drive it directly (state_internal_test.go).
+// The domainRecord that holds it locks its mutex around every call, and
+// tests drive it directly (state_internal_test.go). The state machine's
+// files (state*.go, backlog.go) use only each other and the vocabulary
+// below them (results.go, events.go, errors.go, token.go, causes.go,
+// limits.go, instant.go), never the Manager's files: TestLayers checks it.
 //
-// Its fields are laid out for the record's cache lines (see domainRecord): what a
-// TryAcquire+Succeed cycle reads or writes comes first, and what only
+// Its fields are laid out for the record's cache lines (see domainRecord):
+// what a TryAcquire+Succeed cycle reads or writes comes first, and what only
 // failures, expiries and operators need is behind cold, which most domains
 // never allocate. The highest processed run ends the hot part; the other
 // runs, rarely read, follow it in the record's third line.
