@@ -5,15 +5,23 @@ import (
 	"time"
 )
 
-// The kinds of transitions, and the events an Observer is told of them. An
-// EventKind is also the kind of a journal Record, and the PostgreSQL
-// backend's schema stores the same numbers: see EventKind.
+// The kinds of transitions, and the events an Observer is told of them.
 
 // EventKind names a transition of a domain's state.
+//
+// The transitions' values, 1 to 16, and RecordSettings' are frozen: a
+// journal stores a Record's Kind as this number (see Record.AppendBinary),
+// and the PostgreSQL backend's schema writes the same numbers in its SQL
+// and counts events by them. They are never renumbered and never reused;
+// a new transition takes the next number. TestEventKindsAreFrozen fails if
+// one moves. The worker pool's kinds (EventStarted, EventLeaseLost) are
+// never stored: their values follow the transitions' and move when one is
+// added, so compare them by name.
 type EventKind uint8
 
 // The transitions an Observer is told about. Every one is also counted in
-// Stats. (The events a worker pool tells follow them.)
+// Stats. (The events a worker pool tells follow them.) Their values are
+// frozen (see EventKind).
 const (
 	_ EventKind = iota // the zero value is not a kind
 
