@@ -15,7 +15,7 @@ import (
 // seen is reported idle and empty. Like every call, it first revokes the
 // domain's lease if it has expired.
 func (m *Manager) Inspect(domain string) (DomainInfo, error) {
-	sh, r, now, err := m.enter("Inspect", domain, 0, access{}, nil)
+	sh, r, now, err := m.enter(&callInspect, domain, 0, false, nil)
 	if r == nil {
 		return DomainInfo{}, err
 	}
@@ -34,7 +34,7 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	if n := s.backlog.len(); n > 0 {
 		info.Backlog = s.backlog.appendTo(make([]int64, 0, n))
 	}
-	if err := m.finish(sh, r, &st, "Inspect", nil); err != nil {
+	if err := m.finish(sh, r, &st, nil, &callInspect, nil); err != nil {
 		return DomainInfo{}, err
 	}
 	return info, nil
@@ -94,7 +94,7 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	var out []DeadLetter
 	if domain != "" {
 		if !m.accepts(domain, 0) {
-			return nil, m.refuse("DeadLetters", domain, 0)
+			return nil, m.refuse(&callDeadLetters, domain, 0)
 		}
 		_, r := m.lockRecord(domain, false)
 		if r == nil {
@@ -125,8 +125,8 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 // domain will grant next if it is idle and running afterwards. For a domain
 // the Manager has never seen, adminCall creates a record if create is set,
 // and otherwise returns unknown (which may be nil: nothing to do).
-func (m *Manager) adminCall(name, domain string, offset int64, create bool, unknown error, op func(s *domainState, st *step) error) (Head, error) {
-	sh, r, now, err := m.enter(name, domain, offset, access{timed: true, create: create, unknown: unknown}, nil)
+func (m *Manager) adminCall(c *callSpec, domain string, offset int64, op func(s *domainState, st *step) error) (Head, error) {
+	sh, r, now, err := m.enter(c, domain, offset, false, nil)
 	if r == nil {
 		return Head{}, err
 	}
@@ -144,7 +144,7 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 			q.endDelay(r, now)
 		}
 	}
-	if err := m.finish(sh, r, &st, name, err); err != nil {
+	if err := m.finish(sh, r, &st, nil, c, err); err != nil {
 		return Head{}, err
 	}
 	return h, nil
@@ -173,11 +173,11 @@ func (m *Manager) Kill(domain string, offset int64, reason string) (Head, error)
 	cause := reasonCause(reason)
 	// Under WithMonotonicOffsets, a domain the Manager does not know has
 	// no offset Kill may fail.
-	create, unknown := true, error(nil)
+	c := &callKill
 	if m != nil && m.policy.monotonic {
-		create, unknown = false, ErrOffsetAhead
+		c = &callKillAhead
 	}
-	return m.adminCall("Kill", domain, offset, create, unknown, func(s *domainState, st *step) error {
+	return m.adminCall(c, domain, offset, func(s *domainState, st *step) error {
 		return s.kill(&m.policy, st, offset, cause)
 	})
 }
@@ -191,7 +191,7 @@ func (m *Manager) Kill(domain string, offset int64, reason string) (Head, error)
 // If the domain is idle and running, Redrive returns the offset as its head
 // (Head.HasNext): acquire it.
 func (m *Manager) Redrive(domain string, offset int64) (Head, error) {
-	return m.adminCall("Redrive", domain, offset, false, ErrNotDeadLettered, func(s *domainState, st *step) error {
+	return m.adminCall(&callRedrive, domain, offset, func(s *domainState, st *step) error {
 		return s.redrive(&m.policy, st, offset)
 	})
 }
@@ -205,7 +205,7 @@ func (m *Manager) Redrive(domain string, offset int64) (Head, error) {
 // If the domain is running, ForceRelease returns the offset as its head
 // (Head.HasNext): acquire it.
 func (m *Manager) ForceRelease(domain string) (Head, error) {
-	return m.adminCall("ForceRelease", domain, 0, false, ErrNoLease, func(s *domainState, st *step) error {
+	return m.adminCall(&callForceRelease, domain, 0, func(s *domainState, st *step) error {
 		return s.forceRelease(&m.policy, st)
 	})
 }
@@ -217,7 +217,7 @@ func (m *Manager) ForceRelease(domain string) (Head, error) {
 // AlreadyFailed, and the offset in flight AlreadyAcquired. Pausing a paused
 // domain changes nothing; a paused domain cannot be forgotten (see Forget).
 func (m *Manager) Pause(domain string) error {
-	_, err := m.adminCall("Pause", domain, 0, true, nil, func(s *domainState, st *step) error {
+	_, err := m.adminCall(&callPause, domain, 0, func(s *domainState, st *step) error {
 		s.setPaused(&m.policy, st, true)
 		return nil
 	})
@@ -228,7 +228,7 @@ func (m *Manager) Pause(domain string) error {
 // with a backlog, Resume returns the backlog's head (Head.HasNext): acquire
 // it. Resuming a running or unknown domain changes nothing.
 func (m *Manager) Resume(domain string) (Head, error) {
-	return m.adminCall("Resume", domain, 0, false, nil, func(s *domainState, st *step) error {
+	return m.adminCall(&callResume, domain, 0, func(s *domainState, st *step) error {
 		s.setPaused(&m.policy, st, false)
 		return nil
 	})
@@ -243,17 +243,17 @@ func (m *Manager) Resume(domain string) (Head, error) {
 // back, its fences carry on above every fence it had before. Forgetting an
 // unknown domain changes nothing.
 func (m *Manager) Forget(domain string) error {
-	sh, r, now, err := m.enter("Forget", domain, 0, access{}, nil)
+	sh, r, now, err := m.enter(&callForget, domain, 0, false, nil)
 	if r == nil {
 		return err
 	}
 	st := m.newStep(now)
 	if err := r.state.forget(&m.policy, &st); err != nil {
-		return m.finish(sh, r, &st, "Forget", err)
+		return m.finish(sh, r, &st, nil, &callForget, err)
 	}
 	m.raiseFenceFloor(r.state.issued.fence)
 	r.dropped = true
-	if err := m.finish(sh, r, &st, "Forget", nil); err != nil {
+	if err := m.finish(sh, r, &st, nil, &callForget, nil); err != nil {
 		return err
 	}
 	m.unlinkDrained(r)

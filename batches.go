@@ -20,7 +20,7 @@ import (
 // Manager is closed, or if the journal failed (ErrJournalFailed): with a
 // journal, it waits once for all the records it wrote.
 func (m *Manager) SucceedMany(claims []Claim) ([]error, error) {
-	_, errs, err := m.succeedMany("SucceedMany", claims, false)
+	_, errs, err := m.succeedMany(&callSucceedMany, claims, false)
 	return errs, err
 }
 
@@ -49,12 +49,12 @@ func (m *Manager) SucceedMany(claims []Claim) ([]error, error) {
 // flight. Once it ended or expired, or after a restart, the repeated
 // claim gets Succeed's error for a spent token.
 func (m *Manager) ClaimNext(claims []Claim) ([]Claim, []error, error) {
-	return m.succeedMany("ClaimNext", claims, true)
+	return m.succeedMany(&callClaimNext, claims, true)
 }
 
-// succeedMany is SucceedMany, and ClaimNext if next is set; op is the
-// call's name.
-func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []error, error) {
+// succeedMany is SucceedMany, and ClaimNext if next is set; spec is the
+// call's.
+func (m *Manager) succeedMany(spec *callSpec, claims []Claim, next bool) ([]Claim, []error, error) {
 	if err := m.checkOpen(); err != nil {
 		return nil, nil, err
 	}
@@ -85,7 +85,7 @@ func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []
 			first = !named[c.Domain]
 			named[c.Domain] = true
 		}
-		granted, ok, err := m.succeedIn(&b, op, c.Domain, c.Token, first, next)
+		granted, ok, err := m.succeedIn(&b, spec, c.Domain, c.Token, first, next)
 		errs[i] = err
 		if ok {
 			out = append(out, granted)
@@ -102,12 +102,12 @@ func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []
 	return out, errs, nil
 }
 
-// succeedIn is Succeed of tok's lease on domain, in b, for op. If the
+// succeedIn is Succeed of tok's lease on domain, in b, for the call spec. If the
 // claim is its domain's first of the batch, a success ends the domain's
 // streak, or, with next, carries it on with the claim of the domain's next
 // offset, which it returns.
-func (m *Manager) succeedIn(b *batch, op, domain string, tok Token, first, next bool) (Claim, bool, error) {
-	sh, r, now, err := m.enter(op, domain, 0, access{timed: next, unknown: ErrNoLease}, nil) // a grant records when
+func (m *Manager) succeedIn(b *batch, spec *callSpec, domain string, tok Token, first, next bool) (Claim, bool, error) {
+	sh, r, now, err := m.enter(spec, domain, 0, false, nil)
 	if r == nil {
 		return Claim{}, false, err
 	}
@@ -125,7 +125,7 @@ func (m *Manager) succeedIn(b *batch, op, domain string, tok Token, first, next 
 	default:
 		err = r.state.succeedMany(&m.policy, &st, tok)
 	}
-	if err := m.finishIn(b, sh, r, &st, op, err); err != nil {
+	if err := m.finish(sh, r, &st, b, spec, err); err != nil {
 		return Claim{}, false, err
 	}
 	return c, granted, nil
@@ -145,7 +145,7 @@ func (m *Manager) RetryMany(failures []Failure) ([]RetryResult, []error, error) 
 	results, errs := make([]RetryResult, len(failures)), make([]error, len(failures))
 	var b batch
 	for i := 0; i < len(failures) && b.err == nil; i++ {
-		results[i], errs[i] = m.retryIn(&b, "RetryMany", &failures[i])
+		results[i], errs[i] = m.retryIn(&b, &callRetryMany, &failures[i])
 	}
 	if err := m.endBatch(&b); err != nil {
 		return nil, nil, err
@@ -169,7 +169,7 @@ func (m *Manager) ExtendMany(claims []Claim, d time.Duration) ([]time.Time, []er
 	expiries, errs := make([]time.Time, len(claims)), make([]error, len(claims))
 	var b batch
 	for i := 0; i < len(claims) && b.err == nil; i++ {
-		expiries[i], errs[i] = m.extendIn(&b, "ExtendMany", claims[i].Domain, claims[i].Token, d)
+		expiries[i], errs[i] = m.extendIn(&b, &callExtendMany, claims[i].Domain, claims[i].Token, d)
 	}
 	if err := m.endBatch(&b); err != nil {
 		return nil, nil, err

@@ -4,85 +4,163 @@ import "cmp"
 
 // A call on one domain takes one path, from its checks to its answer:
 //
-//	sh, r, now, err := m.enter(op, domain, offset, access{…}, nil) // checks, clock, lock
+//	sh, r, now, err := m.enter(&callSucceed, domain, offset, false, nil) // checks, clock, lock
 //	if r == nil {
 //		return …, err // refused, or nothing to do
 //	}
-//	st := m.newStep(now)                        // where the state machine notes its changes
-//	…, err := r.state.call(&m.policy, &st, …)  // the transition
-//	if err := m.finish(sh, r, &st, op, err); err != nil { // journal, unlock, wait, deliver
+//	st := m.newStep(now)                       // where the state machine notes its changes
+//	…, err := r.state.call(&m.policy, &st, …) // the transition
+//	if err := m.finish(sh, r, &st, nil, &callSucceed, err); err != nil { // journal, unlock, wait, deliver
 //		return …, err
 //	}
 //
-// A call that passes through several domains (a batch) ends each step with
-// finishIn instead, and waits once for all of them (endBatch).
+// A call that passes through several domains (a batch) gives finish its
+// batch, and waits once for all of them (endBatch).
 
-// An access says how a call enters its domain (see enter).
-type access struct {
-	// timed: the call records when it happens (a grant, a dead letter), so
-	// it reads the clock whatever the options; otherwise it reads it only
-	// if needed (see nowIfNeeded).
-	timed bool
-	// create: the call makes a record for a domain the Manager does not
-	// know. Otherwise it answers unknown for such a domain, wrapped (see
-	// domainError), or nothing if unknown is nil: it has nothing to do.
-	create  bool
+// A callSpec says what a call on one domain is, for enter and finish: its
+// name, which its errors carry, how it enters its domain, and its answer
+// for a domain the Manager does not know (an error wrapping unknown, or
+// none if unknown is nil: the call has nothing to do). Each call has its
+// own, below; passing one pointer keeps enter's and finish's arguments in
+// registers.
+type callSpec struct {
+	op      string
+	access  access
 	unknown error
-	// invalid, if not nil, is the call's error for an argument other than
-	// its domain and offset, which are checked first.
-	invalid error
-	// pull: the call makes domains ready, so the Manager keeps its queue
-	// of ready domains from now on (see pullQueue).
-	pull bool
+	invalid error // the error of the call's other arguments (see enter)
 }
 
-// enter is the start of a call op on one domain: it checks the Manager,
+// The calls' specs.
+var (
+	callTryAcquire   = callSpec{"TryAcquire", enterTimed | enterCreate, nil, nil}
+	callSucceed      = callSpec{"Succeed", 0, ErrNoLease, nil}
+	callSucceedNext  = callSpec{"SucceedNext", enterTimed, ErrNoLease, nil} // a grant records when
+	callFail         = callSpec{"Fail", enterTimed, ErrNoLease, nil}        // a give-up records when
+	callFailNext     = callSpec{"FailNext", enterTimed, ErrNoLease, nil}
+	callExtend       = callSpec{"Extend", 0, ErrNoLease, ErrInvalidDuration}
+	callExtendMany   = callSpec{"ExtendMany", 0, ErrNoLease, ErrInvalidDuration}
+	callSucceedMany  = callSpec{"SucceedMany", 0, ErrNoLease, nil}
+	callClaimNext    = callSpec{"ClaimNext", enterTimed, ErrNoLease, nil}
+	callRetry        = callSpec{"Retry", enterTimed | enterPull, ErrNoLease, ErrInvalidDuration}
+	callRetryMany    = callSpec{"RetryMany", enterTimed | enterPull, ErrNoLease, ErrInvalidDuration}
+	callEnqueue      = callSpec{"Enqueue", enterTimed | enterCreate | enterPull, nil, ErrPayloadNotJournaled}
+	callClaim        = callSpec{"Claim", 0, nil, nil} // finishes steps only (see claimEntry)
+	callReap         = callSpec{"Reap", 0, nil, nil}  // finishes steps only (see reapOne)
+	callInspect      = callSpec{"Inspect", 0, nil, nil}
+	callForget       = callSpec{"Forget", 0, nil, nil}
+	callKill         = callSpec{"Kill", enterTimed | enterCreate, nil, nil}
+	callKillAhead    = callSpec{"Kill", enterTimed, ErrOffsetAhead, nil} // with WithMonotonicOffsets
+	callRedrive      = callSpec{"Redrive", enterTimed, ErrNotDeadLettered, nil}
+	callForceRelease = callSpec{"ForceRelease", enterTimed, ErrNoLease, nil}
+	callPause        = callSpec{"Pause", enterTimed | enterCreate, nil, nil}
+	callResume       = callSpec{"Resume", enterTimed, nil, nil}
+	callDeadLetters  = callSpec{"DeadLetters", 0, nil, nil} // refuses only: it reads one domain without a step
+	// The Manager's own lookups (see lockRecord).
+	lookUp       = callSpec{access: enterUnchecked}
+	lookUpCreate = callSpec{access: enterUnchecked | enterCreate}
+)
+
+// An access says how a call enters its domain (see enter): a set of these.
+type access uint8
+
+const (
+	// enterTimed: the call records when it happens (a grant, a dead
+	// letter), so it reads the clock whatever the options; otherwise it
+	// reads it only if needed (see nowIfNeeded).
+	enterTimed access = 1 << iota
+	// enterCreate: the call makes a record for a domain the Manager does
+	// not know.
+	enterCreate
+	// enterPull: the call makes domains ready, so the Manager keeps its
+	// queue of ready domains from now on (see pullQueue).
+	enterPull
+	// enterUnchecked: no call but the Manager itself looks the domain up
+	// (see lockRecord): nothing is checked, the clock is not read, and an
+	// unknown domain gets a nil record and no error.
+	enterUnchecked
+)
+
+// enter is the start of the call c on one domain: it checks the Manager,
 // the domain and the offset (0 for a call that takes none), in that order
-// (see accepts), then a.invalid; it then does what a asks for, replaces
-// *cause, a failure's cause, if cause is not nil, with the cause the
-// domain's state keeps (see keepCause), reads the clock, and locks the
-// domain's record. (cause is not part of a: an access's errors escape to
-// the heap, with the access, and a failure's cause would go with them.) It returns the record, locked,
-// with its shard and the time read, or a nil record and the call's answer:
-// its error, or nil for a domain the Manager does not know and the call
-// has nothing to do on. Everything before the lock (the clock, a cause's
-// Error method) may run the caller's code, which never runs under a
-// domain's lock: a caller's clock may take locks of its own.
-func (m *Manager) enter(op, domain string, offset int64, a access, cause *error) (*shard, *domainRecord, instant, error) {
-	if !m.accepts(domain, offset) {
-		return nil, nil, 0, m.refuse(op, domain, offset)
+// (see accepts), then, if bad is set, refuses the call's other arguments
+// with c.invalid; it then does what c.access asks for, replaces *cause, a
+// failure's cause, if cause is not nil, with the cause the domain's state
+// keeps (see keepCause), reads the clock, and locks the domain's record.
+// It returns the record, locked, with its shard and the time read, or a
+// nil record and the call's answer for a refused call or an unknown domain
+// (see callSpec). Everything before the lock (the clock, a cause's Error
+// method) may run the caller's code, which never runs under a domain's
+// lock: a caller's clock may take locks of its own. The lookup is written
+// here rather than called, so that a call passes through one function
+// before its transition.
+func (m *Manager) enter(c *callSpec, domain string, offset int64, bad bool, cause *error) (*shard, *domainRecord, instant, error) {
+	a := c.access
+	var now instant
+	if a&enterUnchecked == 0 {
+		if !m.accepts(domain, offset) || bad {
+			return nil, nil, 0, m.refuse(c, domain, offset)
+		}
+		if a&enterPull != 0 || cause != nil {
+			m.prepare(a, cause)
+		}
+		if a&enterTimed != 0 {
+			now = m.now()
+		} else {
+			now = m.nowIfNeeded()
+		}
 	}
-	if a.invalid != nil {
-		return nil, nil, 0, domainError(op, domain, a.invalid)
+	h := m.hash(domain)
+	sh := m.shardOf(h)
+	var dropped *domainRecord // the last record met that Forget had dropped
+	for {
+		r := sh.records.get(h, domain)
+		if r == nil || r == dropped {
+			if a&enterCreate == 0 {
+				return sh, nil, 0, m.unknown(c, domain)
+			}
+			r = m.createRecord(sh, h, domain, dropped)
+		}
+		r.mu.Lock()
+		if !r.dropped {
+			return sh, r, now, nil
+		}
+		// Forget dropped r after we found it. Its Forgotten record may not
+		// be durable yet: wait for it, so that no answer depends on a Forget
+		// a crash could undo (a failed wait closes the Manager, which
+		// absent reports). Then look again: a record made now takes r's
+		// place, and its queue of events, which may still hold r's last
+		// ones (see deliver).
+		seq := r.lastSeq
+		r.mu.Unlock()
+		if m.replaying == nil {
+			_ = m.waitDurable(seq, nil)
+		}
+		dropped = r
+		m.unlinkDrained(r)
 	}
-	if a.pull {
+}
+
+// prepare does what a call needs done before it locks its domain, besides
+// reading the clock (see enter).
+func (m *Manager) prepare(a access, cause *error) {
+	if a&enterPull != 0 {
 		m.pullQueue()
 	}
 	if cause != nil {
 		*cause = keepCause(*cause, m.journal != nil)
 	}
-	var now instant
-	if a.timed {
-		now = m.now()
-	} else {
-		now = m.nowIfNeeded()
-	}
-	sh, r := m.lockRecord(domain, a.create)
-	if r == nil {
-		if a.unknown != nil {
-			return nil, nil, 0, m.absent(domainError(op, domain, a.unknown))
-		}
-		return nil, nil, 0, m.absent(nil)
-	}
-	return sh, r, now, nil
 }
 
-// invalidIf returns err if bad is set, for access.invalid.
-func invalidIf(bad bool, err error) error {
-	if bad {
-		return err
+// unknown is the answer of the call c for domain, which the Manager does
+// not know (see callSpec).
+func (m *Manager) unknown(c *callSpec, domain string) error {
+	switch {
+	case c.access&enterUnchecked != 0:
+		return nil
+	case c.unknown != nil:
+		return m.absent(domainError(c.op, domain, c.unknown))
 	}
-	return nil
+	return m.absent(nil)
 }
 
 // newStep returns the step of a call made at now. A Manager that reports
@@ -100,16 +178,20 @@ func (m *Manager) newStep(now instant) step {
 	return st
 }
 
-// endStep ends st, a call's step on r, a record of sh that the caller
-// locked: it counts the step's changes, journals them and queues their
-// events (see journalChanges, queueEvents), brings the shard's expiry
-// index up to date with r's lease and the ready queue, if the Manager
-// keeps one, with r's readiness, and unlocks r. It returns the sequence
-// number of r's latest record, which the call's answer depends on, and the
-// journal's error, if appending failed, for the call to wait on (see
-// waitDurable).
-func (m *Manager) endStep(sh *shard, r *domainRecord, st *step) (seq uint64, appendErr error) {
+// finish ends st, a step of the call c on r, a record of sh that the
+// caller locked: it counts the step's changes, journals them and queues
+// their events (see journalChanges, queueEvents), brings the shard's
+// expiry index up to date with r's lease and the ready queue, if the
+// Manager keeps one, with r's readiness, and unlocks r. Then, unless the
+// step is one of batch b's, it waits until the journal holds every record
+// of the domain so far (the call's own, and those its answer depends on)
+// and delivers r's events; a batch leaves both to endBatch. finish returns
+// the call's error: the journal's failure, which closed the Manager and
+// which the call returns instead of its answer, or else err, the state
+// machine's, wrapped (see domainError), or nil.
+func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch, c *callSpec, err error) error {
 	sh.countAll(r, st)
+	var appendErr error
 	if m.reporting {
 		if m.observer != nil {
 			m.queueEvents(r, st)
@@ -124,55 +206,38 @@ func (m *Manager) endStep(sh *shard, r *domainRecord, st *step) (seq uint64, app
 	if q := m.ready.Load(); q != nil {
 		q.sync(r, st.now, st.now)
 	}
+	var seq uint64
 	if m.journal != nil { // lastSeq sits in the record's third line: read it only if needed
 		seq = r.lastSeq
 	}
 	r.mu.Unlock()
-	return seq, appendErr
-}
-
-// finish ends a call op on r that made the changes in st (see endStep),
-// waits until the journal holds every record of the domain so far (the
-// call's own, and those its answer depends on), and delivers r's events.
-// It returns the call's error: the journal's failure, which closed the
-// Manager and which the call returns instead of its answer, or else err,
-// the state machine's, wrapped (see domainError), or nil.
-func (m *Manager) finish(sh *shard, r *domainRecord, st *step, op string, err error) error {
-	if ferr := m.waitDurable(m.endStep(sh, r, st)); ferr != nil {
-		return ferr
-	}
-	if m.observer != nil {
-		m.deliver(r)
+	if b != nil {
+		b.seq, b.err = max(b.seq, seq), cmp.Or(b.err, appendErr)
+		if m.observer != nil {
+			b.touched = append(b.touched, r)
+		}
+	} else if m.journal != nil || m.observer != nil {
+		if ferr := m.waitDurable(seq, appendErr); ferr != nil {
+			return ferr
+		}
+		if m.observer != nil {
+			m.deliver(r)
+		}
 	}
 	if err != nil {
-		return domainError(op, r.domain, err)
+		return domainError(c.op, r.domain, err)
 	}
 	return nil
 }
 
 // A batch is one call's passage through several domains, each in a step
-// of its own that ends as finish ends a call, but for the waits: the
-// journal is waited for once, for every record the batch wrote or depends
-// on, and the events are delivered after it (see endBatch).
+// of its own that finish ends, but for the waits: the journal is waited
+// for once, for every record the batch wrote or depends on, and the events
+// are delivered after it (see endBatch).
 type batch struct {
 	seq     uint64          // the latest record of the domains touched
 	err     error           // the journal's first append error; the batch stops at it
 	touched []*domainRecord // whose events to deliver, with an observer
-}
-
-// finishIn ends a step of the call op on r, a record of sh locked by the
-// caller, in b (see endStep), and returns err, the state machine's, wrapped
-// (see domainError), or nil; endBatch does the rest.
-func (m *Manager) finishIn(b *batch, sh *shard, r *domainRecord, st *step, op string, err error) error {
-	seq, appendErr := m.endStep(sh, r, st)
-	b.seq, b.err = max(b.seq, seq), cmp.Or(b.err, appendErr)
-	if m.observer != nil {
-		b.touched = append(b.touched, r)
-	}
-	if err != nil {
-		return domainError(op, r.domain, err)
-	}
-	return nil
 }
 
 // endBatch ends b: it waits until the journal holds every record b depends

@@ -198,10 +198,7 @@ func (r *Record) UnmarshalBinary(data []byte) error {
 // recordV2 reads the rest of a version 2 record. Each field present must
 // be non-zero, as AppendBinary leaves zero fields out.
 func (d *decoder) recordV2() Record {
-	var r Record
-	r.Kind = EventKind(d.byte())
-	r.Domain = d.string()
-	r.Offset = d.varint()
+	r := d.recordHead()
 	fields := d.uvarint()
 	if fields&fieldAttempt != 0 {
 		r.Attempt = d.int()
@@ -242,14 +239,17 @@ func (d *decoder) recordV2() Record {
 	return r
 }
 
+// recordHead reads what every version of a record starts with, after the
+// version: the kind, the domain and the offset.
+func (d *decoder) recordHead() Record {
+	return Record{Kind: EventKind(d.byte()), Domain: d.string(), Offset: d.varint()}
+}
+
 // recordV1 reads the rest of a version 1 record: every field, in
 // declaration order, with a flag byte before each time and a byte for
 // Front.
 func (d *decoder) recordV1() Record {
-	var r Record
-	r.Kind = EventKind(d.byte())
-	r.Domain = d.string()
-	r.Offset = d.varint()
+	r := d.recordHead()
 	r.Attempt = d.int()
 	r.Token = d.token()
 	r.Cause = d.string()

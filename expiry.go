@@ -1,7 +1,6 @@
 package worklease
 
 import (
-	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -177,46 +176,36 @@ func (m *Manager) Reap() ([]Expiry, error) {
 	}
 	now := m.now()
 	var out []Expiry
-	var reaped []*domainRecord // whose events to deliver
 	var due []expiryEntry
-	var seq uint64 // the latest record written
-	var appendErr error
+	// The batch delivers events only once every due lease is handled: an
+	// observer that panics must not leave leases out of the index.
+	var b batch
 	for i := range m.shards {
 		sh := &m.shards[i]
 		due = sh.expiry.popDue(now, due[:0])
 		for _, d := range due {
-			exp, ok, s, err := m.reapOne(sh, d.r, now)
-			seq = max(seq, s)
-			appendErr = cmp.Or(appendErr, err)
-			if ok {
+			if exp, ok := m.reapOne(sh, d.r, now, &b); ok {
 				out = append(out, exp)
-				reaped = append(reaped, d.r)
 			}
 		}
 	}
-	if err := m.waitDurable(seq, appendErr); err != nil {
+	if err := m.endBatch(&b); err != nil {
 		return nil, err
-	}
-	// Deliver only once every due lease is handled: an observer that panics
-	// must not leave leases out of the index.
-	for _, r := range reaped {
-		m.deliver(r)
 	}
 	slices.SortFunc(out, func(a, b Expiry) int { return strings.Compare(a.Domain, b.Domain) })
 	return out, nil
 }
 
-// reapOne expires r's lease if it is due, leaving its events to deliver
-// and its records to wait for: it returns the record's latest sequence
-// number and any journal error. r was just taken out of the expiry index,
-// which the Manager keeps (Manager.expiring): the step's end puts r's lease
-// back if it is still leased, and a requeued offset makes its domain ready.
-func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant) (exp Expiry, ok bool, seq uint64, err error) {
+// reapOne expires r's lease if it is due, in b, and reports it if it did.
+// r was just taken out of the expiry index, which the Manager keeps
+// (Manager.expiring): the step's end puts r's lease back if it is still
+// leased, and a requeued offset makes its domain ready.
+func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant, b *batch) (exp Expiry, ok bool) {
 	r.mu.Lock()
 	r.expiresAt = 0 // no longer in the index
 	if r.dropped {
 		r.mu.Unlock()
-		return Expiry{}, false, 0, nil
+		return Expiry{}, false
 	}
 	if !validDomain(r.domain) {
 		// A domain no call accepts, from a journal written before domains
@@ -224,7 +213,7 @@ func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant) (exp Expiry, 
 		// Its lease stays as it is, like everything else of it.
 		sh.expiry.sync(r)
 		r.mu.Unlock()
-		return Expiry{}, false, 0, nil
+		return Expiry{}, false
 	}
 	s := &r.state
 	l, attempts := s.lease, s.attempts()
@@ -243,9 +232,6 @@ func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant) (exp Expiry, 
 		}
 		exp.Next, exp.HasNext = s.next()
 	}
-	seq, err = m.endStep(sh, r, &st)
-	if !ok {
-		return Expiry{}, false, 0, nil
-	}
-	return exp, true, seq, err
+	_ = m.finish(sh, r, &st, b, &callReap, nil)
+	return exp, ok
 }

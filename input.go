@@ -36,31 +36,30 @@ func (notNewError) Is(target error) bool { return target == ErrClosed }
 // accepts reports whether a call on domain, at offset, may go ahead: the
 // Manager is open, domain is a valid domain key and offset is not
 // negative. Calls that take no offset pass 0. Every call on one domain
-// starts with it, before it changes anything, and returns refuse's error
-// if it fails:
-//
-//	if !m.accepts(domain, offset) {
-//		return …, m.refuse("Call", domain, offset)
-//	}
-//
-// It is kept small enough to inline, as the hot path runs it on every call.
+// starts with it (see enter), before it changes anything, and returns
+// refuse's error if it fails. It is kept small enough to inline, as the
+// hot path runs it on every call.
 func (m *Manager) accepts(domain string, offset int64) bool {
 	// uint(len-1) folds the empty domain into the length check.
 	return m != nil && m.open.Load() && uint(len(domain)-1) < MaxDomainLen && offset >= 0
 }
 
-// refuse returns the error of the call op, which accepts refused: the
-// first of these that applies, in this order: the Manager is not open
+// refuse returns the error of the call c, which enter refused: the first
+// of these that applies, in this order: the Manager is not open
 // (ErrClosed, or the journal's failure), domain is invalid
-// (ErrInvalidDomain), offset is negative (ErrInvalidOffset).
-func (m *Manager) refuse(op, domain string, offset int64) error {
+// (ErrInvalidDomain), offset is negative (ErrInvalidOffset), the call's
+// other arguments are (c.invalid).
+func (m *Manager) refuse(c *callSpec, domain string, offset int64) error {
 	if err := m.checkOpen(); err != nil {
 		return err
 	}
-	if !validDomain(domain) {
-		return domainError(op, domain, ErrInvalidDomain)
+	switch {
+	case !validDomain(domain):
+		return domainError(c.op, domain, ErrInvalidDomain)
+	case offset < 0:
+		return domainError(c.op, domain, ErrInvalidOffset)
 	}
-	return domainError(op, domain, ErrInvalidOffset)
+	return domainError(c.op, domain, c.invalid)
 }
 
 // validDomain reports whether a call accepts domain. A journal written

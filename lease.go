@@ -197,7 +197,7 @@ func (m *Manager) Close() error {
 // than MaxDomainLen, returns ErrInvalidDomain, and a negative offset
 // ErrInvalidOffset.
 func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, err error) {
-	sh, r, now, err := m.enter("TryAcquire", domain, offset, access{timed: true, create: true}, nil)
+	sh, r, now, err := m.enter(&callTryAcquire, domain, offset, false, nil)
 	if r == nil {
 		return AcquireResult{}, err
 	}
@@ -208,7 +208,7 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 	if res.Status == Acquired || res.Status == AlreadyAcquired {
 		r.state.lease.describe(&res, r.state.leaseToken(&m.policy), m.loc)
 	}
-	if ferr := m.finish(sh, r, &st, "TryAcquire", nil); ferr != nil {
+	if ferr := m.finish(sh, r, &st, nil, &callTryAcquire, nil); ferr != nil {
 		return AcquireResult{}, ferr
 	}
 	if err != nil { // out of turn: the state machine does not know the domain
@@ -247,7 +247,7 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 //  6. the domain holds no lease (ErrNoLease);
 //  7. otherwise (ErrTokenMismatch).
 func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
-	return m.succeed("Succeed", domain, tok, false)
+	return m.succeed(&callSucceed, domain, tok, false)
 }
 
 // SucceedNext is Succeed, and then, in the same step under the domain's
@@ -266,12 +266,12 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 // changes nothing but the revocation of an expired lease. With a journal it
 // writes the records of a Succeed followed by those of a grant.
 func (m *Manager) SucceedNext(domain string, tok Token) (SucceedResult, error) {
-	return m.succeed("SucceedNext", domain, tok, true)
+	return m.succeed(&callSucceedNext, domain, tok, true)
 }
 
-// succeed is Succeed, and SucceedNext if next is set; op is the call's name.
-func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedResult, err error) {
-	sh, r, now, err := m.enter(op, domain, 0, access{timed: next, unknown: ErrNoLease}, nil) // a grant records when
+// succeed is Succeed, and SucceedNext if next is set; c is the call.
+func (m *Manager) succeed(c *callSpec, domain string, tok Token, next bool) (res SucceedResult, err error) {
+	sh, r, now, err := m.enter(c, domain, 0, false, nil)
 	if r == nil {
 		return SucceedResult{}, err
 	}
@@ -285,7 +285,7 @@ func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedR
 	} else {
 		err = r.state.succeed(&m.policy, &st, tok, &res)
 	}
-	if err := m.finish(sh, r, &st, op, err); err != nil {
+	if err := m.finish(sh, r, &st, nil, c, err); err != nil {
 		return SucceedResult{}, err
 	}
 	return res, nil
@@ -309,7 +309,7 @@ func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedR
 //
 // Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
-	return m.fail("Fail", domain, tok, cause, false)
+	return m.fail(&callFail, domain, tok, cause, false)
 }
 
 // FailNext is Fail; when the offset is given up on, the backlog's head is
@@ -325,13 +325,13 @@ func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error
 // then changes nothing but the revocation of an expired lease. With a
 // journal it writes the records of a Fail followed by those of a grant.
 func (m *Manager) FailNext(domain string, tok Token, cause error) (FailResult, error) {
-	return m.fail("FailNext", domain, tok, cause, true)
+	return m.fail(&callFailNext, domain, tok, cause, true)
 }
 
-// fail is Fail, and FailNext if next is set; op is the call's name.
-func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (res FailResult, err error) {
+// fail is Fail, and FailNext if next is set; c is the call.
+func (m *Manager) fail(c *callSpec, domain string, tok Token, cause error, next bool) (res FailResult, err error) {
 	// A give-up and a grant record when.
-	sh, r, now, err := m.enter(op, domain, 0, access{timed: true, unknown: ErrNoLease}, &cause)
+	sh, r, now, err := m.enter(c, domain, 0, false, &cause)
 	if r == nil {
 		return FailResult{}, err
 	}
@@ -344,7 +344,7 @@ func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (re
 	} else {
 		err = r.state.fail(&m.policy, &st, tok, cause, &res)
 	}
-	if err := m.finish(sh, r, &st, op, err); err != nil {
+	if err := m.finish(sh, r, &st, nil, c, err); err != nil {
 		return FailResult{}, err
 	}
 	return res, nil
@@ -363,22 +363,22 @@ func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (re
 // changes.
 func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, error) {
 	var b batch
-	at, err := m.extendIn(&b, "Extend", domain, tok, d)
+	at, err := m.extendIn(&b, &callExtend, domain, tok, d)
 	if berr := m.endBatch(&b); berr != nil {
 		return time.Time{}, berr
 	}
 	return at, err
 }
 
-// extendIn is Extend, in b, for op.
-func (m *Manager) extendIn(b *batch, op, domain string, tok Token, d time.Duration) (time.Time, error) {
-	sh, r, now, err := m.enter(op, domain, 0, access{unknown: ErrNoLease, invalid: invalidIf(d <= 0, ErrInvalidDuration)}, nil)
+// extendIn is Extend, in b, for c.
+func (m *Manager) extendIn(b *batch, c *callSpec, domain string, tok Token, d time.Duration) (time.Time, error) {
+	sh, r, now, err := m.enter(c, domain, 0, d <= 0, nil)
 	if r == nil {
 		return time.Time{}, err
 	}
 	st := m.newStep(now)
 	at, err := r.state.extend(&m.policy, &st, tok, d)
-	if err := m.finishIn(b, sh, r, &st, op, err); err != nil {
+	if err := m.finish(sh, r, &st, b, c, err); err != nil {
 		return time.Time{}, err
 	}
 	return at.in(m.loc), nil

@@ -50,15 +50,13 @@ type Failure struct {
 func (m *Manager) Enqueue(domain string, offset int64, payload []byte) (AcquireStatus, error) {
 	refused := payload != nil && m != nil && m.journal != nil
 	kept := bytes.Clone(payload) // the caller may reuse its buffer
-	sh, r, now, err := m.enter("Enqueue", domain, offset, access{
-		timed: true, create: true, pull: true, invalid: invalidIf(refused, ErrPayloadNotJournaled),
-	}, nil)
+	sh, r, now, err := m.enter(&callEnqueue, domain, offset, refused, nil)
 	if r == nil {
 		return 0, err
 	}
 	st := m.newStep(now)
 	status := r.state.enqueue(&m.policy, &st, offset, kept)
-	if err := m.finish(sh, r, &st, "Enqueue", nil); err != nil {
+	if err := m.finish(sh, r, &st, nil, &callEnqueue, nil); err != nil {
 		return 0, err
 	}
 	return status, nil
@@ -140,7 +138,7 @@ func (m *Manager) claimEntry(q *readyQueue, e *readyEntry, now instant, b *batch
 	if granted {
 		c = m.claimOf(r)
 	}
-	_ = m.finishIn(b, m.shardOf(m.hash(r.domain)), r, &st, "Claim", nil) // a domain granted leaves the queue
+	_ = m.finish(m.shardOf(m.hash(r.domain)), r, &st, b, &callClaim, nil) // a domain granted leaves the queue
 	return c, granted
 }
 
@@ -178,11 +176,7 @@ func (m *Manager) takeOver(now instant, n int, b *batch) {
 			d.sh.expiry.putBack(d.e.r)
 			continue
 		}
-		_, ok, seq, err := m.reapOne(d.sh, d.e.r, now)
-		b.seq, b.err = max(b.seq, seq), cmp.Or(b.err, err)
-		if ok && m.observer != nil {
-			b.touched = append(b.touched, d.e.r)
-		}
+		m.reapOne(d.sh, d.e.r, now, b)
 	}
 }
 
@@ -255,19 +249,17 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]C
 // schedules a retry followed by a requeue; the delay is not journaled.
 func (m *Manager) Retry(domain string, tok Token, cause error, delay time.Duration) (RetryResult, error) {
 	var b batch
-	res, err := m.retryIn(&b, "Retry", &Failure{Claim: Claim{Domain: domain, Token: tok}, Cause: cause, Delay: delay})
+	res, err := m.retryIn(&b, &callRetry, &Failure{Claim: Claim{Domain: domain, Token: tok}, Cause: cause, Delay: delay})
 	if berr := m.endBatch(&b); berr != nil {
 		return RetryResult{}, berr
 	}
 	return res, err
 }
 
-// retryIn is Retry of f's lease, in b, for op.
-func (m *Manager) retryIn(b *batch, op string, f *Failure) (RetryResult, error) {
+// retryIn is Retry of f's lease, in b, for c.
+func (m *Manager) retryIn(b *batch, c *callSpec, f *Failure) (RetryResult, error) {
 	cause := f.Cause
-	sh, r, now, err := m.enter(op, f.Domain, 0, access{
-		timed: true, unknown: ErrNoLease, invalid: invalidIf(f.Delay < 0, ErrInvalidDuration), pull: true,
-	}, &cause)
+	sh, r, now, err := m.enter(c, f.Domain, 0, f.Delay < 0, &cause)
 	if r == nil {
 		return RetryResult{}, err
 	}
@@ -277,7 +269,7 @@ func (m *Manager) retryIn(b *batch, op string, f *Failure) (RetryResult, error) 
 		// Listed now, with its delay: the step's end leaves it where it is.
 		m.ready.Load().sync(r, now, now.add(f.Delay))
 	}
-	if err := m.finishIn(b, sh, r, &st, op, err); err != nil {
+	if err := m.finish(sh, r, &st, b, c, err); err != nil {
 		return RetryResult{}, err
 	}
 	return res, nil

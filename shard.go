@@ -105,39 +105,18 @@ func (m *Manager) hash(domain string) uint64 { return maphash.String(m.seed, dom
 // shardOf returns the shard that holds the domain whose hash is h.
 func (m *Manager) shardOf(h uint64) *shard { return &m.shards[h&m.shardMask] }
 
-// lockRecord returns domain's shard and record, with the record locked. If
-// the domain has no record, lockRecord creates one when create is set and
-// otherwise returns a nil record.
+// lockRecord returns domain's shard and record, with the record locked,
+// for the Manager's own use (replay, restoring a snapshot, a single
+// domain's dead letters): the lookup of a call (see enter) without its
+// checks and its clock. If the domain has no record, lockRecord creates
+// one when create is set and otherwise returns a nil record.
 func (m *Manager) lockRecord(domain string, create bool) (*shard, *domainRecord) {
-	h := m.hash(domain)
-	sh := m.shardOf(h)
-	var dropped *domainRecord // the last record met that Forget had dropped
-	for {
-		r := sh.records.get(h, domain)
-		if r == nil || r == dropped {
-			if !create {
-				return sh, nil
-			}
-			r = m.createRecord(sh, h, domain, dropped)
-		}
-		r.mu.Lock()
-		if !r.dropped {
-			return sh, r
-		}
-		// Forget dropped r after we found it. Its Forgotten record may not
-		// be durable yet: wait for it, so that no answer depends on a Forget
-		// a crash could undo (a failed wait closes the Manager, which
-		// absent reports). Then look again: a record made now takes r's
-		// place, and its queue of events, which may still hold r's last
-		// ones (see deliver).
-		seq := r.lastSeq
-		r.mu.Unlock()
-		if m.replaying == nil {
-			_ = m.waitDurable(seq, nil)
-		}
-		dropped = r
-		m.unlinkDrained(r)
+	c := &lookUp
+	if create {
+		c = &lookUpCreate
 	}
+	sh, r, _, _ := m.enter(c, domain, 0, false, nil)
+	return sh, r
 }
 
 // absent returns what a call answers for a domain it found no record of:
