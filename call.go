@@ -100,8 +100,11 @@ func (m *Manager) enter(c *callSpec, domain string, offset int64, bad bool, caus
 		if !m.accepts(domain, offset) || bad {
 			return nil, nil, 0, m.refuse(c, domain, offset)
 		}
-		if a&enterPull != 0 || cause != nil {
-			m.prepare(a, cause)
+		if a&enterPull != 0 {
+			m.pullQueue()
+		}
+		if cause != nil {
+			*cause = keepCause(*cause, m.journal != nil)
 		}
 		if a&enterTimed != 0 {
 			now = m.now()
@@ -137,17 +140,6 @@ func (m *Manager) enter(c *callSpec, domain string, offset int64, bad bool, caus
 		}
 		dropped = r
 		m.unlinkDrained(r)
-	}
-}
-
-// prepare does what a call needs done before it locks its domain, besides
-// reading the clock (see enter).
-func (m *Manager) prepare(a access, cause *error) {
-	if a&enterPull != 0 {
-		m.pullQueue()
-	}
-	if cause != nil {
-		*cause = keepCause(*cause, m.journal != nil)
 	}
 }
 
