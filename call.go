@@ -185,12 +185,7 @@ func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch, c *call
 	sh.countAll(r, st)
 	var appendErr error
 	if m.reporting {
-		if m.observer != nil {
-			m.queueEvents(r, st)
-		}
-		if m.journal != nil {
-			appendErr = m.journalChanges(r, st)
-		}
+		appendErr = m.report(r, st)
 	}
 	if m.expiring {
 		sh.expiry.sync(r)
@@ -218,6 +213,19 @@ func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch, c *call
 	}
 	if err != nil {
 		return domainError(c.op, r.domain, err)
+	}
+	return nil
+}
+
+// report queues the changes st kept of r, which is locked, as events for
+// the observer and appends them to the journal, as the Manager has either
+// (see queueEvents, journalChanges). It returns the journal's error.
+func (m *Manager) report(r *domainRecord, st *step) error {
+	if m.observer != nil {
+		m.queueEvents(r, st)
+	}
+	if m.journal != nil {
+		return m.journalChanges(r, st)
 	}
 	return nil
 }
