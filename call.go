@@ -182,7 +182,11 @@ func (m *Manager) newStep(now instant) step {
 // which the call returns instead of its answer, or else err, the state
 // machine's, wrapped (see domainError), or nil.
 func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch, c *callSpec, err error) error {
-	sh.countAll(r, st)
+	if st.n == 1 { // most steps make one change: count it without a call
+		sh.count(r, st.kinds[0])
+	} else {
+		sh.countAll(r, st)
+	}
 	var appendErr error
 	if m.reporting {
 		appendErr = m.report(r, st)
