@@ -15,7 +15,7 @@ import (
 // seen is reported idle and empty. Like every call, it first revokes the
 // domain's lease if it has expired.
 func (m *Manager) Inspect(domain string) (DomainInfo, error) {
-	sh, r, now, err := m.enter(&callInspect, domain, 0, false, nil)
+	sh, r, now, err := m.enter(&callInspect, domain, 0)
 	if r == nil {
 		return DomainInfo{}, err
 	}
@@ -34,7 +34,7 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	if n := s.backlog.len(); n > 0 {
 		info.Backlog = s.backlog.appendTo(make([]int64, 0, n))
 	}
-	if err := m.finish(sh, r, &st, nil, &callInspect, nil); err != nil {
+	if err := m.finish(sh, r, &st, nil); err != nil {
 		return DomainInfo{}, err
 	}
 	return info, nil
@@ -126,7 +126,7 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 // the Manager has never seen, adminCall creates a record if create is set,
 // and otherwise returns unknown (which may be nil: nothing to do).
 func (m *Manager) adminCall(c *callSpec, domain string, offset int64, op func(s *domainState, st *step) error) (Head, error) {
-	sh, r, now, err := m.enter(c, domain, offset, false, nil)
+	sh, r, now, err := m.enter(c, domain, offset)
 	if r == nil {
 		return Head{}, err
 	}
@@ -144,10 +144,10 @@ func (m *Manager) adminCall(c *callSpec, domain string, offset int64, op func(s 
 			q.endDelay(r, now)
 		}
 	}
-	if err := m.finish(sh, r, &st, nil, c, err); err != nil {
-		return Head{}, err
+	if ferr := m.finish(sh, r, &st, nil); ferr != nil {
+		return Head{}, ferr
 	}
-	return h, nil
+	return h, c.wrap(domain, err)
 }
 
 // Kill makes offset failed whatever its state, with reason as its cause: a
@@ -243,17 +243,20 @@ func (m *Manager) Resume(domain string) (Head, error) {
 // back, its fences carry on above every fence it had before. Forgetting an
 // unknown domain changes nothing.
 func (m *Manager) Forget(domain string) error {
-	sh, r, now, err := m.enter(&callForget, domain, 0, false, nil)
+	sh, r, now, err := m.enter(&callForget, domain, 0)
 	if r == nil {
 		return err
 	}
 	st := m.newStep(now)
 	if err := r.state.forget(&m.policy, &st); err != nil {
-		return m.finish(sh, r, &st, nil, &callForget, err)
+		if ferr := m.finish(sh, r, &st, nil); ferr != nil {
+			return ferr
+		}
+		return callForget.wrap(domain, err)
 	}
 	m.raiseFenceFloor(r.state.issued.fence)
 	r.dropped = true
-	if err := m.finish(sh, r, &st, nil, &callForget, nil); err != nil {
+	if err := m.finish(sh, r, &st, nil); err != nil {
 		return err
 	}
 	m.unlinkDrained(r)

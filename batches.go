@@ -107,7 +107,7 @@ func (m *Manager) succeedMany(spec *callSpec, claims []Claim, next bool) ([]Clai
 // streak, or, with next, carries it on with the claim of the domain's next
 // offset, which it returns.
 func (m *Manager) succeedIn(b *batch, spec *callSpec, domain string, tok Token, first, next bool) (Claim, bool, error) {
-	sh, r, now, err := m.enter(spec, domain, 0, false, nil)
+	sh, r, now, err := m.enter(spec, domain, 0)
 	if r == nil {
 		return Claim{}, false, err
 	}
@@ -125,10 +125,8 @@ func (m *Manager) succeedIn(b *batch, spec *callSpec, domain string, tok Token, 
 	default:
 		err = r.state.succeedMany(&m.policy, &st, tok)
 	}
-	if err := m.finish(sh, r, &st, b, spec, err); err != nil {
-		return Claim{}, false, err
-	}
-	return c, granted, nil
+	m.finish(sh, r, &st, b)
+	return c, granted, spec.wrap(domain, err) // c is zero and granted false when err is not nil
 }
 
 // RetryMany is Retry for each failure's lease, in the order of failures,

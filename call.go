@@ -4,15 +4,16 @@ import "cmp"
 
 // A call on one domain takes one path, from its checks to its answer:
 //
-//	sh, r, now, err := m.enter(&callSucceed, domain, offset, false, nil) // checks, clock, lock
+//	sh, r, now, err := m.enter(&callSucceed, domain, offset) // checks, clock, lock
 //	if r == nil {
 //		return …, err // refused, or nothing to do
 //	}
-//	st := m.newStep(now)                       // where the state machine notes its changes
-//	…, err := r.state.call(&m.policy, &st, …) // the transition
-//	if err := m.finish(sh, r, &st, nil, &callSucceed, err); err != nil { // journal, unlock, wait, deliver
-//		return …, err
+//	st := m.newStep(now)                      // where the state machine notes its changes
+//	res, err := r.state.call(&m.policy, &st, …) // the transition
+//	if ferr := m.finish(sh, r, &st, nil); ferr != nil { // journal, unlock, wait, deliver
+//		return …, ferr
 //	}
+//	return res, c.wrap(domain, err)
 //
 // A call that passes through several domains (a batch) gives finish its
 // batch, and waits once for all of them (endBatch).
@@ -27,7 +28,7 @@ type callSpec struct {
 	op      string
 	access  access
 	unknown error
-	invalid error // the error of the call's other arguments (see enter)
+	invalid error // the error of the call's other arguments (see enterWith)
 }
 
 // The calls' specs.
@@ -44,8 +45,6 @@ var (
 	callRetry        = callSpec{"Retry", enterTimed | enterPull, ErrNoLease, ErrInvalidDuration}
 	callRetryMany    = callSpec{"RetryMany", enterTimed | enterPull, ErrNoLease, ErrInvalidDuration}
 	callEnqueue      = callSpec{"Enqueue", enterTimed | enterCreate | enterPull, nil, ErrPayloadNotJournaled}
-	callClaim        = callSpec{"Claim", 0, nil, nil} // finishes steps only (see claimEntry)
-	callReap         = callSpec{"Reap", 0, nil, nil}  // finishes steps only (see reapOne)
 	callInspect      = callSpec{"Inspect", 0, nil, nil}
 	callForget       = callSpec{"Forget", 0, nil, nil}
 	callKill         = callSpec{"Kill", enterTimed | enterCreate, nil, nil}
@@ -72,7 +71,7 @@ const (
 	// not know.
 	enterCreate
 	// enterPull: the call makes domains ready, so the Manager keeps its
-	// queue of ready domains from now on (see pullQueue).
+	// queue of ready domains from now on (see enterWith).
 	enterPull
 	// enterUnchecked: no call but the Manager itself looks the domain up
 	// (see lockRecord): nothing is checked, the clock is not read, and an
@@ -82,31 +81,22 @@ const (
 
 // enter is the start of the call c on one domain: it checks the Manager,
 // the domain and the offset (0 for a call that takes none), in that order
-// (see accepts), then, if bad is set, refuses the call's other arguments
-// with c.invalid; it then does what c.access asks for, replaces *cause, a
-// failure's cause, if cause is not nil, with the cause the domain's state
-// keeps (see keepCause), reads the clock, and locks the domain's record.
-// It returns the record, locked, with its shard and the time read, or a
-// nil record and the call's answer for a refused call or an unknown domain
-// (see callSpec). Everything before the lock (the clock, a cause's Error
-// method) may run the caller's code, which never runs under a domain's
-// lock: a caller's clock may take locks of its own. The lookup is written
-// here rather than called, so that a call passes through one function
-// before its transition.
-func (m *Manager) enter(c *callSpec, domain string, offset int64, bad bool, cause *error) (*shard, *domainRecord, instant, error) {
-	a := c.access
+// (see accepts), reads the clock as c.access says, and locks the domain's
+// record. It returns the record, locked, with its shard and the time read,
+// or a nil record and the call's answer for a refused call or an unknown
+// domain (see callSpec). The clock is read before the lock: it may be the
+// caller's, which may take locks of its own, and a caller's code never
+// runs under a domain's lock. The lookup is written here rather than
+// called, so that a call passes through one function before its
+// transition; a call that needs more before the lock enters with
+// enterWith.
+func (m *Manager) enter(c *callSpec, domain string, offset int64) (*shard, *domainRecord, instant, error) {
 	var now instant
-	if a&enterUnchecked == 0 {
-		if !m.accepts(domain, offset) || bad {
+	if c.access&enterUnchecked == 0 {
+		if !m.accepts(domain, offset) {
 			return nil, nil, 0, m.refuse(c, domain, offset)
 		}
-		if a&enterPull != 0 {
-			m.pullQueue()
-		}
-		if cause != nil {
-			*cause = keepCause(*cause, m.journal != nil)
-		}
-		if a&enterTimed != 0 {
+		if c.access&enterTimed != 0 {
 			now = m.now()
 		} else {
 			now = m.nowIfNeeded()
@@ -118,7 +108,7 @@ func (m *Manager) enter(c *callSpec, domain string, offset int64, bad bool, caus
 	for {
 		r := sh.records.get(h, domain)
 		if r == nil || r == dropped {
-			if a&enterCreate == 0 {
+			if c.access&enterCreate == 0 {
 				return sh, nil, 0, m.unknown(c, domain)
 			}
 			r = m.createRecord(sh, h, domain, dropped)
@@ -141,6 +131,26 @@ func (m *Manager) enter(c *callSpec, domain string, offset int64, bad bool, caus
 		dropped = r
 		m.unlinkDrained(r)
 	}
+}
+
+// enterWith is enter for a call that does more before it locks its
+// domain: after the domain and the offset, it refuses the call's other
+// arguments with c.invalid if bad is set; then it makes the ready queue if
+// c.access says so (see pullQueue), and replaces *cause, a failure's
+// cause, if cause is not nil, with the cause the domain's state keeps (see
+// keepCause), which calls the cause's Error method: the caller's code,
+// outside the lock.
+func (m *Manager) enterWith(c *callSpec, domain string, offset int64, bad bool, cause *error) (*shard, *domainRecord, instant, error) {
+	if !m.accepts(domain, offset) || bad {
+		return nil, nil, 0, m.refuse(c, domain, offset)
+	}
+	if c.access&enterPull != 0 {
+		m.pullQueue()
+	}
+	if cause != nil {
+		*cause = keepCause(*cause, m.journal != nil)
+	}
+	return m.enter(c, domain, offset)
 }
 
 // unknown is the answer of the call c for domain, which the Manager does
@@ -170,18 +180,17 @@ func (m *Manager) newStep(now instant) step {
 	return st
 }
 
-// finish ends st, a step of the call c on r, a record of sh that the
-// caller locked: it counts the step's changes, journals them and queues
-// their events (see journalChanges, queueEvents), brings the shard's
-// expiry index up to date with r's lease and the ready queue, if the
-// Manager keeps one, with r's readiness, and unlocks r. Then, unless the
-// step is one of batch b's, it waits until the journal holds every record
-// of the domain so far (the call's own, and those its answer depends on)
-// and delivers r's events; a batch leaves both to endBatch. finish returns
-// the call's error: the journal's failure, which closed the Manager and
-// which the call returns instead of its answer, or else err, the state
-// machine's, wrapped (see domainError), or nil.
-func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch, c *callSpec, err error) error {
+// finish ends st, a call's step on r, a record of sh that the caller
+// locked: it counts the step's changes, journals them and queues their
+// events (see report), brings the shard's expiry index up to date with r's
+// lease and the ready queue, if the Manager keeps one, with r's
+// readiness, and unlocks r. Then, unless the step is one of batch b's, it
+// waits until the journal holds every record of the domain so far (the
+// call's own, and those its answer depends on) and delivers r's events; a
+// batch leaves both to endBatch, and finish returns nil. An error means
+// the journal failed, which closed the Manager: the call returns it
+// instead of its answer.
+func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch) error {
 	if st.n == 1 { // most steps make one change: count it without a call
 		sh.count(r, st.kinds[0])
 	} else {
@@ -215,10 +224,22 @@ func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch, c *call
 			m.deliver(r)
 		}
 	}
-	if err != nil {
-		return domainError(c.op, r.domain, err)
-	}
 	return nil
+}
+
+// wrap returns err, an error of the call c on domain, wrapped (see
+// domainError), or nil if err is nil. A call that ends with finish answers
+// its state machine's error so:
+//
+//	if ferr := m.finish(sh, r, &st, nil); ferr != nil {
+//		return …, ferr
+//	}
+//	return res, c.wrap(domain, err) // res is zero when err is not nil
+func (c *callSpec) wrap(domain string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return domainError(c.op, domain, err)
 }
 
 // report queues the changes st kept of r, which is locked, as events for

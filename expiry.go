@@ -232,6 +232,6 @@ func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant, b *batch) (ex
 		}
 		exp.Next, exp.HasNext = s.next()
 	}
-	_ = m.finish(sh, r, &st, b, &callReap, nil)
+	m.finish(sh, r, &st, b)
 	return exp, ok
 }

@@ -197,7 +197,7 @@ func (m *Manager) Close() error {
 // than MaxDomainLen, returns ErrInvalidDomain, and a negative offset
 // ErrInvalidOffset.
 func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, err error) {
-	sh, r, now, err := m.enter(&callTryAcquire, domain, offset, false, nil)
+	sh, r, now, err := m.enter(&callTryAcquire, domain, offset)
 	if r == nil {
 		return AcquireResult{}, err
 	}
@@ -208,7 +208,7 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 	if res.Status == Acquired || res.Status == AlreadyAcquired {
 		r.state.lease.describe(&res, r.state.leaseToken(&m.policy), m.loc)
 	}
-	if ferr := m.finish(sh, r, &st, nil, &callTryAcquire, nil); ferr != nil {
+	if ferr := m.finish(sh, r, &st, nil); ferr != nil {
 		return AcquireResult{}, ferr
 	}
 	if err != nil { // out of turn: the state machine does not know the domain
@@ -271,7 +271,7 @@ func (m *Manager) SucceedNext(domain string, tok Token) (SucceedResult, error) {
 
 // succeed is Succeed, and SucceedNext if next is set; c is the call.
 func (m *Manager) succeed(c *callSpec, domain string, tok Token, next bool) (res SucceedResult, err error) {
-	sh, r, now, err := m.enter(c, domain, 0, false, nil)
+	sh, r, now, err := m.enter(c, domain, 0)
 	if r == nil {
 		return SucceedResult{}, err
 	}
@@ -285,10 +285,10 @@ func (m *Manager) succeed(c *callSpec, domain string, tok Token, next bool) (res
 	} else {
 		err = r.state.succeed(&m.policy, &st, tok, &res)
 	}
-	if err := m.finish(sh, r, &st, nil, c, err); err != nil {
-		return SucceedResult{}, err
+	if ferr := m.finish(sh, r, &st, nil); ferr != nil {
+		return SucceedResult{}, ferr
 	}
-	return res, nil
+	return res, c.wrap(domain, err)
 }
 
 // Fail records that an attempt under tok failed. cause is the attempt's
@@ -331,7 +331,7 @@ func (m *Manager) FailNext(domain string, tok Token, cause error) (FailResult, e
 // fail is Fail, and FailNext if next is set; c is the call.
 func (m *Manager) fail(c *callSpec, domain string, tok Token, cause error, next bool) (res FailResult, err error) {
 	// A give-up and a grant record when.
-	sh, r, now, err := m.enter(c, domain, 0, false, &cause)
+	sh, r, now, err := m.enterWith(c, domain, 0, false, &cause)
 	if r == nil {
 		return FailResult{}, err
 	}
@@ -344,10 +344,10 @@ func (m *Manager) fail(c *callSpec, domain string, tok Token, cause error, next 
 	} else {
 		err = r.state.fail(&m.policy, &st, tok, cause, &res)
 	}
-	if err := m.finish(sh, r, &st, nil, c, err); err != nil {
-		return FailResult{}, err
+	if ferr := m.finish(sh, r, &st, nil); ferr != nil {
+		return FailResult{}, ferr
 	}
-	return res, nil
+	return res, c.wrap(domain, err)
 }
 
 // Extend renews the lease under tok so that it expires no sooner than d from
@@ -372,14 +372,12 @@ func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, 
 
 // extendIn is Extend, in b, for c.
 func (m *Manager) extendIn(b *batch, c *callSpec, domain string, tok Token, d time.Duration) (time.Time, error) {
-	sh, r, now, err := m.enter(c, domain, 0, d <= 0, nil)
+	sh, r, now, err := m.enterWith(c, domain, 0, d <= 0, nil)
 	if r == nil {
 		return time.Time{}, err
 	}
 	st := m.newStep(now)
 	at, err := r.state.extend(&m.policy, &st, tok, d)
-	if err := m.finish(sh, r, &st, b, c, err); err != nil {
-		return time.Time{}, err
-	}
-	return at.in(m.loc), nil
+	m.finish(sh, r, &st, b)
+	return at.in(m.loc), c.wrap(domain, err) // at is zero, the zero Time, when err is not nil
 }

@@ -50,13 +50,13 @@ type Failure struct {
 func (m *Manager) Enqueue(domain string, offset int64, payload []byte) (AcquireStatus, error) {
 	refused := payload != nil && m != nil && m.journal != nil
 	kept := bytes.Clone(payload) // the caller may reuse its buffer
-	sh, r, now, err := m.enter(&callEnqueue, domain, offset, refused, nil)
+	sh, r, now, err := m.enterWith(&callEnqueue, domain, offset, refused, nil)
 	if r == nil {
 		return 0, err
 	}
 	st := m.newStep(now)
 	status := r.state.enqueue(&m.policy, &st, offset, kept)
-	if err := m.finish(sh, r, &st, nil, &callEnqueue, nil); err != nil {
+	if err := m.finish(sh, r, &st, nil); err != nil {
 		return 0, err
 	}
 	return status, nil
@@ -138,7 +138,7 @@ func (m *Manager) claimEntry(q *readyQueue, e *readyEntry, now instant, b *batch
 	if granted {
 		c = m.claimOf(r)
 	}
-	_ = m.finish(m.shardOf(m.hash(r.domain)), r, &st, b, &callClaim, nil) // a domain granted leaves the queue
+	m.finish(m.shardOf(m.hash(r.domain)), r, &st, b) // a domain granted leaves the queue
 	return c, granted
 }
 
@@ -259,7 +259,7 @@ func (m *Manager) Retry(domain string, tok Token, cause error, delay time.Durati
 // retryIn is Retry of f's lease, in b, for c.
 func (m *Manager) retryIn(b *batch, c *callSpec, f *Failure) (RetryResult, error) {
 	cause := f.Cause
-	sh, r, now, err := m.enter(c, f.Domain, 0, f.Delay < 0, &cause)
+	sh, r, now, err := m.enterWith(c, f.Domain, 0, f.Delay < 0, &cause)
 	if r == nil {
 		return RetryResult{}, err
 	}
@@ -269,8 +269,6 @@ func (m *Manager) retryIn(b *batch, c *callSpec, f *Failure) (RetryResult, error
 		// Listed now, with its delay: the step's end leaves it where it is.
 		m.ready.Load().sync(r, now, now.add(f.Delay))
 	}
-	if err := m.finish(sh, r, &st, b, c, err); err != nil {
-		return RetryResult{}, err
-	}
-	return res, nil
+	m.finish(sh, r, &st, b)
+	return res, c.wrap(f.Domain, err) // res is zero when err is not nil
 }

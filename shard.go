@@ -115,7 +115,7 @@ func (m *Manager) lockRecord(domain string, create bool) (*shard, *domainRecord)
 	if create {
 		c = &lookUpCreate
 	}
-	sh, r, _, _ := m.enter(c, domain, 0, false, nil)
+	sh, r, _, _ := m.enter(c, domain, 0)
 	return sh, r
 }
 
