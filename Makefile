@@ -92,7 +92,7 @@ BENCHTIME_CONTINUOUS ?= 200000x
 # 0 and sh has no pipefail, so the status goes through a file.
 BENCH_ROUNDS ?= 5
 
-bench: ## the performance benchmarks, then a table of their ratios against the targets
+bench: ## the performance benchmarks, then a table of their ratios against the targets, also written into docs/performance.md
 	@status=$$(mktemp); bin=$$(mktemp -d); \
 	{ go test -c -o "$$bin/worklease.test" . && go test -c -o "$$bin/wal.test" ./wal && go test -c -o "$$bin/worker.test" ./worker && \
 	  (cd pg && go test -c -o "$$bin/pg.test" .) && (cd pg/riverbench && go test -c -o "$$bin/riverbench.test" .) && \
@@ -110,7 +110,7 @@ bench: ## the performance benchmarks, then a table of their ratios against the t
 	    "$$BIN/riverbench.test" -test.run="^$$" -test.bench="$(BENCH_RIVER)" -test.benchtime=$(BENCHTIME_RIVER) -test.count=1 && \
 	    "$$BIN/riverbench.test" -test.run="^$$" -test.bench="$(BENCH_CONTINUOUS)" -test.benchtime=$(BENCHTIME_CONTINUOUS) -test.count=1; \
 	    do i=$$((i+1)); done && [ $$i -eq $(BENCH_ROUNDS) ]'; \
-	  echo $$? >"$$status"; } | go run ./internal/benchtable; \
+	  echo $$? >"$$status"; } | go run ./internal/benchtable -doc docs/performance.md; \
 	s=$$(cat "$$status"); rm -rf "$$status" "$$bin"; exit $$s
 
 # The Kafka benchmarks alone, as make bench runs them, with the table: the
@@ -172,6 +172,7 @@ cover: ## coverage profile and per-function summary
 
 ci: lint test ## what .ci/run runs
 	go run ./examples/orchestrator -quiet
+	go run ./examples/inmemory > /dev/null
 	go run ./examples/durable -quiet
 	cd pg && go run ./examples/multiprocess -quiet
 	cd examples/kafka && go run . -quiet

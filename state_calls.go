@@ -271,14 +271,61 @@ func (s *domainState) enqueue(p *policy, st *step, offset int64, payload []byte)
 
 // claim is Claim on a domain the Manager found ready: if it is (see
 // ready), it leases the backlog's head, as TryAcquire of the head would,
-// and reports that it did. With true, s.lease is the lease to report.
+// starts the domain's streak over, and reports that it did. With true,
+// s.lease is the lease to report.
 func (s *domainState) claim(p *policy, st *step) bool {
+	if !s.claimHead(p, st) {
+		return false
+	}
+	s.streak = 0
+	return true
+}
+
+// claimHead leases the backlog's head if the domain is ready, and reports
+// whether it did.
+func (s *domainState) claimHead(p *policy, st *step) bool {
 	s.expireIfDue(p, st)
 	if !s.ready() {
 		return false
 	}
 	s.grantHead(p, st)
 	return true
+}
+
+// succeedMany is SucceedMany's Succeed of tok's lease, for the first of
+// the call's claims that names the domain: a success ends the domain's
+// streak. (The later claims of the domain are plain Succeeds.)
+func (s *domainState) succeedMany(p *policy, st *step, tok Token) error {
+	var res SucceedResult
+	if err := s.succeed(p, st, tok, &res); err != nil {
+		return err
+	}
+	s.streak = 0
+	return nil
+}
+
+// claimNext is ClaimNext's Succeed of tok's lease, for the first of the
+// call's claims that names the domain, followed by the claim of the
+// domain's next offset, chained to tok's lease, unless the domain's streak
+// reached MaxStreak; a success that claims nothing ends the streak. A
+// ClaimNext repeated after it ended tok's lease (see chainedFrom) is
+// answered with the lease it chained then, and changes nothing. claimNext
+// reports whether s.lease is a lease to report.
+func (s *domainState) claimNext(p *policy, st *step, tok Token) (bool, error) {
+	if s.chainedFrom(p, st, tok) {
+		return true, nil
+	}
+	var res SucceedResult
+	if err := s.succeed(p, st, tok, &res); err != nil {
+		return false, err
+	}
+	if s.streak < MaxStreak && s.claimHead(p, st) {
+		s.chained = true
+		s.streak++
+		return true, nil
+	}
+	s.streak = 0
+	return false, nil
 }
 
 // chainedFrom first revokes a due lease, then reports whether ClaimNext

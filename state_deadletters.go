@@ -68,24 +68,6 @@ func (d *deadLetters) offsets() []int64 {
 	return out
 }
 
-// DeadLetter describes a failed offset: one that ran out of retries, whose
-// lease expired too often, or that an operator killed. It stays failed, and
-// TryAcquire answers AlreadyFailed for it, until Redrive.
-type DeadLetter struct {
-	Domain string
-	Offset int64
-	// Cause is the last failure: Fail's cause, ErrLeaseExpired, or Kill's
-	// reason, its text cut to MaxCauseLen bytes. It is nil if there was
-	// none, or if its text was empty: a journal keeps a cause as its text,
-	// so an empty one reads the same before and after a restart. After a
-	// restart it is an error with the same text (ErrLeaseExpired and
-	// ErrLeaseRevoked are restored as themselves, and a cause whose text is
-	// one of theirs matches it under errors.Is before a restart too).
-	Cause    error
-	Attempts int       // attempts made, the last one included; 0 if killed before any
-	At       time.Time // when it failed
-}
-
 func (d *deadLetters) appendTo(dst []DeadLetter, domain string, loc *time.Location) []DeadLetter {
 	if d == nil {
 		return dst
