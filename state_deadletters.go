@@ -84,6 +84,10 @@ type DeadLetter struct {
 	Cause    error
 	Attempts int       // attempts made, the last one included; 0 if killed before any
 	At       time.Time // when it failed
+	// Payload is what Enqueue stored with the offset, where the backend
+	// keeps payloads: InspectDeadLetter fills it, and ListDeadLetters
+	// when asked to; nil otherwise, and from DeadLetters.
+	Payload []byte
 }
 
 func (d *deadLetters) appendTo(dst []DeadLetter, domain string, loc *time.Location) []DeadLetter {
