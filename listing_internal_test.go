@@ -42,7 +42,7 @@ func TestTableAscendModel(t *testing.T) {
 		}
 		order := func(a, b key) int { return cmp.Or(cmp.Compare(a.h, b.h), strings.Compare(a.d, b.d)) }
 		slices.SortFunc(want, order)
-		from := key{}
+		var from key
 		if len(want) > 0 && rapid.Bool().Draw(t, "from a record") {
 			from = want[rapid.IntRange(0, len(want)-1).Draw(t, "cursor")]
 		} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -251,7 +252,7 @@ func testListing(t *testing.T, s *Suite) {
 				_, err = e.b.ListDeadLetters(e.ctx, worklease.DeadLetterQuery{After: c, Domain: "d1"})
 				mustSentinel(t, worklease.ErrInvalidCursor, err, "ListDeadLetters of d1 after %q", c)
 			}
-			for _, limit := range []int{-1, worklease.MaxPageLimit + 1, 1 << 40} {
+			for _, limit := range []int{-1, worklease.MaxPageLimit + 1, math.MaxInt} {
 				_, err := e.b.ListDomains(e.ctx, worklease.DomainQuery{Limit: limit})
 				mustSentinel(t, worklease.ErrInvalidLimit, err, "ListDomains limit %d", limit)
 				_, err = e.b.ListLeases(e.ctx, worklease.LeaseQuery{Limit: limit})

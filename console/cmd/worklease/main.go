@@ -84,9 +84,6 @@ every command takes -dsn URL [-schema NAME] (PostgreSQL) or -wal DIR (a journal,
 read-only); worklease <command> -h lists its flags.
 `
 
-// errUsage is the error of a bad command line.
-var errUsage = errors.New("usage")
-
 // run runs the command line args and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "help" || args[0] == "--help" {
