@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -100,4 +101,77 @@ func TestListDomainsPagesOneShard(t *testing.T) {
 		}
 		require.Len(t, seen, n, "pages of %d", limit)
 	}
+}
+
+// TestListDomainsWhileTheMapChanges pages through the domains while other
+// goroutines add and forget domains, which fills and empties slots and
+// rebuilds the shards' tables under the pages: every domain there all
+// along is listed exactly once, and none twice.
+func TestListDomainsWhileTheMapChanges(t *testing.T) {
+	m, err := New(WithShards(2))
+	require.NoError(t, err)
+	defer m.Close()
+	const stable = 2000
+	for i := range stable {
+		require.NoError(t, m.Pause(fmt.Sprintf("stable-%d", i)))
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := fmt.Sprintf("churn-%d-%d", g, i%500)
+				if _, err := m.TryAcquire(d, 0); err != nil {
+					panic(err)
+				}
+				if i%3 == 0 {
+					if _, err := m.Succeed(d, mustToken(m, d)); err != nil {
+						panic(err)
+					}
+					if err := m.Forget(d); err != nil {
+						panic(err)
+					}
+				}
+			}
+		}()
+	}
+	for range 5 {
+		seen := map[string]int{}
+		q := DomainQuery{Limit: 37}
+		for {
+			p, err := m.ListDomains(q)
+			require.NoError(t, err)
+			for _, d := range p.Domains {
+				seen[d.Domain]++
+			}
+			if p.Next == "" {
+				break
+			}
+			q.After = p.Next
+		}
+		for d, n := range seen {
+			require.Equal(t, 1, n, "%s listed %d times", d, n)
+		}
+		for i := range stable {
+			require.Equal(t, 1, seen[fmt.Sprintf("stable-%d", i)], "stable-%d", i)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// mustToken returns the token of domain's lease.
+func mustToken(m *Manager, domain string) Token {
+	info, err := m.Inspect(domain)
+	if err != nil || !info.Leased {
+		panic(fmt.Sprint(domain, info, err))
+	}
+	return info.Lease.Token
 }

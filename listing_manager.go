@@ -169,7 +169,7 @@ func (t *domainTable) ascend(hash uint64, domain string, yield func(h uint64, r 
 	}
 	n := len(t.slots)
 	for i := t.home(hash); i < n; i++ {
-		r := t.slots[i].r.Load()
+		h, r := t.load(i)
 		if r == nil {
 			if !flush() {
 				return false
@@ -179,7 +179,6 @@ func (t *domainTable) ascend(hash uint64, domain string, yield func(h uint64, r 
 		if r == tombstone {
 			continue
 		}
-		h := t.slots[i].hash.Load()
 		if t.home(h) > i {
 			continue // wrapped round from the table's end: read below
 		}
@@ -188,18 +187,30 @@ func (t *domainTable) ascend(hash uint64, domain string, yield func(h uint64, r 
 	// The records at the table's start that wrapped round from its end
 	// belong to the last run.
 	for i := range n {
-		r := t.slots[i].r.Load()
+		h, r := t.load(i)
 		if r == nil {
 			break
 		}
-		if r == tombstone {
-			continue
-		}
-		if h := t.slots[i].hash.Load(); t.home(h) > i {
+		if r != tombstone && t.home(h) > i {
 			run = append(run, slotEntry{h, r})
 		}
 	}
 	return flush()
+}
+
+// load returns slot i's record and its hash. A slot's hash is stored
+// before its record, so reading the hash on both sides of the record and
+// finding it the same proves it the record's: a slot filled again
+// meanwhile changes it (or gives it the same value, which is then right).
+func (t *domainTable) load(i int) (uint64, *record) {
+	s := &t.slots[i]
+	for {
+		h := s.hash.Load()
+		r := s.r.Load()
+		if s.hash.Load() == h {
+			return h, r
+		}
+	}
 }
 
 // summary describes r's domain. r.mu must be held.
