@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0 # = 2026.1, supports Go
 
 # The modules of the repository: the core, and those with heavier
 # dependencies in folders of their own.
-MODULES := . pg pg/riverbench examples/kafka workleaseprom workleasekafka workleaseotel
+MODULES := . pg pg/riverbench examples/kafka workleaseprom workleasekafka workleaseotel console
 
 # Runs its argument, a shell command, in each module in turn, stopping at
 # the first that fails.
@@ -15,7 +15,7 @@ each_module = for mod in $(MODULES); do (cd $$mod && $(1)) || exit 1; done
 # The race detector needs cgo (a C compiler); without one, tests run without it.
 RACE := $(shell [ "$$(go env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: all test short example bench bench-kafka profile fuzz crash lint fmt vet staticcheck tidy cover ci
+.PHONY: all test short example bench bench-kafka profile fuzz crash lint fmt vet staticcheck tidy cover ci screenshots
 
 all: lint test
 
@@ -31,17 +31,22 @@ PG_RAPID_CHECKS ?= 100
 # it works. examples/kafka's and workleasekafka's tests run against an
 # in-process Kafka cluster, which needs no server; the Kafka benchmark runs
 # once, to show it works (a run that short reports no figures).
+#
+# The console's tests drive a headless Chromium, which scripts/with-chromium
+# installs when it may and finds none, against the in-memory Manager and the
+# throwaway PostgreSQL server.
 test: ## the full test suite of every module, as CI runs it
-	scripts/with-postgres sh -c 'go test $(RACE) -shuffle=on -count=1 ./... && \
+	scripts/with-postgres scripts/with-chromium sh -c 'go test $(RACE) -shuffle=on -count=1 ./... && \
 		(cd examples/kafka && go test $(RACE) -shuffle=on -count=1 ./...) && \
 		(cd workleaseprom && go test $(RACE) -shuffle=on -count=1 ./...) && \
 		(cd workleasekafka && go test $(RACE) -shuffle=on -count=1 ./... && go test -count=1 -run="^$$" -bench=. -benchtime=1x ./...) && \
 		(cd workleaseotel && go test $(RACE) -shuffle=on -count=1 ./...) && \
+		(cd console && go test $(RACE) -shuffle=on -count=1 ./...) && \
 		(cd pg && RAPID_CHECKS=$(PG_RAPID_CHECKS) go test $(RACE) -shuffle=on -count=1 -timeout=20m ./...) && \
 		cd pg/riverbench && go test -count=1 -run="^$$" -bench=. -benchtime=200x ./...'
 
 short: ## a quicker run with fewer property-test cases
-	scripts/with-postgres sh -c '$(call each_module,go test $(RACE) -short -count=1 ./...)'
+	scripts/with-postgres scripts/with-chromium sh -c '$(call each_module,go test $(RACE) -short -count=1 ./...)'
 
 example: ## the README's first command
 	go run ./examples/orchestrator
@@ -149,6 +154,9 @@ crash: ## the SIGKILL crash test with many kills (CRASH_ITERATIONS, default 100)
 profile: ## CPU and allocation profiles of the in-memory cycle, in cpu.prof and mem.prof
 	go test -run='^$$' -bench='^BenchmarkCycle$$/domains=1000$$' -benchtime=3s -cpuprofile=cpu.prof -memprofile=mem.prof -o worklease.test .
 	@echo "go tool pprof -top worklease.test cpu.prof   # or mem.prof"
+
+screenshots: ## the console's screenshots in docs/, from its browser test
+	scripts/with-chromium sh -c 'cd console && go test -count=1 -run="^TestBrowser$$/Manager" . -args -screenshots="$$PWD/../docs"'
 
 lint: fmt vet staticcheck tidy
 

@@ -258,6 +258,10 @@ type DeadLetter struct {
 	Cause    error
 	Attempts int       // attempts made, the last one included; 0 if killed before any
 	At       time.Time // when it failed
+	// Payload is what Enqueue stored with the offset, where the backend
+	// keeps payloads: InspectDeadLetter fills it, and ListDeadLetters
+	// when asked to; nil otherwise, and from DeadLetters.
+	Payload []byte
 }
 
 // statusName returns the name of v, a value of the status type typ, from
