@@ -298,6 +298,42 @@ func BenchmarkPostgresPullNext(b *testing.B) {
 	})
 }
 
+// BenchmarkPostgresEnqueue is the producer's side: benchWorkers workers
+// store offsets over 1,000 domains, each with a payload of 100 bytes, one
+// Enqueue a cycle, or an EnqueueMany of 100 items (a cycle is the batch).
+// Workers share domains, as producers do.
+func BenchmarkPostgresEnqueue(b *testing.B) {
+	const domains = 1000
+	payload := make([]byte, 100)
+	item := func(w, i, k int) pg.Item {
+		n := (i*benchWorkers+w)*100 + k // unique among every worker's items
+		return pg.Item{Domain: fmt.Sprintf("domain-%05d", n%domains), Offset: int64(n / domains), Payload: payload}
+	}
+	for _, batch := range []int{1, 100} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			pool := benchPool(b)
+			m, _ := newManager(b, pool)
+			ctx := context.Background()
+			runWorkers(b, pool, func(w, i int, _ bool) error {
+				if batch == 1 {
+					it := item(w, i, 0)
+					st, err := m.Enqueue(ctx, it.Domain, it.Offset, it.Payload)
+					if err == nil && st != worklease.Enqueued {
+						err = fmt.Errorf("Enqueue(%s, %d): %v", it.Domain, it.Offset, st)
+					}
+					return err
+				}
+				items := make([]pg.Item, batch)
+				for k := range items {
+					items[k] = item(w, i, k)
+				}
+				_, err := m.EnqueueMany(ctx, items)
+				return err
+			})
+		})
+	}
+}
+
 // BenchmarkPostgresHotDomain is one domain's b.N offsets, stored before
 // the timer starts, worked through by workers that wait for work with
 // WaitClaim and end each lease with SucceedMany: with one worker, and with
