@@ -73,10 +73,10 @@ func TestConformance(t *testing.T) {
 func checkRows(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	s := pgx.Identifier{schema}.Sanitize()
 	rows, err := pool.Query(ctx, "SELECT d.domain, d.queued, d.failed, "+
-		"(SELECT count(*) FROM "+s+".backlog b WHERE b.domain = d.domain), "+
-		"(SELECT count(*) FROM "+s+".dead_letters f WHERE f.domain = d.domain), "+
+		"(SELECT count(*) FROM "+s+".backlog b WHERE b.key = d.key AND b.domain = d.domain), "+
+		"(SELECT count(*) FROM "+s+".dead_letters f WHERE f.key = d.key AND f.domain = d.domain), "+
 		"d.lease_payload IS DISTINCT FROM (d.lease_off IS NOT NULL AND "+
-		"EXISTS (SELECT FROM "+s+".payloads p WHERE p.domain = d.domain AND p.off = d.lease_off)), "+
+		"EXISTS (SELECT FROM "+s+".payloads p WHERE p.key = d.key AND p.domain = d.domain AND p.off = d.lease_off)), "+
 		"(d.ready_at IS NOT NULL) <> (d.lease_off IS NULL AND d.queued > 0 AND NOT d.paused) "+
 		"FROM "+s+".domains d")
 	if err != nil {

@@ -67,13 +67,17 @@ func newPullStatements(schema string) pullStatements {
 	othersReady := fmt.Sprintf(`(SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> ALL (%[3]s)
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL`, schema, callNow(5), "(SELECT $1::bytea[])::bytea[]")
 	// tokens is the SQL of a batch's tokens, $1 to $3, a row each.
-	const tokens = "SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)"
+	// Each row has its domain's key (see keys.go).
+	const tokens = "SELECT t.dom, sha256(t.dom) AS key, t.fence, t.serial " +
+		"FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)"
 	// locked is the SQL of the batch's domains, locked in the order of
 	// their names. A batch's UPDATE reads it in a one-time filter, so that
 	// every lock is taken before the first row is updated.
-	locked := fmt.Sprintf("SELECT x.domain FROM %s.domains x WHERE x.domain = ANY ((SELECT $1::bytea[])::bytea[]) ORDER BY x.domain FOR UPDATE", schema)
+	locked := fmt.Sprintf(`SELECT x.domain FROM %s.domains x
+	WHERE x.key = ANY (ARRAY(SELECT sha256(u) FROM unnest((SELECT $1::bytea[])) u)) AND x.domain = ANY ((SELECT $1::bytea[])::bytea[])
+	ORDER BY x.domain FOR UPDATE`, schema)
 	// holds is the SQL of whether the row x is t's lease, not due at $5.
-	holds := fmt.Sprintf(`x.domain = t.dom AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
+	holds := fmt.Sprintf(`x.key = t.key AND x.domain = t.dom AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
 		AND (x.lease_expires_at IS NULL OR %s < x.lease_expires_at)`, callNow(5))
 	// run is the SQL of how many leases in a row ClaimNext granted the
 	// domain x up to its lease: its streak counts only if its lease is the
@@ -106,7 +110,7 @@ func newPullStatements(schema string) pullStatements {
 		// set, whether another is ready; a claim that granted nothing
 		// returns one row with no domain.
 		claim: fmt.Sprintf(`WITH r AS MATERIALIZED (
-	SELECT d.ctid AS tid, d.domain, d.priority, d.ready_at FROM %[1]s.domains d
+	SELECT d.ctid AS tid, d.domain, d.key, d.priority, d.ready_at FROM %[1]s.domains d
 	WHERE d.ready_at <= %[2]s AND NOT %[3]s
 	ORDER BY d.priority DESC, d.ready_at LIMIT (SELECT $1::int) FOR UPDATE SKIP LOCKED
 ), g AS (
@@ -117,8 +121,8 @@ func newPullStatements(schema string) pullStatements {
 		queued = x.queued - 1, ready_at = NULL, lease_payload = p.payload IS NOT NULL, counts[1] = x.counts[1] + 1
 	FROM r
 	CROSS JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
-		FROM %[1]s.backlog y WHERE y.domain = r.domain ORDER BY y.pos LIMIT 1) b
-	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE p.domain = r.domain AND p.off = b.off LIMIT 1) p ON true
+		FROM %[1]s.backlog y WHERE %[4]s ORDER BY y.pos LIMIT 1) b
+	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE %[5]s AND p.off = b.off LIMIT 1) p ON true
 	WHERE x.ctid = ANY (ARRAY(SELECT tid FROM r)) AND x.ctid = r.tid
 	RETURNING x.domain, x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at, b.btid,
 		r.priority, r.ready_at
@@ -130,7 +134,8 @@ SELECT d.due, d.locked, d.locked >= $1::int AND (SELECT $4::bool) AND (SELECT tr
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL,
 	g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s,
 	g.priority, g.ready_at
-FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON true`, schema, callNow(2), due),
+FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON true`, schema, callNow(2), due,
+			backlogOf("y", "r"), sameDomain("p", "r")),
 
 		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance
 		// is the database's, $5 now, $6 monotonic offsets. A domain left
@@ -139,17 +144,17 @@ FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON 
 		succeedOne: fmt.Sprintf(`WITH u AS (
 	UPDATE %[1]s.domains x
 	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END
-	WHERE x.domain = $1 AND x.fence = $2::bigint AND x.serial = $3::bigint AND $4::bool AND x.lease_off IS NOT NULL
+	WHERE %[5]s AND x.fence = $2::bigint AND x.serial = $3::bigint AND $4::bool AND x.lease_off IS NOT NULL
 		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
-	RETURNING x.domain, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
+	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
 ), gone AS (
-	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND y.domain = $1 AND y.off = u.ended_off
+	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND %[6]s AND y.off = u.ended_off
 )
 SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s,
 	CASE WHEN u.ready AND NOT (SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> $1
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL
 		THEN (SELECT true FROM pg_notify('%[4]s', '%[1]s')) END
-FROM u`, schema, callNow(5), endLease(6), readyChannel),
+FROM u`, schema, callNow(5), endLease(6), readyChannel, domainIs("x", "$1"), sameDomain("y", "u")),
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
@@ -163,15 +168,15 @@ FROM u`, schema, callNow(5), endLease(6), readyChannel),
 	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END
 	FROM t
 	WHERE (SELECT count(*) FROM locked) > 0 AND %[7]s
-	RETURNING x.domain, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
+	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
 ), gone AS (
-	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND y.domain = u.domain AND y.off = u.ended_off
+	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND %[9]s AND y.off = u.ended_off
 ), notified AS (
 	SELECT FROM pg_notify('%[4]s', '%[1]s') WHERE EXISTS (SELECT FROM u WHERE u.ready) AND NOT %[8]s
 )
 SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s, n.count > 0
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
-			schema, callNow(5), endLease(6), readyChannel, tokens, locked, holds, othersReady),
+			schema, callNow(5), endLease(6), readyChannel, tokens, locked, holds, othersReady, sameDomain("y", "u")),
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
@@ -185,10 +190,10 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 		claimNext: fmt.Sprintf(`WITH s AS MATERIALIZED (
 	SELECT t.*, x.ctid AS tid, b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, p.payload
 	FROM (%[5]s) t
-	JOIN %[1]s.domains x ON x.domain = t.dom
+	JOIN %[1]s.domains x ON x.key = t.key AND x.domain = t.dom
 	LEFT JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
-		FROM %[1]s.backlog y WHERE y.domain = x.domain ORDER BY y.pos LIMIT 1) b ON true
-	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE p.domain = x.domain AND p.off = b.off LIMIT 1) p ON true
+		FROM %[1]s.backlog y WHERE %[10]s ORDER BY y.pos LIMIT 1) b ON true
+	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE %[11]s AND p.off = b.off LIMIT 1) p ON true
 ), locked AS MATERIALIZED (
 	%[6]s
 ), u AS (
@@ -211,12 +216,12 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 		counts[1] = x.counts[1] + CASE WHEN %[3]s THEN 1 ELSE 0 END, counts[3] = x.counts[3] + 1
 	FROM s AS t
 	WHERE (SELECT count(*) FROM locked) > 0 AND %[7]s
-	RETURNING x.domain, x.ended_off, x.ended_attempts, x.ended_payload, t.fence AS ended_fence, x.ready_at IS NOT NULL AS ready,
+	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, t.fence AS ended_fence, x.ready_at IS NOT NULL AS ready,
 		x.lease_off, t.btid, t.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at
 ), taken AS (
 	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM u WHERE u.lease_off IS NOT NULL))
 ), gone AS (
-	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND y.domain = u.domain AND y.off = u.ended_off
+	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND %[12]s AND y.off = u.ended_off
 ), notified AS (
 	SELECT FROM pg_notify('%[4]s', '%[1]s') WHERE EXISTS (SELECT FROM u WHERE u.ready) AND NOT %[8]s
 )
@@ -225,7 +230,7 @@ SELECT u.domain, u.ended_off, u.ended_attempts, u.ended_fence, %[2]s,
 	n.count > 0
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d)", run, MaxStreak),
-			readyChannel, tokens, locked, holds, othersReady, run),
+			readyChannel, tokens, locked, holds, othersReady, run, backlogOf("y", "x"), sameDomain("p", "x"), sameDomain("y", "u")),
 
 		// $1 domain, $2 fence, $3 serial, $4 now: the lease in flight, not
 		// due at $4, if ClaimNext granted it as it ended the lease of the
@@ -233,9 +238,10 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 		// lease it finds may end at once, as any holder's may.
 		repeatNext: fmt.Sprintf(`SELECT x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at
 FROM %[1]s.domains x
-LEFT JOIN %[1]s.payloads p ON x.lease_payload AND p.domain = x.domain AND p.off = x.lease_off
-WHERE x.domain = $1 AND x.fence = $2::bigint + 1 AND x.serial = $3::bigint AND x.streak_fence = x.fence
-	AND x.lease_off IS NOT NULL AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)`, schema, callNow(4)),
+LEFT JOIN %[1]s.payloads p ON x.lease_payload AND %[3]s AND p.off = x.lease_off
+WHERE %[4]s AND x.fence = $2::bigint + 1 AND x.serial = $3::bigint AND x.streak_fence = x.fence
+	AND x.lease_off IS NOT NULL AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)`, schema, callNow(4),
+			sameDomain("p", "x"), domainIs("x", "$1")),
 	}
 }
 
