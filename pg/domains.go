@@ -1,6 +1,9 @@
 package pg
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // A domain is 1 to worklease.MaxDomainLen arbitrary bytes, more than an
 // index entry holds (a btree's holds at most 2,704 bytes), so the schema
@@ -40,4 +43,19 @@ func name(expr string) string {
 // first.
 func backlogOf(b, d string) string {
 	return fmt.Sprintf("%s = %s AND %s", name(b+".domain"), name(d+".domain"), sameDomain(b, d))
+}
+
+// shortDomain is how an error names domain, as the in-memory Manager's
+// errors do: quoted whole if short, else a quoted prefix and its length,
+// so that a domain of kilobytes never makes an error of kilobytes.
+func shortDomain(domain string) string {
+	const show = 64
+	if len(domain) <= show {
+		return fmt.Sprintf("%q", domain)
+	}
+	n := show
+	for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(domain[n]); i++ { // a rune cut in two: leave it out
+		n--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", domain[:n], len(domain))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/worklease/worklease"
@@ -125,5 +126,35 @@ func TestLongestDomains(t *testing.T) {
 	}
 	if !slices.Equal(got, long) {
 		t.Errorf("ListDeadLetters of the long domains lists %d, out of order", len(got))
+	}
+}
+
+// An error names a domain as the in-memory Manager's errors do: by a
+// short prefix and its length if it is long.
+func TestErrorsNameTheDomain(t *testing.T) {
+	pool := testPool(t)
+	m, _ := newManager(t, pool)
+	mem, err := worklease.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tooLong := longDomains(1)[0] + "x"
+	_, pgErr := m.TryAcquire(ctx, tooLong, 1)
+	_, memErr := mem.TryAcquire(tooLong, 1)
+	if !errors.Is(pgErr, worklease.ErrInvalidDomain) || !errors.Is(memErr, worklease.ErrInvalidDomain) {
+		t.Fatalf("TryAcquire of a domain too long: %v; in memory %v", pgErr, memErr)
+	}
+	// The in-memory Manager's error ends with the call and the domain's name.
+	_, name, ok := strings.Cut(memErr.Error(), "(TryAcquire on domain ")
+	if !ok || !strings.HasSuffix(name, ")") {
+		t.Fatalf("the in-memory Manager's error: %s", memErr)
+	}
+	name = strings.TrimSuffix(name, ")")
+	if want := "pg: TryAcquire on domain " + name + ": " + worklease.ErrInvalidDomain.Error(); pgErr.Error() != want {
+		t.Errorf("TryAcquire of a domain too long: %s; want %s", pgErr, want)
+	}
+	if !strings.Contains(name, "… (4097 bytes)") || len(name) > 300 {
+		t.Errorf("the domain's name in errors: %s", name)
 	}
 }

@@ -178,9 +178,9 @@ func (m *Manager) check(op, domain string, offset int64) error {
 	case m.closed.Load():
 		return fmt.Errorf("pg: %s: %w", op, worklease.ErrClosed)
 	case domain == "" || len(domain) > worklease.MaxDomainLen:
-		return fmt.Errorf("pg: %s: %w (%d bytes)", op, worklease.ErrInvalidDomain, len(domain))
+		return domainError(op, domain, worklease.ErrInvalidDomain)
 	case offset < 0:
-		return fmt.Errorf("pg: %s %q: %w: %d", op, domain, worklease.ErrInvalidOffset, offset)
+		return domainError(op, domain, fmt.Errorf("%w: %d", worklease.ErrInvalidOffset, offset))
 	}
 	return nil
 }
@@ -208,9 +208,10 @@ func errorOf(code int16) error {
 	return fmt.Errorf("pg: unknown error code %d", code)
 }
 
-// domainError wraps err, the error of call op on domain.
+// domainError wraps err, the error of call op on domain, which it names
+// as the in-memory Manager's errors do (see shortDomain).
 func domainError(op, domain string, err error) error {
-	return fmt.Errorf("pg: %s %q: %w", op, domain, err)
+	return fmt.Errorf("pg: %s on domain %s: %w", op, shortDomain(domain), err)
 }
 
 // dbError wraps an error of the database.
