@@ -18,9 +18,19 @@ import (
 // order, its single lease, its fences and its dead letters are the
 // contract's, as with TryAcquire.
 
-// ErrInvalidClaim is returned, wrapped, by Claim for a count outside 1
-// to MaxClaim. It matches worklease.ErrInvalidClaim too.
-var ErrInvalidClaim = fmt.Errorf("pg: claim count must be 1 to MaxClaim: %w", worklease.ErrInvalidClaim)
+// ErrInvalidClaim is returned, wrapped, by Claim and WaitClaim for a count
+// outside 1 to MaxClaim. It matches worklease.ErrInvalidClaim too.
+var ErrInvalidClaim error = invalidClaim{}
+
+// invalidClaim is ErrInvalidClaim: one sentence, as the in-memory Manager's
+// ErrInvalidClaim is, that names the bounds.
+type invalidClaim struct{}
+
+func (invalidClaim) Error() string { return fmt.Sprintf("pg: claim count must be 1 to %d", MaxClaim) }
+
+// Is reports whether target is worklease.ErrInvalidClaim, so that
+// errors.Is works with either.
+func (invalidClaim) Is(target error) bool { return target == worklease.ErrInvalidClaim }
 
 // MaxClaim is the most leases one Claim grants: each locks a domain's row
 // until the claim commits.
@@ -58,7 +68,11 @@ func (m *Manager) claim(ctx context.Context, n int, wantMore bool) (claims []wor
 		return nil, false, fmt.Errorf("pg: Claim: %w", worklease.ErrClosed)
 	}
 	if n < 1 || n > MaxClaim {
-		return nil, false, fmt.Errorf("%w: %d", ErrInvalidClaim, n)
+		op := "Claim"
+		if wantMore { // only WaitClaim asks
+			op = "WaitClaim"
+		}
+		return nil, false, fmt.Errorf("%w (%s of %d)", ErrInvalidClaim, op, n)
 	}
 	conn, err := m.conn(ctx, "Claim")
 	if err != nil {

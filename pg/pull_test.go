@@ -115,9 +115,14 @@ func TestEnqueueAndClaim(t *testing.T) {
 	if _, got := e.claim(10); len(got) != 0 {
 		t.Fatalf("claim with nothing queued: %v", got)
 	}
-	for _, n := range []int{0, -1, pg.MaxClaim + 1} {
-		if _, err := e.m.Claim(e.ctx, n); !errors.Is(err, pg.ErrInvalidClaim) {
-			t.Fatalf("Claim(%d): %v; want ErrInvalidClaim", n, err)
+	for _, n := range []int{0, -1, pg.MaxClaim + 1, 20_000} {
+		_, err := e.m.Claim(e.ctx, n)
+		if !errors.Is(err, pg.ErrInvalidClaim) || !errors.Is(err, worklease.ErrInvalidClaim) {
+			t.Fatalf("Claim(%d): %v; want pg.ErrInvalidClaim and worklease.ErrInvalidClaim", n, err)
+		}
+		// One sentence: the rule with its bounds, and the call.
+		if want := fmt.Sprintf("pg: claim count must be 1 to 10000 (Claim of %d)", n); err.Error() != want {
+			t.Errorf("Claim(%d): %q; want %q", n, err, want)
 		}
 	}
 }
