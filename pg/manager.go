@@ -57,6 +57,15 @@ type Manager struct {
 // them, with the same defaults; of the in-memory Manager's own,
 // WithJournal is refused (the database is the journal) and WithShards has
 // no effect. The pool stays the caller's: Close does not close it.
+//
+// Open waits, within ctx, for a database that is starting: while the
+// server refuses connections for now (nothing listens yet, or it answers
+// that it is starting up, recovering or shutting down), Open tries again
+// after a short pause, up to a second, until it connects or ctx ends. Give
+// ctx a deadline as long as a restart may take: with one that never ends,
+// an address where nothing listens (a wrong port, say) keeps Open waiting.
+// Other errors of connecting are returned at once. Its errors start with
+// "pg: open:" when it could not connect.
 func Open(ctx context.Context, pool *pgxpool.Pool, opts ...worklease.Option) (*Manager, error) {
 	return OpenSchema(ctx, pool, DefaultSchema, opts...)
 }
@@ -80,6 +89,9 @@ func OpenSchema(ctx context.Context, pool *pgxpool.Pool, schema string, opts ...
 		return nil, fmt.Errorf("%w: schema name %q: want 1 to 63 of a-z, 0-9 and _, not starting with a digit", worklease.ErrInvalidConfig, schema)
 	}
 	m := &Manager{pool: pool, schema: pgx.Identifier{schema}.Sanitize(), cfg: cfg, vacuum: vacuumer{every: vacuumEvery}}
+	if err := waitForDatabase(ctx, pool); err != nil {
+		return nil, err
+	}
 	if m.instance, err = migrate(ctx, pool, m.schema); err != nil {
 		return nil, err
 	}

@@ -152,6 +152,17 @@ type privateServer struct {
 // test is skipped, or fails under CI=true.
 func startPrivateServer(t *testing.T) *privateServer {
 	t.Helper()
+	s := newPrivateServer(t)
+	if err := s.pgCtl("start"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newPrivateServer is startPrivateServer without the start: the server's
+// URL names a port nothing listens on until pgCtl("start").
+func newPrivateServer(t *testing.T) *privateServer {
+	t.Helper()
 	bin := os.Getenv("WORKLEASE_PG_BIN")
 	if bin == "" {
 		if os.Getenv("CI") == "true" {
@@ -184,9 +195,6 @@ func startPrivateServer(t *testing.T) *privateServer {
 	s.port = l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	s.URL = fmt.Sprintf("postgres://worklease@127.0.0.1:%d/postgres?sslmode=disable", s.port)
-	if err := s.pgCtl("start"); err != nil {
-		t.Fatal(err)
-	}
 	return s
 }
 
