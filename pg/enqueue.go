@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/worklease/worklease"
 )
 
@@ -44,37 +42,67 @@ type Item struct {
 // invalid (an empty domain, a negative offset), EnqueueMany returns its
 // error and stores nothing.
 func (m *Manager) EnqueueMany(ctx context.Context, items []Item) ([]worklease.AcquireStatus, error) {
-	if m.closed.Load() {
-		return nil, fmt.Errorf("pg: EnqueueMany: %w", worklease.ErrClosed)
+	const op = "EnqueueMany"
+	b, err := m.argsOf(op, items)
+	if err != nil || len(items) == 0 {
+		return nil, err
 	}
-	domains, offsets, payloads := make([][]byte, len(items)), make([]int64, len(items)), make([][]byte, len(items))
-	for i, it := range items {
-		if err := m.check("EnqueueMany", it.Domain, it.Offset); err != nil {
-			return nil, err
-		}
-		domains[i], offsets[i], payloads[i] = []byte(it.Domain), it.Offset, it.Payload
-	}
-	if len(items) == 0 {
-		return nil, nil
-	}
-	c, err := m.conn(ctx, "EnqueueMany")
+	c, err := m.conn(ctx, op)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Release()
 	all, err := retryDeadlocked(func() ([]enqueued, error) {
-		return m.enqueueBatch(ctx, c, domains, offsets, payloads)
+		all, err := m.enqueueBatch(ctx, c, b)
+		if err != nil {
+			return nil, callError(op, err)
+		}
+		return all, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(all) != len(items) {
-		return nil, fmt.Errorf("pg: EnqueueMany: %d answers for %d items", len(all), len(items))
+	out, err := b.statuses(op, all)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]worklease.AcquireStatus, len(items))
 	for _, e := range all {
-		it := items[e.i-1]
-		m.report(it.Domain, &e.a, nil, worklease.Token{}, nil)
+		m.report(items[e.i-1].Domain, &e.a, nil, worklease.Token{}, nil)
+	}
+	return out, nil
+}
+
+// enqueueArgs are EnqueueMany's items as the arguments of its statement.
+type enqueueArgs struct {
+	domains  [][]byte
+	offsets  []int64
+	payloads [][]byte
+}
+
+// argsOf returns the arguments of items for call op, or the error of the
+// first invalid item.
+func (m *Manager) argsOf(op string, items []Item) (enqueueArgs, error) {
+	if m.closed.Load() {
+		return enqueueArgs{}, fmt.Errorf("pg: %s: %w", op, worklease.ErrClosed)
+	}
+	b := enqueueArgs{make([][]byte, len(items)), make([]int64, len(items)), make([][]byte, len(items))}
+	for i, it := range items {
+		if err := m.check(op, it.Domain, it.Offset); err != nil {
+			return enqueueArgs{}, err
+		}
+		b.domains[i], b.offsets[i], b.payloads[i] = []byte(it.Domain), it.Offset, it.Payload
+	}
+	return b, nil
+}
+
+// statuses returns the status of each item of b, by its index, from all,
+// the answers of its statement.
+func (b *enqueueArgs) statuses(op string, all []enqueued) ([]worklease.AcquireStatus, error) {
+	if len(all) != len(b.domains) {
+		return nil, fmt.Errorf("pg: %s: %d answers for %d items", op, len(all), len(b.domains))
+	}
+	out := make([]worklease.AcquireStatus, len(all))
+	for _, e := range all {
 		out[e.i-1] = worklease.AcquireStatus(e.a.status)
 	}
 	return out, nil
@@ -86,25 +114,23 @@ type enqueued struct {
 	a answer
 }
 
-// enqueueBatch runs EnqueueMany's statement on c.
-func (m *Manager) enqueueBatch(ctx context.Context, c *pgxpool.Conn, domains [][]byte, offsets []int64, payloads [][]byte) ([]enqueued, error) {
-	rows, err := c.Query(ctx, m.sql.enqueueMany, append([]any{domains, offsets, payloads, m.now()}, m.policy()...)...)
+// enqueueBatch runs EnqueueMany's statement for b on q, and returns the
+// database's error as it is.
+func (m *Manager) enqueueBatch(ctx context.Context, q runner, b enqueueArgs) ([]enqueued, error) {
+	rows, err := q.Query(ctx, m.sql.enqueueMany, append([]any{b.domains, b.offsets, b.payloads, m.now()}, m.policy()...)...)
 	if err != nil {
-		return nil, callError("EnqueueMany", err)
+		return nil, err
 	}
 	defer rows.Close()
 	var all []enqueued
 	for rows.Next() {
 		var e enqueued
 		if err := rows.Scan(append([]any{&e.i}, e.a.dest()...)...); err != nil {
-			return nil, callError("EnqueueMany", err)
+			return nil, err
 		}
 		all = append(all, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, callError("EnqueueMany", err)
-	}
-	return all, nil
+	return all, rows.Err()
 }
 
 // payloadArg returns payload as a statement's argument: NULL for nil.
