@@ -72,7 +72,7 @@ func newStatements(schema string) statements {
 		deadLetters: fmt.Sprintf("SELECT domain, off, why, cause, attempts, at FROM %s.dead_letters ORDER BY domain, off",
 			schema),
 		deadLettersOf: fmt.Sprintf("SELECT d.domain, d.off, d.why, d.cause, d.attempts, d.at FROM %s.dead_letters d WHERE %s ORDER BY d.off",
-			schema, domainIs("d", "$1")),
+			schema, domainIs(schema, "d", "$1")),
 		stats: fmt.Sprintf("SELECT (SELECT counts FROM %[1]s.meta), coalesce((SELECT array_agg(s ORDER BY i) FROM "+
 			"(SELECT i, sum(c) AS s FROM %[1]s.domains, unnest(counts) WITH ORDINALITY AS u(c, i) GROUP BY i) t), '{}')", schema),
 	}

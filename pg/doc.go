@@ -47,13 +47,21 @@
 // statement, with no server-side function; EnqueueMany's function takes a
 // few statements for a whole batch, whatever its size.
 //
-// WithObserver hears the transitions of this process's calls: each call's
+// [Manager.EnqueueTx] and [Manager.EnqueueManyTx] enqueue in the caller's
+// pgx.Tx, beside the application's own writes: what they store is there
+// if and only if it commits, and the wake-up of waiting claims goes out
+// with the commit. They hold the rows of the domains they name until the
+// transaction ends (see [Manager.EnqueueTx]).
+//
+// WithObserver hears the transitions of this process's calls (but for the
+// Tx calls', which take effect at a commit it does not see): each call's
 // events are told, in order, by the goroutine that made the call, once it
 // returns. Calls on one domain from different goroutines may tell theirs
 // in either order. Stats counts the transitions of every process.
 //
 // # Roles and connections
 //
+// [Open] waits, within its context, for a database that is starting up.
 // Installing or upgrading the schema takes a role that may create it. Once
 // it is up to date, an application's role that owns nothing and may create
 // nothing opens it too, with USAGE on the schema, SELECT, INSERT, UPDATE
@@ -69,6 +77,15 @@
 // A lease's expiry is read against the database server's clock, so that
 // processes with skewed clocks agree; worklease.WithClock replaces it, for
 // tests.
+//
+// # Domains
+//
+// A domain is any 1 to worklease.MaxDomainLen bytes. An index cannot hold
+// the longest domains whole, so the schema finds a domain by its key: the
+// domain itself up to 1,024 bytes, else its first 1,024 bytes and its
+// SHA-256; every lookup checks the domain's bytes too. The listings order
+// domains by key, which is the order of their bytes but among long
+// domains that share their first 1,024 bytes.
 //
 // # Tokens
 //

@@ -66,15 +66,15 @@ func newPullStatements(schema string) pullStatements {
 	// domain of the lowest priority waiting out a retry delay first.
 	othersReady := fmt.Sprintf(`(SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> ALL (%[3]s)
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL`, schema, callNow(5), "(SELECT $1::bytea[])::bytea[]")
-	// tokens is the SQL of a batch's tokens, $1 to $3, a row each.
-	// Each row has its domain's key (see keys.go).
-	const tokens = "SELECT t.dom, sha256(t.dom) AS key, t.fence, t.serial " +
-		"FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)"
+	// tokens is the SQL of a batch's tokens, $1 to $3, a row each, with
+	// its domain's key (see domains.go).
+	tokens := fmt.Sprintf("SELECT t.dom, %s._key(t.dom) AS key, t.fence, t.serial "+
+		"FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)", schema)
 	// locked is the SQL of the batch's domains, locked in the order of
 	// their names. A batch's UPDATE reads it in a one-time filter, so that
 	// every lock is taken before the first row is updated.
-	locked := fmt.Sprintf(`SELECT x.domain FROM %s.domains x
-	WHERE x.key = ANY (ARRAY(SELECT sha256(u) FROM unnest((SELECT $1::bytea[])) u)) AND x.domain = ANY ((SELECT $1::bytea[])::bytea[])
+	locked := fmt.Sprintf(`SELECT x.domain FROM %[1]s.domains x
+	WHERE x.key = ANY (ARRAY(SELECT %[1]s._key(u) FROM unnest((SELECT $1::bytea[])) u)) AND x.domain = ANY ((SELECT $1::bytea[])::bytea[])
 	ORDER BY x.domain FOR UPDATE`, schema)
 	// holds is the SQL of whether the row x is t's lease, not due at $5.
 	holds := fmt.Sprintf(`x.key = t.key AND x.domain = t.dom AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
@@ -135,7 +135,7 @@ SELECT d.due, d.locked, d.locked >= $1::int AND (SELECT $4::bool) AND (SELECT tr
 	g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s,
 	g.priority, g.ready_at
 FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON true`, schema, callNow(2), due,
-			backlogOf("y", "r"), sameDomain("p", "r")),
+			sameDomain("y", "r"), sameDomain("p", "r")),
 
 		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance
 		// is the database's, $5 now, $6 monotonic offsets. A domain left
@@ -154,7 +154,7 @@ SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s,
 	CASE WHEN u.ready AND NOT (SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> $1
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL
 		THEN (SELECT true FROM pg_notify('%[4]s', '%[1]s')) END
-FROM u`, schema, callNow(5), endLease(6), readyChannel, domainIs("x", "$1"), sameDomain("y", "u")),
+FROM u`, schema, callNow(5), endLease(6), readyChannel, domainIs(schema, "x", "$1"), sameDomain("y", "u")),
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
@@ -230,7 +230,7 @@ SELECT u.domain, u.ended_off, u.ended_attempts, u.ended_fence, %[2]s,
 	n.count > 0
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d)", run, MaxStreak),
-			readyChannel, tokens, locked, holds, othersReady, run, backlogOf("y", "x"), sameDomain("p", "x"), sameDomain("y", "u")),
+			readyChannel, tokens, locked, holds, othersReady, run, sameDomain("y", "x"), sameDomain("p", "x"), sameDomain("y", "u")),
 
 		// $1 domain, $2 fence, $3 serial, $4 now: the lease in flight, not
 		// due at $4, if ClaimNext granted it as it ended the lease of the
@@ -241,7 +241,7 @@ FROM %[1]s.domains x
 LEFT JOIN %[1]s.payloads p ON x.lease_payload AND %[3]s AND p.off = x.lease_off
 WHERE %[4]s AND x.fence = $2::bigint + 1 AND x.serial = $3::bigint AND x.streak_fence = x.fence
 	AND x.lease_off IS NOT NULL AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)`, schema, callNow(4),
-			sameDomain("p", "x"), domainIs("x", "$1")),
+			sameDomain("p", "x"), domainIs(schema, "x", "$1")),
 	}
 }
 

@@ -1,19 +1,18 @@
 -- Every domain the contract accepts, 1 to 4,096 arbitrary bytes: a btree
 -- entry holds at most 2,704 bytes (a third of a page), so a long domain
 -- that does not compress could not be in an index of domains. Each table
--- now finds a domain by its key, the SHA-256 of its bytes (a generated
--- column, so that the statements that insert rows are unchanged), and the
--- primary keys and the backlog's order are on keys. Every lookup matches
--- the key, through the index, and the domain itself: two domains whose
--- keys collide would never share a row, the second one's creation would
--- fail instead.
+-- now finds a domain by its key, which fits: the domain itself if it is
+-- at most 1,024 bytes long, else its first 1,024 bytes followed by its
+-- SHA-256 (1,056 bytes, so that no short domain is another's key). The key
+-- is a generated column, so that the statements that insert rows are
+-- unchanged, and it takes the domain's place in every primary key and
+-- index. Every lookup matches the key, through the index, and the domain
+-- itself: two long domains whose keys collided would never share a row,
+-- the second one's creation would fail instead.
 --
--- The listings order domains by their bytes, through indexes of their
--- first 1,024 bytes (which always fit): a domain's order is
--- (substr(domain, 1, 1024), domain), the same order, and the domains that
--- share those bytes are sorted by the rest as they are read. The backlog's
--- order index starts with them too, so that the listing of backlogged
--- domains goes from one domain of the backlog to the next.
+-- The indexes, and so the listings, order domains by key: by their bytes,
+-- except that domains longer than 1,024 bytes that share their first 1,024
+-- are ordered by their SHA-256 among themselves.
 --
 -- Adding the columns rewrites the tables, and the indexes are built again:
 -- writes wait for as long as that takes. The functions below are those of
@@ -21,25 +20,30 @@
 -- of a process of an earlier version still running read the tables without
 -- an index until the process is replaced.
 
-ALTER TABLE {{schema}}.domains ADD COLUMN key bytea GENERATED ALWAYS AS (sha256(domain)) STORED;
+-- _key is a domain's key.
+CREATE FUNCTION {{schema}}._key(p_domain bytea) RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+	SELECT CASE WHEN length(p_domain) <= 1024 THEN p_domain ELSE substr(p_domain, 1, 1024) || sha256(p_domain) END
+$$;
+
+ALTER TABLE {{schema}}.domains ADD COLUMN key bytea GENERATED ALWAYS AS ({{schema}}._key(domain)) STORED;
 ALTER TABLE {{schema}}.domains DROP CONSTRAINT domains_pkey, ADD PRIMARY KEY (key);
 DROP INDEX {{schema}}.domains_paused, {{schema}}.domains_dead;
-CREATE INDEX domains_name ON {{schema}}.domains (substr(domain, 1, 1024));
-CREATE INDEX domains_paused ON {{schema}}.domains (substr(domain, 1, 1024)) WHERE paused;
-CREATE INDEX domains_dead ON {{schema}}.domains (substr(domain, 1, 1024)) WHERE failed > 0;
+CREATE INDEX domains_paused ON {{schema}}.domains (key) WHERE paused;
+CREATE INDEX domains_dead ON {{schema}}.domains (key) WHERE failed > 0;
 
-ALTER TABLE {{schema}}.backlog ADD COLUMN key bytea GENERATED ALWAYS AS (sha256(domain)) STORED;
+ALTER TABLE {{schema}}.backlog ADD COLUMN key bytea GENERATED ALWAYS AS ({{schema}}._key(domain)) STORED;
 ALTER TABLE {{schema}}.backlog DROP CONSTRAINT backlog_pkey, ADD PRIMARY KEY (key, off);
 DROP INDEX {{schema}}.backlog_order;
-CREATE UNIQUE INDEX backlog_order ON {{schema}}.backlog (substr(domain, 1, 1024), key, pos);
+CREATE UNIQUE INDEX backlog_order ON {{schema}}.backlog (key, pos);
 
-ALTER TABLE {{schema}}.payloads ADD COLUMN key bytea GENERATED ALWAYS AS (sha256(domain)) STORED;
+ALTER TABLE {{schema}}.payloads ADD COLUMN key bytea GENERATED ALWAYS AS ({{schema}}._key(domain)) STORED;
 ALTER TABLE {{schema}}.payloads DROP CONSTRAINT payloads_pkey, ADD PRIMARY KEY (key, off);
 
-ALTER TABLE {{schema}}.dead_letters ADD COLUMN key bytea GENERATED ALWAYS AS (sha256(domain)) STORED;
+ALTER TABLE {{schema}}.dead_letters ADD COLUMN key bytea GENERATED ALWAYS AS ({{schema}}._key(domain)) STORED;
 ALTER TABLE {{schema}}.dead_letters DROP CONSTRAINT dead_letters_pkey, ADD PRIMARY KEY (key, off);
 DROP INDEX {{schema}}.dead_letters_at;
-CREATE INDEX dead_letters_at ON {{schema}}.dead_letters (at, substr(domain, 1, 1024));
+CREATE INDEX dead_letters_at ON {{schema}}.dead_letters (at, key, off);
 
 -- _lock locks and returns domain's row, creating it if create is set. A
 -- forgotten domain is absent unless created again, keeping its fence.
@@ -47,7 +51,7 @@ CREATE OR REPLACE FUNCTION {{schema}}._lock(p_domain bytea, p_create bool) RETUR
 LANGUAGE plpgsql AS $$
 DECLARE
 	d {{schema}}.domains;
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 BEGIN
 	SELECT * INTO d FROM {{schema}}.domains x WHERE x.key = k AND x.domain = p_domain FOR UPDATE;
 	IF NOT FOUND AND p_create THEN
@@ -55,7 +59,7 @@ BEGIN
 		ON CONFLICT (key) DO NOTHING;
 		SELECT * INTO d FROM {{schema}}.domains x WHERE x.key = k AND x.domain = p_domain FOR UPDATE;
 		IF NOT FOUND THEN
-			RAISE EXCEPTION 'worklease: another domain has the key %', encode(k, 'hex');
+			RAISE EXCEPTION 'worklease: a domain of % bytes has the key of another', length(p_domain);
 		END IF;
 	END IF;
 	IF d.forgotten THEN
@@ -87,7 +91,7 @@ END $$;
 CREATE OR REPLACE FUNCTION {{schema}}._terminal(p_domain bytea, p_off bigint, p_succeeded bool, p_monotonic bool) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 BEGIN
 	IF p_monotonic THEN
 		UPDATE {{schema}}.domains x
@@ -111,7 +115,7 @@ CREATE OR REPLACE FUNCTION {{schema}}._push(p_domain bytea, p_off bigint, p_fron
 	p_payload bytea DEFAULT NULL) RETURNS bool
 LANGUAGE plpgsql AS $$
 DECLARE
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 	p bigint;
 BEGIN
 	IF EXISTS (SELECT FROM {{schema}}.backlog b WHERE b.key = k AND b.domain = p_domain AND b.off = p_off) THEN
@@ -137,7 +141,7 @@ END $$;
 CREATE OR REPLACE FUNCTION {{schema}}._head(p_domain bytea) RETURNS bigint
 LANGUAGE sql STABLE AS $$
 	SELECT b.off FROM {{schema}}.backlog b
-	WHERE substr(b.domain, 1, 1024) = substr(p_domain, 1, 1024) AND b.key = sha256(p_domain) AND b.domain = p_domain
+	WHERE b.key = {{schema}}._key(p_domain) AND b.domain = p_domain
 	ORDER BY b.pos LIMIT 1
 $$;
 
@@ -147,7 +151,7 @@ LANGUAGE sql AS $$
 	UPDATE {{schema}}.domains x
 	SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL,
 		lease_payload = false
-	WHERE x.key = sha256(p_domain) AND x.domain = p_domain
+	WHERE x.key = {{schema}}._key(p_domain) AND x.domain = p_domain
 $$;
 
 -- _revoke ends domain's lease, whose fence is p_fence, without its holder,
@@ -157,7 +161,7 @@ LANGUAGE sql AS $$
 	UPDATE {{schema}}.domains x
 	SET lease_off = NULL, lease_attempts = 0, lease_retries = 0, lease_acquired_at = NULL, lease_expires_at = NULL,
 		lease_payload = false, revoked_fence = p_fence, revoked_why = p_why
-	WHERE x.key = sha256(p_domain) AND x.domain = p_domain
+	WHERE x.key = {{schema}}._key(p_domain) AND x.domain = p_domain
 $$;
 
 -- _dead_letter makes off failed after attempts attempts: a lease on it
@@ -166,7 +170,7 @@ CREATE OR REPLACE FUNCTION {{schema}}._dead_letter(p_domain bytea, p_off bigint,
 	p_why smallint, p_cause bytea, p_now timestamptz, p_park bool, p_monotonic bool) RETURNS {{schema}}.event[]
 LANGUAGE plpgsql AS $$
 DECLARE
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 	evs {{schema}}.event[];
 	was_paused bool;
 BEGIN
@@ -202,7 +206,7 @@ DECLARE
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
 BEGIN
-	SELECT * INTO d FROM {{schema}}.domains x WHERE x.key = sha256(p_domain) AND x.domain = p_domain;
+	SELECT * INTO d FROM {{schema}}.domains x WHERE x.key = {{schema}}._key(p_domain) AND x.domain = p_domain;
 	IF d.lease_off IS NULL OR d.lease_expires_at IS NULL OR p_now < d.lease_expires_at THEN
 		RETURN '{}';
 	END IF;
@@ -222,7 +226,7 @@ END $$;
 CREATE OR REPLACE FUNCTION {{schema}}._grant(p_domain bytea, p_off bigint, p_now timestamptz, p {{schema}}.policy) RETURNS {{schema}}.event[]
 LANGUAGE plpgsql AS $$
 DECLARE
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 	ca int;
 	cr int;
 	cat timestamptz;
@@ -255,7 +259,7 @@ BEGIN
 	IF cardinality(evs) = 0 THEN
 		RETURN;
 	END IF;
-	k := sha256(p_domain);
+	k := {{schema}}._key(p_domain);
 	SELECT x.counts INTO c FROM {{schema}}.domains x WHERE x.key = k AND x.domain = p_domain;
 	FOREACH e IN ARRAY evs LOOP
 		c[e.kind] := c[e.kind] + 1;
@@ -269,7 +273,7 @@ CREATE OR REPLACE FUNCTION {{schema}}._finish(p_domain bytea, p_status smallint,
 	evs {{schema}}.event[], p_now timestamptz) RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 	d {{schema}}.domains;
 	a {{schema}}.answer;
 	changed bool;
@@ -315,7 +319,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.try_acquire(p_domain bytea, p_off bigint, 
 RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
 	h bigint;
@@ -365,7 +369,7 @@ BEGIN
 		RETURN;
 	END IF;
 	evs := {{schema}}._expire(p_domain, p_now, p);
-	SELECT * INTO d FROM {{schema}}.domains x WHERE x.key = sha256(p_domain) AND x.domain = p_domain;
+	SELECT * INTO d FROM {{schema}}.domains x WHERE x.key = {{schema}}._key(p_domain) AND x.domain = p_domain;
 END $$;
 
 -- fail is Fail, and FailNext if p_next is set; p_cause is the cause's text
@@ -376,7 +380,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.fail(p_domain bytea, p_fence bigint, p_ser
 RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 	c record;
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
@@ -459,7 +463,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.inspect(p_domain bytea, p_now timestamptz,
 	OUT backlog bigint[], OUT processed bigint, OUT failed bigint, OUT a {{schema}}.answer)
 LANGUAGE plpgsql AS $$
 DECLARE
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 	d {{schema}}.domains;
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
@@ -508,7 +512,7 @@ CREATE OR REPLACE FUNCTION {{schema}}._kill_keeping_delay(p_domain bytea, p_off 
 RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 	c record;
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
@@ -556,7 +560,7 @@ CREATE OR REPLACE FUNCTION {{schema}}._redrive_keeping_delay(p_domain bytea, p_o
 RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 	c record;
 	evs {{schema}}.event[];
 BEGIN
@@ -606,7 +610,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.forget(p_domain bytea, p_now timestamptz, 
 RETURNS {{schema}}.answer
 LANGUAGE plpgsql AS $$
 DECLARE
-	k bytea := sha256(p_domain);
+	k bytea := {{schema}}._key(p_domain);
 	c record;
 	d {{schema}}.domains;
 	evs {{schema}}.event[];
@@ -652,7 +656,7 @@ BEGIN
 	FOR dom IN SELECT x.domain FROM {{schema}}.domains x WHERE x.lease_expires_at <= p_now
 		ORDER BY x.domain LIMIT p_limit FOR UPDATE SKIP LOCKED
 	LOOP
-		SELECT * INTO d FROM {{schema}}.domains x WHERE x.key = sha256(dom) AND x.domain = dom;
+		SELECT * INTO d FROM {{schema}}.domains x WHERE x.key = {{schema}}._key(dom) AND x.domain = dom;
 		evs := {{schema}}._expire(dom, p_now, p);
 		CONTINUE WHEN cardinality(evs) = 0;
 		domain := dom;
@@ -702,9 +706,9 @@ BEGIN
 	END IF;
 	RETURN QUERY
 	WITH h AS (
-		SELECT r.dom, sha256(r.dom) AS k, b.off FROM unnest(doms) AS r(dom),
+		SELECT r.dom, {{schema}}._key(r.dom) AS k, b.off FROM unnest(doms) AS r(dom),
 			LATERAL (SELECT y.off FROM {{schema}}.backlog y
-				WHERE substr(y.domain, 1, 1024) = substr(r.dom, 1, 1024) AND y.key = sha256(r.dom) AND y.domain = r.dom
+				WHERE y.key = {{schema}}._key(r.dom) AND y.domain = r.dom
 				ORDER BY y.pos LIMIT 1) b
 	), taken AS (
 		DELETE FROM {{schema}}.backlog y USING h WHERE y.key = h.k AND y.domain = h.dom AND y.off = h.off
@@ -773,7 +777,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.succeed_many(p_domains bytea[], p_fences b
 RETURNS TABLE (domain bytea, off bigint, attempts int, fence bigint, at timestamptz)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
-	dom_keys bytea[] := ARRAY(SELECT sha256(u.dom) FROM unnest(p_domains) AS u(dom));
+	dom_keys bytea[] := ARRAY(SELECT {{schema}}._key(u.dom) FROM unnest(p_domains) AS u(dom));
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
 	IF cardinality(p_domains) > 1 THEN -- one row needs no order
@@ -815,7 +819,7 @@ BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
 	SELECT * INTO c FROM {{schema}}._open(p_domain, true, p_now, p);
 	UPDATE {{schema}}.domains x SET priority = p_priority
-	WHERE x.key = sha256(p_domain) AND x.domain = p_domain AND x.priority <> p_priority;
+	WHERE x.key = {{schema}}._key(p_domain) AND x.domain = p_domain AND x.priority <> p_priority;
 	RETURN {{schema}}._finish(p_domain, 0::smallint, 0::smallint, NULL, 0, c.evs, p_now);
 END $$;
 
@@ -836,7 +840,7 @@ DECLARE
 	dom_keys bytea[];
 BEGIN
 	p_now := coalesce(p_now, clock_timestamp());
-	SELECT array_agg(u.dom ORDER BY u.dom), array_agg(sha256(u.dom) ORDER BY u.dom) INTO doms, dom_keys
+	SELECT array_agg(u.dom ORDER BY u.dom), array_agg({{schema}}._key(u.dom) ORDER BY u.dom) INTO doms, dom_keys
 	FROM (SELECT DISTINCT v.dom FROM unnest(p_domains) AS v(dom)) u;
 	INSERT INTO {{schema}}.domains (domain, serial)
 	SELECT u.dom, nextval('{{schema}}.domain_serial') FROM unnest(doms, dom_keys) AS u(dom, k)
@@ -869,7 +873,7 @@ BEGIN
 				ELSE 3
 			END::smallint AS status
 		FROM unnest(p_domains, p_offs, p_payloads) WITH ORDINALITY AS u(dom, off, payload, i)
-		JOIN {{schema}}.domains d ON d.key = sha256(u.dom) AND d.domain = u.dom
+		JOIN {{schema}}.domains d ON d.key = {{schema}}._key(u.dom) AND d.domain = u.dom
 		-- Probes of one row each (LIMIT 1 keeps them so, where EXISTS may
 		-- become a scan of the whole table).
 		LEFT JOIN LATERAL (SELECT true AS dead FROM {{schema}}.dead_letters x
@@ -918,7 +922,7 @@ CREATE OR REPLACE FUNCTION {{schema}}._end_delay(p_domain bytea, p_head bigint, 
 LANGUAGE plpgsql AS $$
 BEGIN
 	UPDATE {{schema}}.domains x SET ready_at = p_now
-	WHERE x.key = sha256(p_domain) AND x.domain = p_domain AND x.ready_at > p_now
+	WHERE x.key = {{schema}}._key(p_domain) AND x.domain = p_domain AND x.ready_at > p_now
 		AND {{schema}}._head(p_domain) IS DISTINCT FROM p_head;
 	IF FOUND THEN
 		PERFORM {{schema}}._notify_ready(p_now, ARRAY[p_domain]);
@@ -930,6 +934,6 @@ END $$;
 CREATE OR REPLACE FUNCTION {{schema}}._head_locked(p_domain bytea) RETURNS bigint
 LANGUAGE plpgsql AS $$
 BEGIN
-	PERFORM FROM {{schema}}.domains x WHERE x.key = sha256(p_domain) AND x.domain = p_domain FOR UPDATE;
+	PERFORM FROM {{schema}}.domains x WHERE x.key = {{schema}}._key(p_domain) AND x.domain = p_domain FOR UPDATE;
 	RETURN {{schema}}._head(p_domain);
 END $$;
