@@ -199,6 +199,12 @@ func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch) error {
 	} else {
 		sh.countAll(r, st)
 	}
+	if m.plain && m.ready.Load() == nil {
+		// Nothing to journal, tell, index or queue: the common case of a
+		// Manager in memory, which ends here.
+		r.mu.Unlock()
+		return nil
+	}
 	var appendErr error
 	if m.reporting {
 		appendErr = m.report(r, st)

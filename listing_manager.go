@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"container/heap"
-	"hash/maphash"
 	"slices"
 	"strings"
 )
@@ -38,7 +37,7 @@ const (
 // cursorTag is the part of every cursor that names the Manager that
 // issued it: a hash of a fixed text under the Manager's seed.
 func (m *Manager) cursorTag() uint32 {
-	return uint32(maphash.String(m.seed, "worklease cursor"))
+	return uint32(m.seed.sum("worklease cursor"))
 }
 
 func (m *Manager) newCursor(kind byte) *cursorWriter {

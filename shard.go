@@ -1,7 +1,6 @@
 package worklease
 
 import (
-	"hash/maphash"
 	"strings"
 	"sync"
 	"unsafe"
@@ -100,7 +99,7 @@ const recordHotBytes = 128
 
 // hash returns domain's hash, which picks its shard and keys its record
 // there.
-func (m *Manager) hash(domain string) uint64 { return maphash.String(m.seed, domain) }
+func (m *Manager) hash(domain string) uint64 { return m.seed.sum(domain) }
 
 // shardOf returns the shard that holds the domain whose hash is h.
 func (m *Manager) shardOf(h uint64) *shard { return &m.shards[h&m.shardMask] }
