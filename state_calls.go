@@ -67,6 +67,18 @@ func (st *step) kind(i int) EventKind {
 	return st.spill.kinds[i-stepInline]
 }
 
+// touchesDeadLetters reports whether the step made or ended a dead letter,
+// or dropped the domain.
+func (st *step) touchesDeadLetters() bool {
+	for i := range st.n {
+		switch st.kind(i) {
+		case EventDeadLettered, EventRedriven, EventForgotten:
+			return true
+		}
+	}
+	return false
+}
+
 // change returns the i-th change, i in [0, n), of a step that keeps them.
 func (st *step) change(i int) *change {
 	if i < stepInline {
