@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"hash/maphash"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -31,14 +30,17 @@ type Manager struct {
 	// Immutable after New.
 	shards    []shard
 	shardMask uint64
-	seed      maphash.Seed
+	seed      domainHash
 	policy    policy         // its instance, random and non-zero, makes this Manager's tokens unique
 	clock     Clock          // nil: the system clock, read through timeline
 	timeline  timeline       // reads the system clock when clock is nil
 	loc       *time.Location // the clock's time zone, which reported times are in
 	observer  Observer
-	journal   Journal      // nil: state lives in memory only
-	replaying *replayState // non-nil while New replays the journal; only New's goroutine runs
+	journal   Journal        // nil: state lives in memory only
+	payloads  PayloadJournal // the journal, if it gives payloads back; nil otherwise
+	// maxPayload is the longest payload the producers' calls take.
+	maxPayload int
+	replaying  *replayState // non-nil while New replays the journal; only New's goroutine runs
 	// timed: leases may expire (WithLeaseTTL, or a lease that replay
 	// restored kept its expiry) or an observer is told when transitions
 	// happen. Then every call reads the clock. Otherwise only TryAcquire
@@ -54,6 +56,9 @@ type Manager struct {
 	// reporting: transitions are reported to an observer or a journal, not
 	// only counted.
 	reporting bool
+	// plain: neither reporting nor expiring, so that a call's step ends
+	// with the count of its changes and the unlock (see finish).
+	plain bool
 
 	domainSerial atomic.Uint64 // last serial given to a new domain's record
 	fenceFloor   atomic.Uint64 // highest fence of any forgotten domain
@@ -89,11 +94,15 @@ func New(opts ...Option) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	maxPayload := cfg.MaxPayload
+	if j, ok := cfg.Journal.(recordSizer); ok {
+		maxPayload = min(maxPayload, max(0, payloadRoom(j.MaxRecordSize())))
+	}
 	n := 1 << bits.Len(uint(cfg.Shards-1)) // round up to a power of two
 	m := &Manager{
 		shards:    make([]shard, n),
 		shardMask: uint64(n - 1),
-		seed:      maphash.MakeSeed(),
+		seed:      newDomainHash(),
 		policy: policy{
 			maxRetries: cfg.MaxRetries,
 			ttl:        cfg.LeaseTTL,
@@ -101,17 +110,21 @@ func New(opts ...Option) (*Manager, error) {
 			bestEffort: cfg.BestEffortOrdering,
 			park:       cfg.ParkOnDeadLetter,
 			monotonic:  cfg.MonotonicOffsets,
+			keyWindow:  cfg.KeyWindow,
 			instance:   newInstanceID(),
 		},
-		clock:     cfg.Clock,
-		timeline:  newTimeline(),
-		loc:       time.Local,
-		observer:  cfg.Observer,
-		journal:   cfg.Journal,
-		timed:     cfg.LeaseTTL > 0 || cfg.Observer != nil,
-		expiring:  cfg.LeaseTTL > 0,
-		reporting: cfg.Observer != nil || cfg.Journal != nil,
+		maxPayload: maxPayload,
+		clock:      cfg.Clock,
+		timeline:   newTimeline(),
+		loc:        time.Local,
+		observer:   cfg.Observer,
+		journal:    cfg.Journal,
+		timed:      cfg.LeaseTTL > 0 || cfg.Observer != nil,
+		expiring:   cfg.LeaseTTL > 0,
+		reporting:  cfg.Observer != nil || cfg.Journal != nil,
 	}
+	m.plain = !m.reporting && !m.expiring
+	m.payloads, _ = cfg.Journal.(PayloadJournal)
 	if m.clock != nil {
 		m.loc = m.clock.Now().Location()
 	}
@@ -130,6 +143,7 @@ func New(opts ...Option) (*Manager, error) {
 		expires := m.anyLeaseExpires()
 		m.timed = m.timed || expires
 		m.expiring = m.expiring || expires
+		m.plain = !m.reporting && !m.expiring
 	}
 	return m, nil
 }

@@ -1,10 +1,9 @@
 package worklease
 
 import (
-	"bytes"
 	"cmp"
 	"container/heap"
-	"hash/maphash"
+	"math"
 	"slices"
 	"strings"
 )
@@ -38,7 +37,7 @@ const (
 // cursorTag is the part of every cursor that names the Manager that
 // issued it: a hash of a fixed text under the Manager's seed.
 func (m *Manager) cursorTag() uint32 {
-	return uint32(maphash.String(m.seed, "worklease cursor"))
+	return uint32(m.seed.sum("worklease cursor"))
 }
 
 func (m *Manager) newCursor(kind byte) *cursorWriter {
@@ -461,14 +460,22 @@ func (m *Manager) ListDeadLetters(q DeadLetterQuery) (DeadLetterPage, error) {
 	return DeadLetterPage{}, &QueryError{Op: op, Err: ErrInvalidCursor, Detail: "no such order: " + q.Order.String()}
 }
 
-// deadLetter returns offset's dead letter in d, of domain.
-func (m *Manager) deadLetter(d *deadLetters, s *domainState, domain string, offset int64, payload bool) DeadLetter {
+// deadLetter appends offset's dead letter in d, of domain, to dls, and if
+// withPayload, its payload to reads, for the caller to read once it has
+// released the domain's lock (see readPayloads).
+func (m *Manager) deadLetter(dls []DeadLetter, reads *[]payloadRead, d *deadLetters, s *domainState, domain string, offset int64,
+	withPayload bool,
+) []DeadLetter {
 	dl := d.m[offset]
-	out := DeadLetter{Domain: domain, Offset: offset, Cause: dl.cause, Attempts: dl.attempts, At: dl.at.in(m.loc)}
-	if payload {
-		out.Payload = bytes.Clone(s.payloadOf(offset))
+	if pl, ok := s.payloadOf(offset); ok && withPayload {
+		*reads = append(*reads, payloadRead{len(dls), domain, offset, pl})
 	}
-	return out
+	return append(dls, DeadLetter{Domain: domain, Offset: offset, Cause: dl.cause, Attempts: dl.attempts, At: dl.at.in(m.loc)})
+}
+
+// readDeadLetterPayloads reads the payloads of a page's dead letters.
+func (m *Manager) readDeadLetterPayloads(page *DeadLetterPage, reads []payloadRead) error {
+	return m.readPayloads(reads, func(i int) *[]byte { return &page.DeadLetters[i].Payload })
 }
 
 // offsetsAfter returns, in order, up to n+1 of d's offsets above after: n
@@ -541,6 +548,7 @@ func (m *Manager) listDomainDeadLetters(q DeadLetterQuery, limit int) (DeadLette
 		}
 	}
 	var page DeadLetterPage
+	var reads []payloadRead
 	_, r := m.lockRecord(q.Domain, false)
 	if r == nil {
 		return page, m.absent(nil)
@@ -548,7 +556,7 @@ func (m *Manager) listDomainDeadLetters(q DeadLetterQuery, limit int) (DeadLette
 	s := &r.state
 	offs := offsetsAfter(s.failed(), after, limit)
 	for _, off := range offs[:min(len(offs), limit)] {
-		page.DeadLetters = append(page.DeadLetters, m.deadLetter(s.failed(), s, q.Domain, off, q.Payloads))
+		page.DeadLetters = m.deadLetter(page.DeadLetters, &reads, s.failed(), s, q.Domain, off, q.Payloads)
 	}
 	seq := r.lastSeq
 	r.mu.Unlock()
@@ -558,6 +566,9 @@ func (m *Manager) listDomainDeadLetters(q DeadLetterQuery, limit int) (DeadLette
 		page.Next = w.String()
 	}
 	if err := m.waitDurable(seq, nil); err != nil {
+		return DeadLetterPage{}, err
+	}
+	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
 		return DeadLetterPage{}, err
 	}
 	return page, nil
@@ -586,6 +597,7 @@ func (m *Manager) listDeadLettersByDomain(q DeadLetterQuery, limit int) (DeadLet
 		}
 	}
 	var page DeadLetterPage
+	var reads []payloadRead
 	var seq uint64
 	stopAt := int64(-1) // the offset the page stopped at within a domain
 	// take adds r's dead letters above from to the page, and reports
@@ -600,7 +612,7 @@ func (m *Manager) listDeadLettersByDomain(q DeadLetterQuery, limit int) (DeadLet
 		room := limit - len(page.DeadLetters)
 		offs := offsetsAfter(s.failed(), from, room)
 		for _, off := range offs[:min(len(offs), room)] {
-			page.DeadLetters = append(page.DeadLetters, m.deadLetter(s.failed(), s, r.domain, off, q.Payloads))
+			page.DeadLetters = m.deadLetter(page.DeadLetters, &reads, s.failed(), s, r.domain, off, q.Payloads)
 		}
 		if len(offs) > 0 {
 			seq = max(seq, r.lastSeq)
@@ -612,7 +624,7 @@ func (m *Manager) listDeadLettersByDomain(q DeadLetterQuery, limit int) (DeadLet
 		return len(page.DeadLetters) < limit
 	}
 	if pending != nil && !take(pending, after) {
-		return m.deadLettersByDomainPage(page, pos, stopAt, seq)
+		return m.deadLettersByDomainPage(page, reads, &pos, stopAt, seq)
 	}
 	looked := 0
 	last, done := m.ascend(pos, func(r *domainRecord) bool {
@@ -620,19 +632,25 @@ func (m *Manager) listDeadLettersByDomain(q DeadLetterQuery, limit int) (DeadLet
 		return take(r, -1) && looked < listBudget
 	})
 	if done {
-		return page, m.waitDurable(seq, nil)
+		return m.deadLettersByDomainPage(page, reads, nil, stopAt, seq)
 	}
-	return m.deadLettersByDomainPage(page, last, stopAt, seq)
+	return m.deadLettersByDomainPage(page, reads, &last, stopAt, seq)
 }
 
 // deadLettersByDomainPage ends a page of listDeadLettersByDomain that
-// stopped at pos, after offset stopAt of its domain (-1: after all of it).
-func (m *Manager) deadLettersByDomainPage(page DeadLetterPage, pos domainPos, stopAt int64, seq uint64) (DeadLetterPage, error) {
-	w := m.newCursor(cursorDeadLetters)
-	w.u64(uint64(stopAt))
-	pos.write(w)
-	page.Next = w.String()
+// stopped at pos, after offset stopAt of its domain (-1: after all of it),
+// or, with a nil pos, at the end; reads are its payloads to read.
+func (m *Manager) deadLettersByDomainPage(page DeadLetterPage, reads []payloadRead, pos *domainPos, stopAt int64, seq uint64) (DeadLetterPage, error) {
+	if pos != nil {
+		w := m.newCursor(cursorDeadLetters)
+		w.u64(uint64(stopAt))
+		pos.write(w)
+		page.Next = w.String()
+	}
 	if err := m.waitDurable(seq, nil); err != nil {
+		return DeadLetterPage{}, err
+	}
+	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
 		return DeadLetterPage{}, err
 	}
 	return page, nil
@@ -673,8 +691,9 @@ func (h *deadHeap) Pop() any {
 }
 
 // listDeadLettersNewestFirst is ListDeadLetters of every domain, newest
-// first: it visits every domain, keeping the best limit+1 dead letters
-// after the cursor, then reads them again for the page.
+// first: it visits the domains with dead letters (each shard keeps a set
+// of them), keeping the best limit+1 after the cursor, which each domain
+// keeps in the order they failed, then reads them again for the page.
 func (m *Manager) listDeadLettersNewestFirst(q DeadLetterQuery, limit int) (DeadLetterPage, error) {
 	const op = "ListDeadLetters"
 	var after *deadKey
@@ -692,34 +711,53 @@ func (m *Manager) listDeadLettersNewestFirst(q DeadLetterQuery, limit int) (Dead
 	}
 	best := make(deadHeap, 0, limit+1)
 	var seq uint64
-	m.ascend(domainPos{}, func(r *domainRecord) bool {
+	records := m.deadCandidates(after, limit+1)
+	// The domains that failed last first: once the page is full, a domain
+	// whose latest failure is older than the page's oldest has none for it,
+	// and neither have the domains after it.
+	slices.SortFunc(records, func(a, b deadRecord) int { return cmp.Compare(b.latest, a.latest) })
+	for _, dr := range records {
+		if len(best) == limit+1 && dr.latest < best[0].at {
+			break
+		}
+		r := dr.r
 		r.mu.Lock()
 		if d := r.state.failed(); !r.dropped && d.len() > 0 {
 			seq = max(seq, r.lastSeq)
-			for off, dl := range d.m {
-				k := deadKey{at: dl.at, domain: r.domain, offset: off}
-				switch {
-				case after != nil && compareNewest(k, *after) <= 0:
-				case len(best) < limit+1:
+			// A domain's dead letters newest first are its byTime from
+			// the end; those after the cursor end where a binary search
+			// says, and the best of them for the page come first.
+			end := len(d.byTime)
+			if after != nil {
+				end, _ = slices.BinarySearchFunc(d.byTime, *after, func(t timedOffset, a deadKey) int {
+					return compareNewest(a, deadKey{at: t.at, domain: r.domain, offset: t.offset})
+				})
+			}
+			for i := end - 1; i >= 0; i-- {
+				k := deadKey{at: d.byTime[i].at, domain: r.domain, offset: d.byTime[i].offset}
+				if len(best) < limit+1 {
 					heap.Push(&best, k)
-				case compareNewest(k, best[0]) < 0:
-					best[0] = k
-					heap.Fix(&best, 0)
+					continue
 				}
+				if compareNewest(k, best[0]) >= 0 {
+					break // the rest of the domain's are older still
+				}
+				best[0] = k
+				heap.Fix(&best, 0)
 			}
 		}
 		r.mu.Unlock()
-		return true
-	})
+	}
 	slices.SortFunc(best, compareNewest)
 	var page DeadLetterPage
+	var reads []payloadRead
 	for _, k := range best[:min(len(best), limit)] {
 		_, r := m.lockRecord(k.domain, false)
 		if r == nil {
 			continue
 		}
 		if d := r.state.failed(); d.contains(k.offset) && d.m[k.offset].at == k.at {
-			page.DeadLetters = append(page.DeadLetters, m.deadLetter(d, &r.state, k.domain, k.offset, q.Payloads))
+			page.DeadLetters = m.deadLetter(page.DeadLetters, &reads, d, &r.state, k.domain, k.offset, q.Payloads)
 		}
 		r.mu.Unlock()
 	}
@@ -732,6 +770,9 @@ func (m *Manager) listDeadLettersNewestFirst(q DeadLetterQuery, limit int) (Dead
 		page.Next = w.String()
 	}
 	if err := m.waitDurable(seq, nil); err != nil {
+		return DeadLetterPage{}, err
+	}
+	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
 		return DeadLetterPage{}, err
 	}
 	return page, nil
@@ -753,11 +794,12 @@ func (m *Manager) InspectDeadLetter(domain string, offset int64) (DeadLetter, er
 		}
 		return DeadLetter{}, domainError(op, domain, ErrNotDeadLettered)
 	}
-	var dl DeadLetter
+	var page DeadLetterPage
+	var reads []payloadRead
 	d := r.state.failed()
 	found := d.contains(offset)
 	if found {
-		dl = m.deadLetter(d, &r.state, domain, offset, true)
+		page.DeadLetters = m.deadLetter(nil, &reads, d, &r.state, domain, offset, true)
 	}
 	seq := r.lastSeq
 	r.mu.Unlock()
@@ -767,7 +809,10 @@ func (m *Manager) InspectDeadLetter(domain string, offset int64) (DeadLetter, er
 	if !found {
 		return DeadLetter{}, domainError(op, domain, ErrNotDeadLettered)
 	}
-	return dl, nil
+	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
+		return DeadLetter{}, err
+	}
+	return page.DeadLetters[0], nil
 }
 
 // Totals returns how much the Manager holds. It locks one domain at a
@@ -800,4 +845,63 @@ func (m *Manager) Totals() (Totals, error) {
 		return Totals{}, err
 	}
 	return t, nil
+}
+
+// deadCandidates returns the records with dead letters that may have one
+// of the n newest after the cursor after (nil: from the newest), with the
+// time of each one's latest failure. A domain whose latest failure is
+// before the cursor's has that one after the cursor, so the n latest of
+// such domains set a bar: a domain whose latest failure is older than the
+// n-th has none among the n newest. Domains whose latest failure is not
+// before the cursor's may have any, and are all candidates. The shards'
+// sets are read twice, once for the bar and once for the candidates; a
+// domain that fails meanwhile is newer than the page.
+func (m *Manager) deadCandidates(after *deadKey, n int) []deadRecord {
+	straddles := func(latest instant) bool { return after != nil && latest >= after.at }
+	bar := make(instantHeap, 0, n)
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		for _, latest := range sh.dead {
+			switch {
+			case straddles(latest):
+			case len(bar) < n:
+				heap.Push(&bar, latest)
+			case latest > bar[0]:
+				bar[0] = latest
+				heap.Fix(&bar, 0)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	least := instant(math.MinInt64)
+	if len(bar) == n {
+		least = bar[0]
+	}
+	var out []deadRecord
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		for r, latest := range sh.dead {
+			if latest >= least || straddles(latest) {
+				out = append(out, deadRecord{r, latest})
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// instantHeap is a min-heap of instants.
+type instantHeap []instant
+
+func (h instantHeap) Len() int           { return len(h) }
+func (h instantHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h instantHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *instantHeap) Push(x any)        { *h = append(*h, x.(instant)) }
+func (h *instantHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

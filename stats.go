@@ -22,6 +22,7 @@ type Stats struct {
 	Paused       uint64 // domains paused or parked
 	Resumed      uint64 // domains resumed
 	Forgotten    uint64 // domains forgotten
+	Cancelled    uint64 // offsets cancelled (see Cancel)
 }
 
 // counters are one shard's event counts: those of its forgotten domains,
@@ -83,6 +84,19 @@ func (sh *shard) countRest(r *domainRecord, st *step) {
 	for i := 1; i < st.n; i++ {
 		sh.count(r, st.kind(i))
 	}
+}
+
+// countHot counts one event of kind k on r, a record of sh locked by the
+// caller, if k is one of the kinds r counts itself, which it reports.
+func (sh *shard) countHot(r *domainRecord, k EventKind) bool {
+	i := hotIndex[k]
+	if i < 0 {
+		return false
+	}
+	if r.counts[i]++; r.counts[i] == 0 {
+		r.wrapped(int(i))
+	}
+	return true
 }
 
 // count adds one event of kind k on r, a record of sh locked by the caller.
@@ -169,5 +183,6 @@ func (m *Manager) Stats() Stats {
 		Paused:       sum[EventPaused],
 		Resumed:      sum[EventResumed],
 		Forgotten:    sum[EventForgotten],
+		Cancelled:    sum[EventCancelled],
 	}
 }

@@ -122,9 +122,11 @@ func New(b worklease.Backend, h Handler, opts ...Option) (*Pool, error) {
 
 // Submit stores offset of domain, with payload (nil for none), for the
 // Pool to run, through the backend's Enqueue, and returns Enqueue's status
-// and error: Enqueued for an offset queued, now or before;
-// AlreadyAcquired, AlreadyProcessed or AlreadyFailed for an offset that is
-// in flight or finished, which Submit stores nowhere. Each domain's
+// and error: Enqueued for an offset it stored, AlreadyQueued for one
+// queued before; AlreadyAcquired, AlreadyProcessed or AlreadyFailed for an
+// offset that is in flight or finished, which Submit stores nowhere; an
+// error matching worklease.ErrPayloadMismatch for an offset held with
+// another payload. Each domain's
 // offsets run in the order they were first submitted (or in the backend's
 // order, with worklease.LIFO).
 //
@@ -149,7 +151,7 @@ func (p *Pool) Submit(ctx context.Context, domain string, offset int64, payload 
 		return 0, err
 	}
 	st, err := p.b.Enqueue(ctx, domain, offset, payload)
-	if took && (err != nil || st != worklease.Enqueued) {
+	if took && (err != nil || st != worklease.Enqueued && st != worklease.AlreadyQueued) {
 		p.q.done(k)
 	}
 	return st, err

@@ -47,7 +47,7 @@ func TestSubmitNoWait(t *testing.T) {
 	submit("a", 2, worklease.Enqueued)
 	_, err := p.Submit(ctx, "b", 1, nil)
 	require.ErrorIs(t, err, worker.ErrQueueFull)
-	submit("a", 2, worklease.Enqueued) // a redelivery: counted already
+	submit("a", 2, worklease.AlreadyQueued) // a redelivery: counted already
 	j := <-started
 	submit("a", 1, worklease.AlreadyAcquired)
 	require.Equal(t, 2, p.Stats().Queued)
