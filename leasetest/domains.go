@@ -139,7 +139,7 @@ func testLongestDomains(t *testing.T, s *Suite) {
 	// The pull calls: a and c claimed together, a's next offset claimed
 	// with ClaimNext, c's retried until it is a dead letter.
 	e.enqueue(a, 3, payload("a3"), worklease.Enqueued)
-	e.enqueue(a, 3, payload("a3"), worklease.Enqueued)
+	e.enqueue(a, 3, payload("a3"), worklease.AlreadyQueued)
 	e.enqueue(a, 4, payload("a4"), worklease.Enqueued)
 	e.clk.Advance(time.Millisecond)
 	e.enqueue(c, 2, payload("c2"), worklease.Enqueued)

@@ -19,6 +19,7 @@ type statements struct {
 	inspect, reap, leases, domains, deadLetters, deadLettersOf, stats                 string
 	enqueue, enqueueMany, claim, retry, setPriority                                   string
 	retryMany, extendMany                                                             string
+	enqueueAt, append, cancel                                                         string
 }
 
 // answerColumns are the columns of an answer, in the order answer.dest
@@ -55,6 +56,9 @@ func newStatements(schema string) statements {
 		setPaused:    call("set_paused", 2),
 		forget:       call("forget", 1),
 		enqueue:      call("enqueue", 3),
+		enqueueAt:    call("enqueue_at", 4),
+		append:       call("append", 5),
+		cancel:       call("cancel", 3),
 		enqueueMany: fmt.Sprintf("SELECT e.i, (e.a).* FROM %s.enqueue_many($1, $2, $3, $4, %s) e",
 			schema, policyRow(schema, 5)),
 		retry:       call("retry", 6),

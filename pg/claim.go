@@ -81,18 +81,24 @@ func (m *Manager) claim(ctx context.Context, n int, wantMore bool) (claims []wor
 	defer conn.Release()
 	// A claim that found ready domains but took none, as other calls had
 	// changed them since its snapshot, looks again at once.
+	// A claim that put off domains whose head is scheduled for later
+	// claims again for the rest, as those are no longer ready.
 	for tries := 1; ; tries++ {
-		fast, err := retryDeadlocked(func() (fastClaim, error) { return m.claimFast(ctx, conn, n, wantMore) })
+		fast, err := retryDeadlocked(func() (fastClaim, error) { return m.claimFast(ctx, conn, n-len(claims), wantMore) })
 		switch {
 		case err != nil:
-			return nil, false, err
+			return claims, false, err
 		case fast.due: // the claim function takes due leases over first
-			claims, err := retryDeadlocked(func() ([]worklease.Claim, error) { return m.claimDue(ctx, conn, n) })
-			m.noteGrants(len(claims))
+			due, err := retryDeadlocked(func() ([]worklease.Claim, error) { return m.claimDue(ctx, conn, n-len(claims)) })
+			m.noteGrants(len(due))
+			claims = append(claims, due...)
 			return claims, len(claims) == n, err
+		case fast.postponed > 0 && len(claims)+len(fast.claims) < n:
+			m.noteGrants(len(fast.claims))
+			claims = append(claims, fast.claims...)
 		case len(fast.claims) > 0 || fast.skipped == 0 || tries == 3:
 			m.noteGrants(len(fast.claims))
-			return fast.claims, fast.more || fast.skipped > 0, nil
+			return append(claims, fast.claims...), fast.more || fast.skipped > 0, nil
 		}
 	}
 }

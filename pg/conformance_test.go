@@ -57,11 +57,10 @@ func TestConformance(t *testing.T) {
 		},
 		Events:   true,
 		Payloads: true,
-		// The producers' calls are not in this backend yet.
-		Lacks: []leasetest.Feature{
-			leasetest.FeatureDuplicates, leasetest.FeaturePayloadLimit, leasetest.FeatureAppend,
-			leasetest.FeatureEnqueueAt, leasetest.FeatureCancel,
-		},
+		// EnqueueAt (and Append's NotBefore) schedule as the contract
+		// says, but the order in which claims take domains whose
+		// scheduled heads fell due is not yet the model's in every case.
+		Lacks: []leasetest.Feature{leasetest.FeatureEnqueueAt},
 		Check: func(b worklease.Backend) error {
 			mu.Lock()
 			schema := schemas[b]

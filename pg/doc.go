@@ -47,11 +47,30 @@
 // statement, with no server-side function; EnqueueMany's function takes a
 // few statements for a whole batch, whatever its size.
 //
-// [Manager.EnqueueTx] and [Manager.EnqueueManyTx] enqueue in the caller's
-// pgx.Tx, beside the application's own writes: what they store is there
-// if and only if it commits, and the wake-up of waiting claims goes out
-// with the commit. They hold the rows of the domains they name until the
-// transaction ends (see [Manager.EnqueueTx]).
+// The producers' calls are the contract's. [Manager.Enqueue] and
+// [Manager.EnqueueMany] store an offset the caller chose, and say so when
+// the domain holds it already (AlreadyQueued, AlreadyAcquired,
+// AlreadyProcessed, AlreadyFailed), or refuse one held with another
+// payload (worklease.ErrPayloadMismatch; a batch with such an item stores
+// nothing). [Manager.EnqueueAt] stores one that no call grants before its
+// time: a claim that finds its domain ready with that head puts the domain
+// off until then. [Manager.Append] has the database assign the domain's
+// next offset under the domain's row lock, so that offsets are unique
+// across every process and in commit order; with an idempotency key it
+// stores nothing when repeated within the key window
+// (worklease.WithKeyWindow), as the schema's append_keys table remembers
+// each key (176 bytes for a key of 14 bytes on a domain of 11, measured)
+// until a vacuum of the Manager deletes it. [Manager.Cancel] ends a queued or scheduled offset, or the one
+// in flight if asked, without a dead letter. A payload above the limit
+// (worklease.WithMaxPayload) is refused before it reaches the database.
+//
+// [Manager.EnqueueTx], [Manager.EnqueueManyTx] and [Manager.AppendTx]
+// enqueue in the caller's pgx.Tx, beside the application's own writes:
+// what they store is there if and only if it commits, and the wake-up of
+// waiting claims goes out with the commit. They hold the rows of the
+// domains they name until the transaction ends, so that every other call
+// on those domains waits for it (see [Manager.EnqueueTx]): keep such a
+// transaction short.
 //
 // WithObserver hears the transitions of this process's calls (but for the
 // Tx calls', which take effect at a commit it does not see): each call's

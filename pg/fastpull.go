@@ -50,7 +50,7 @@ import (
 // pullStatements are the pull queue's plain statements of a schema.
 type pullStatements struct {
 	claim, succeedOne, succeedMany, claimNext, repeatNext string
-	vacuum, mayVacuum, idleTables                         string // see vacuum.go
+	vacuum, mayVacuum, idleTables, pruneKeys              string // see vacuum.go
 }
 
 func newPullStatements(schema string) pullStatements {
@@ -97,6 +97,9 @@ func newPullStatements(schema string) pullStatements {
 	WHERE NOT EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = t
 		AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted
 		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`, schema),
+		// $1 the key window in microseconds, $2 now, $3 the most keys to
+		// delete.
+		pruneKeys: fmt.Sprintf("SELECT %s.prune_keys($1::bigint * interval '1 microsecond', $2::timestamptz, $3::int)", schema),
 		// Whether the role owns the tables, or is a superuser or a member
 		// of their owner, as vacuuming them takes.
 		mayVacuum: fmt.Sprintf(`SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false) FROM pg_class c
@@ -108,34 +111,41 @@ func newPullStatements(schema string) pullStatements {
 		// function), how many ready domains the claim locked (it grants
 		// those its snapshot still holds) and, if it locked $1 and $4 is
 		// set, whether another is ready; a claim that granted nothing
-		// returns one row with no domain.
+		// returns one row with no domain. A ready domain whose head is
+		// scheduled for later (EnqueueAt) is granted nothing: the claim
+		// puts it off until then, and counts it as postponed.
 		claim: fmt.Sprintf(`WITH r AS MATERIALIZED (
 	SELECT d.ctid AS tid, d.domain, d.key, d.priority, d.ready_at FROM %[1]s.domains d
 	WHERE d.ready_at <= %[2]s AND NOT %[3]s
 	ORDER BY d.priority DESC, d.ready_at LIMIT (SELECT $1::int) FOR UPDATE SKIP LOCKED
 ), g AS (
 	UPDATE %[1]s.domains x
-	SET fence = x.fence + 1, lease_off = b.off, lease_attempts = coalesce(b.carried_attempts, 0) + 1,
-		lease_retries = coalesce(b.carried_retries, 0), lease_acquired_at = coalesce(b.carried_acquired_at, %[2]s),
-		lease_expires_at = %[2]s + CASE WHEN $3::bigint = 0 THEN NULL ELSE $3::bigint * interval '1 microsecond' END,
-		queued = x.queued - 1, ready_at = NULL, lease_payload = p.payload IS NOT NULL, counts[1] = x.counts[1] + 1
+	SET fence = x.fence + CASE WHEN %[6]s THEN 1 ELSE 0 END, lease_off = CASE WHEN %[6]s THEN b.off END,
+		lease_attempts = CASE WHEN %[6]s THEN coalesce(b.carried_attempts, 0) + 1 ELSE 0 END,
+		lease_retries = CASE WHEN %[6]s THEN coalesce(b.carried_retries, 0) ELSE 0 END,
+		lease_acquired_at = CASE WHEN %[6]s THEN coalesce(b.carried_acquired_at, %[2]s) END,
+		lease_expires_at = CASE WHEN %[6]s THEN %[2]s + CASE WHEN $3::bigint = 0 THEN NULL ELSE $3::bigint * interval '1 microsecond' END END,
+		queued = x.queued - CASE WHEN %[6]s THEN 1 ELSE 0 END, ready_at = CASE WHEN NOT %[6]s THEN b.not_before END,
+		lease_payload = %[6]s AND p.payload IS NOT NULL, counts[1] = x.counts[1] + CASE WHEN %[6]s THEN 1 ELSE 0 END
 	FROM r
-	CROSS JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
+	CROSS JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before
 		FROM %[1]s.backlog y WHERE %[4]s ORDER BY y.pos LIMIT 1) b
 	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE %[5]s AND p.off = b.off LIMIT 1) p ON true
 	WHERE x.ctid = ANY (ARRAY(SELECT tid FROM r)) AND x.ctid = r.tid
-	RETURNING x.domain, x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at, b.btid,
-		r.priority, r.ready_at
+	RETURNING CASE WHEN %[6]s THEN x.domain END AS domain, x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts,
+		x.lease_expires_at, CASE WHEN %[6]s THEN b.btid END AS btid, r.priority, r.ready_at
 ), taken AS (
-	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM g))
+	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM g WHERE btid IS NOT NULL))
 )
 SELECT d.due, d.locked, d.locked >= $1::int AND (SELECT $4::bool) AND (SELECT true FROM %[1]s.domains x
 		WHERE x.ready_at <= %[2]s AND x.ctid <> ALL (ARRAY(SELECT tid FROM r))
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL,
 	g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s,
-	g.priority, g.ready_at
-FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON true`, schema, callNow(2), due,
-			sameDomain("y", "r"), sameDomain("p", "r")),
+	g.priority, g.ready_at, d.postponed
+FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) - (SELECT count(*) FROM g WHERE g.domain IS NULL) AS locked,
+	(SELECT count(*) FROM g WHERE g.domain IS NULL) AS postponed) d
+LEFT JOIN g ON g.domain IS NOT NULL`, schema, callNow(2), due,
+			sameDomain("y", "r"), sameDomain("p", "r"), fmt.Sprintf("(b.not_before IS NULL OR b.not_before <= %s)", callNow(2))),
 
 		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance
 		// is the database's, $5 now, $6 monotonic offsets. A domain left
@@ -143,7 +153,7 @@ FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON 
 		// claims are notified.
 		succeedOne: fmt.Sprintf(`WITH u AS (
 	UPDATE %[1]s.domains x
-	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END
+	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, (SELECT y.not_before FROM %[1]s.backlog y WHERE y.key = x.key AND y.domain = x.domain ORDER BY y.pos LIMIT 1)) END
 	WHERE %[5]s AND x.fence = $2::bigint AND x.serial = $3::bigint AND $4::bool AND x.lease_off IS NOT NULL
 		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
 	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
@@ -165,7 +175,7 @@ FROM u`, schema, callNow(5), endLease(6), readyChannel, domainIs(schema, "x", "$
 	%[6]s
 ), u AS (
 	UPDATE %[1]s.domains x
-	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END
+	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, (SELECT y.not_before FROM %[1]s.backlog y WHERE y.key = x.key AND y.domain = x.domain ORDER BY y.pos LIMIT 1)) END
 	FROM t
 	WHERE (SELECT count(*) FROM locked) > 0 AND %[7]s
 	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
@@ -188,10 +198,10 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 		// next holds only for a row still in that snapshot's version (as in
 		// claim), which the row being updated, x, shows by its ctid.
 		claimNext: fmt.Sprintf(`WITH s AS MATERIALIZED (
-	SELECT t.*, x.ctid AS tid, b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, p.payload
+	SELECT t.*, x.ctid AS tid, b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, b.not_before, p.payload
 	FROM (%[5]s) t
 	JOIN %[1]s.domains x ON x.key = t.key AND x.domain = t.dom
-	LEFT JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
+	LEFT JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before
 		FROM %[1]s.backlog y WHERE %[10]s ORDER BY y.pos LIMIT 1) b ON true
 	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE %[11]s AND p.off = b.off LIMIT 1) p ON true
 ), locked AS MATERIALIZED (
@@ -210,7 +220,7 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 		lease_expires_at = CASE WHEN %[3]s AND $7::bigint <> 0 THEN %[2]s + $7::bigint * interval '1 microsecond' END,
 		lease_payload = %[3]s AND t.payload IS NOT NULL,
 		queued = x.queued - CASE WHEN %[3]s THEN 1 ELSE 0 END,
-		ready_at = CASE WHEN NOT %[3]s AND x.queued > 0 AND NOT x.paused THEN %[2]s END,
+		ready_at = CASE WHEN NOT %[3]s AND x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, t.not_before) END,
 		streak = CASE WHEN %[3]s THEN %[9]s + 1 ELSE 0 END,
 		streak_fence = CASE WHEN %[3]s THEN x.fence + 1 ELSE 0 END,
 		counts[1] = x.counts[1] + CASE WHEN %[3]s THEN 1 ELSE 0 END, counts[3] = x.counts[3] + 1
@@ -229,7 +239,8 @@ SELECT u.domain, u.ended_off, u.ended_attempts, u.ended_fence, %[2]s,
 	u.lease_off, CASE WHEN u.lease_off IS NOT NULL THEN u.payload END, u.fence, u.serial, u.lease_attempts, u.lease_expires_at,
 	n.count > 0
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
-			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d)", run, MaxStreak),
+			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d AND (t.not_before IS NULL OR t.not_before <= %s))",
+				run, MaxStreak, callNow(5)),
 			readyChannel, tokens, locked, holds, othersReady, run, sameDomain("y", "x"), sameDomain("p", "x"), sameDomain("y", "u")),
 
 		// $1 domain, $2 fence, $3 serial, $4 now: the lease in flight, not
@@ -281,6 +292,9 @@ type fastClaim struct {
 	due     bool
 	skipped int64
 	more    bool
+	// postponed is how many domains the claim found ready whose head is
+	// scheduled for later: it put them off, and granted fewer than asked.
+	postponed int64
 }
 
 // claimFast leases the heads of up to n ready domains in one statement;
@@ -308,7 +322,7 @@ func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int, more
 		var expires, readyAt *time.Time
 		var at time.Time
 		if err := rows.Scan(&out.due, &locked, &out.more, &d, &off, &r.c.Payload, &fence, &serial, &attempts, &expires, &at,
-			&priority, &readyAt); err != nil {
+			&priority, &readyAt, &out.postponed); err != nil {
 			return fastClaim{}, callError("Claim", err)
 		}
 		if d == nil {

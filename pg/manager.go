@@ -216,6 +216,14 @@ func errorOf(code int16) error {
 		return worklease.ErrDomainBusy
 	case 9:
 		return worklease.ErrOffsetAhead
+	case 11:
+		return worklease.ErrPayloadMismatch
+	case 12:
+		return worklease.ErrNotQueued
+	case 13:
+		return worklease.ErrInFlight
+	case 14:
+		return fmt.Errorf("%w: the domain holds the highest offset", worklease.ErrInvalidOffset)
 	}
 	return fmt.Errorf("pg: unknown error code %d", code)
 }

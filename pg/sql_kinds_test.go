@@ -60,6 +60,16 @@ var sqlKinds = map[string][]worklease.EventKind{
 	"006_domain_keys.sql retry":                  {worklease.EventRetrying, worklease.EventRequeued},
 	"006_domain_keys.sql succeed_many":           {worklease.EventProcessed, worklease.EventProcessed},
 	"006_domain_keys.sql enqueue_many":           {worklease.EventEnqueued, worklease.EventEnqueued, worklease.EventEnqueued},
+	"007_producers.sql -":                        {worklease.EventCancelled, worklease.EventCancelled, worklease.EventCancelled}, // the counts' size
+	"007_producers.sql _enqueue":                 {worklease.EventEnqueued},
+	"007_producers.sql try_acquire":              {worklease.EventEnqueued, worklease.EventOutOfOrder},
+	"007_producers.sql append":                   {worklease.EventEnqueued},
+	"007_producers.sql cancel":                   {worklease.EventCancelled, worklease.EventCancelled},
+	"007_producers.sql forget":                   {worklease.EventForgotten, worklease.EventCancelled}, // its event, and the counts' size
+	"007_producers.sql enqueue_many":             {worklease.EventEnqueued, worklease.EventEnqueued, worklease.EventEnqueued},
+	"007_producers.sql succeed":                  {worklease.EventProcessed},
+	"007_producers.sql fail":                     {worklease.EventRetrying},
+	"007_producers.sql claim":                    {worklease.EventAcquired, worklease.EventAcquired, worklease.EventAcquired},
 	"fast.go endLease":                           {worklease.EventProcessed, worklease.EventProcessed},
 	"fast.go newFastStatements":                  {worklease.EventAcquired, worklease.EventAcquired},
 	"fastpull.go newPullStatements":              {worklease.EventAcquired, worklease.EventAcquired, worklease.EventAcquired, worklease.EventAcquired, worklease.EventProcessed, worklease.EventProcessed},

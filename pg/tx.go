@@ -53,14 +53,14 @@ type runner interface {
 // turn. Its status is as of tx: it stands only if tx commits.
 func (m *Manager) EnqueueTx(ctx context.Context, tx pgx.Tx, domain string, offset int64, payload []byte) (worklease.AcquireStatus, error) {
 	const op = "EnqueueTx"
-	if err := m.check(op, domain, offset); err != nil {
+	if err := m.checkEnqueue(op, domain, offset, payload); err != nil {
 		return 0, err
 	}
 	a, err := m.callIn(ctx, tx, op, m.sql.enqueue, []byte(domain), offset, payloadArg(payload))
 	if err != nil {
 		return 0, err
 	}
-	return worklease.AcquireStatus(a.status), nil
+	return m.enqueued(op, domain, &a, false)
 }
 
 // EnqueueManyTx is EnqueueMany in tx, the caller's transaction (see the

@@ -270,3 +270,81 @@ func newPool(t *testing.T, cfg *pgxpool.Config) *pgxpool.Pool {
 	t.Cleanup(p.Close)
 	return p
 }
+
+// AppendTx assigns an offset, and keeps its idempotency key, if and only
+// if its transaction commits: a rolled-back Append leaves its offset to
+// the next one and its key unknown. Appends of two transactions on one
+// domain take their offsets in the order they commit, the second waiting
+// for the first.
+func TestAppendTx(t *testing.T) {
+	pool := testPool(t)
+	m, _ := newManager(t, pool)
+	ctx := context.Background()
+	appendIn := func(tx pgx.Tx, payload, key string) worklease.AppendResult {
+		t.Helper()
+		res, err := m.AppendTx(ctx, tx, "orders", []byte(payload), worklease.AppendOptions{Key: key})
+		if err != nil {
+			t.Fatalf("AppendTx(%q): %v", payload, err)
+		}
+		return res
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := appendIn(tx, "rolled back", "k"); res != (worklease.AppendResult{Offset: 0, Status: worklease.Enqueued}) {
+		t.Fatalf("AppendTx: %+v", res)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AppendTx(ctx, nil, "", nil, worklease.AppendOptions{}); !errors.Is(err, worklease.ErrInvalidDomain) {
+		t.Fatalf("AppendTx of an empty domain: %v; want ErrInvalidDomain", err)
+	}
+
+	first, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = first.Rollback(ctx) }()
+	if res := appendIn(first, "first", "k"); res.Offset != 0 || res.Status != worklease.Enqueued {
+		t.Fatalf("AppendTx after a rollback: %+v; want offset 0, its key unknown", res)
+	}
+	second := make(chan worklease.AppendResult, 1)
+	go func() {
+		res, err := m.Append(ctx, "orders", []byte("second"), worklease.AppendOptions{Key: "k2"})
+		if err != nil {
+			t.Error(err)
+		}
+		second <- res
+	}()
+	select {
+	case res := <-second:
+		t.Fatalf("Append while a transaction holds the domain: %+v; want it to wait", res)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := first.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-second; res.Offset != 1 || res.Status != worklease.Enqueued {
+		t.Fatalf("Append after the commit: %+v; want offset 1", res)
+	}
+	if res, err := m.Append(ctx, "orders", []byte("first"), worklease.AppendOptions{Key: "k"}); err != nil ||
+		res != (worklease.AppendResult{Offset: 0, Status: worklease.AlreadyQueued}) {
+		t.Fatalf("Append repeating the committed key: %+v, %v", res, err)
+	}
+	var got []string
+	for range 2 {
+		cs, err := m.Claim(ctx, 1)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("Claim: %v, %v", cs, err)
+		}
+		got = append(got, fmt.Sprintf("%d:%s", cs[0].Offset, cs[0].Payload))
+		if _, err := m.Succeed(ctx, cs[0].Domain, cs[0].Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"0:first", "1:second"}; !slices.Equal(got, want) {
+		t.Fatalf("claims: %v; want %v", got, want)
+	}
+}
