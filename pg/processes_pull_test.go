@@ -308,15 +308,19 @@ func queuedDomains(t *testing.T, pool *pgxpool.Pool, schema string) string {
 	for rows.Next() {
 		var d string
 		var queued int
-		var leaseOff *int64 // printed as a pointer: nil for none
+		var leaseOff *int64
 		var paused bool
 		var readyAt *time.Time
 		var fence, streak, streakFence int64
 		if err := rows.Scan(&d, &queued, &leaseOff, &paused, &readyAt, &fence, &streak, &streakFence); err != nil {
 			return err.Error()
 		}
-		out = append(out, fmt.Sprintf("%s: queued %d, lease %v, paused %t, ready at %v, fence %d, streak %d at %d",
-			d, queued, leaseOff, paused, readyAt, fence, streak, streakFence))
+		lease := "none"
+		if leaseOff != nil {
+			lease = fmt.Sprint(*leaseOff)
+		}
+		out = append(out, fmt.Sprintf("%s: queued %d, lease %s, paused %t, ready at %v, fence %d, streak %d at %d",
+			d, queued, lease, paused, readyAt, fence, streak, streakFence))
 	}
 	if err := rows.Err(); err != nil {
 		return err.Error()
