@@ -262,8 +262,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 // client is closed.
 func (c *Consumer) poll(ctx context.Context) {
 	var (
-		recs  []fetched
-		doms  []byte
+		names []string
 		leads []batchLead
 	)
 	for {
@@ -294,18 +293,18 @@ func (c *Consumer) poll(ctx context.Context) {
 			if p == nil { // not assigned: BlockRebalanceOnPoll keeps this from happening
 				return
 			}
-			// The domains are made before the partition is locked: a key
-			// function is the application's code.
-			recs, doms = recs[:0], doms[:0]
-			for _, r := range ftp.Records {
-				from := len(doms)
-				doms = c.appendDomain(doms, p, r)
-				recs = append(recs, fetched{r, from, len(doms)})
+			// A key function's keys are taken before the partition is
+			// locked: it is the application's code.
+			names = names[:0]
+			if c.cfg.keyFunc != nil {
+				for _, r := range ftp.Records {
+					names = append(names, c.name(p, r))
+				}
 			}
 			var skipped int
-			leads, skipped = p.addAll(recs, doms, leads[:0])
+			leads, skipped = p.addAll(ftp.Records, names, leads[:0])
 			c.skipped.Add(uint64(skipped))
-			clear(recs) // keeps no records
+			clear(names)
 			for _, l := range leads {
 				c.submit(ctx, l)
 			}
@@ -652,18 +651,21 @@ func (c *Consumer) sweep() {
 	}
 	ps = append(ps, c.retired...)
 	c.mu.Unlock()
+	var forgotten, busy []string
 	for _, p := range ps {
-		var busy []string
+		forgotten, busy = forgotten[:0], busy[:0]
 		for _, d := range p.sweep() {
 			err := c.m.Forget(d)
 			switch {
 			case err == nil:
+				forgotten = append(forgotten, d)
 			case errors.Is(err, worklease.ErrDomainBusy): // more queued, or its lease not ended yet
 				busy = append(busy, d)
 			default:
 				c.report(fmt.Errorf("workleasekafka: forgetting %s: %w", d, err))
 			}
 		}
+		p.forget(forgotten)
 		p.touch(busy)
 	}
 	c.mu.Lock()

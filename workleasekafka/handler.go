@@ -2,8 +2,6 @@ package workleasekafka
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -30,24 +28,17 @@ const (
 // domain returns the domain of key's records in p: p's prefix and the key,
 // or the key's SHA-256 for a key too long for a domain.
 func (c *Consumer) domain(p *partition, key string) string {
-	return string(appendKeyDomain(nil, p, key))
+	return string(nameOf([]byte(p.prefix), p, key))
 }
 
-// appendDomain appends the domain of r in p to b.
-func (c *Consumer) appendDomain(b []byte, p *partition, r *kgo.Record) []byte {
-	if c.cfg.keyFunc != nil {
-		return appendKeyDomain(b, p, c.cfg.keyFunc(r))
-	}
-	return appendKeyDomain(b, p, r.Key)
-}
-
-func appendKeyDomain[K string | []byte](b []byte, p *partition, key K) []byte {
-	b = append(b, p.prefix...)
+// name returns the name in p of the domain of r, whose key WithKeyFunc
+// gives (see nameOf).
+func (c *Consumer) name(p *partition, r *kgo.Record) string {
+	key := c.cfg.keyFunc(r)
 	if len(p.prefix)+len(key) > worklease.MaxDomainLen {
-		sum := sha256.Sum256([]byte(key))
-		return hex.AppendEncode(append(b, '#'), sum[:])
+		return string(nameOf(nil, p, key))
 	}
-	return append(b, key...)
+	return key
 }
 
 // partitionOf returns the partition of a domain's records, or nil if it is

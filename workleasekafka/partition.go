@@ -2,6 +2,8 @@ package workleasekafka
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/worklease/worklease"
 )
 
 // A partition is the Consumer's record of one assignment of one partition:
@@ -51,10 +54,11 @@ type partition struct {
 	next       int64   // one past the last record fetched; -1 before the first
 	first      int64   // the first record fetched; -1 before it
 	unfinished int     // the entries of pending neither done nor dropped
-	// open holds each domain's batch queued and not started, to which its
-	// next record is added; spare holds those started, for new batches.
-	open  map[string]*openBatch
-	spare []*openBatch
+	// keys holds the keys of the records fetched, by their domain's name
+	// in the partition (the domain past the prefix): each key's domain,
+	// made once, and its batch queued and not started. A key is let go of
+	// once the Manager forgot its domain (see forget).
+	keys map[string]*keyState
 	// running holds the batches a handler runs, by their first offset,
 	// with the cancel of the handler's context.
 	running map[int64]context.CancelCauseFunc
@@ -144,11 +148,25 @@ func (b *budget) wait(ctx context.Context, stuck time.Duration) bool {
 // backlog still ends now and then, for revocations and commits to see.
 const maxBatch = 128
 
-// An openBatch is a domain's batch queued and not started.
-type openBatch struct {
-	domain     string // the map's key, for the batch's records to share
-	lead, tail int64  // its first and last records' offsets
+// A keyState is a key's in an assignment of a partition: its domain, and
+// its batch queued and not started, to which its next record is added.
+type keyState struct {
+	domain string // the partition's prefix and the key's name; immutable
+	// The open batch: its first and last records' offsets, and its size,
+	// 0 if the key has none.
+	lead, tail int64
 	size       int
+}
+
+// nameOf appends to b the name in p of the domain of key: the key itself,
+// or '#' and the hex of its SHA-256 if the prefix and the key would be
+// too long for a domain.
+func nameOf[K string | []byte](b []byte, p *partition, key K) []byte {
+	if len(p.prefix)+len(key) > worklease.MaxDomainLen {
+		sum := sha256.Sum256([]byte(key))
+		return hex.AppendEncode(append(b, '#'), sum[:])
+	}
+	return append(b, key...)
 }
 
 // A parking is the record a domain parked at, and its key.
@@ -171,8 +189,7 @@ type failure struct {
 type entry struct {
 	offset int64
 	rec    *kgo.Record // nil once done or dropped
-	domain string
-	next   int64 // the offset of the next record of its batch; -1 if none
+	next   int64       // the offset of the next record of its batch; -1 if none
 	// attempts is the attempts made at it since it was fetched, or since
 	// Resume.
 	attempts int32
@@ -187,16 +204,10 @@ func newPartition(topic string, id int32, assignment uint64, b *budget) *partiti
 		topic: topic, id: id, prefix: fmt.Sprintf("%s/%d/%d/", topic, id, assignment),
 		resumeBelow: int(b.limit / 4), budget: b,
 		next: -1, first: -1, committed: -1,
-		open: map[string]*openBatch{}, running: map[int64]context.CancelCauseFunc{},
+		keys: map[string]*keyState{}, running: map[int64]context.CancelCauseFunc{},
 		resumeAt: map[int64]int64{}, failures: map[int64]failure{},
 		parked: map[string]parking{}, touched: map[string]struct{}{},
 	}
-}
-
-// A fetched record: its domain is doms[from:to] of addAll's doms.
-type fetched struct {
-	rec      *kgo.Record
-	from, to int
 }
 
 // A batchLead is a batch that addAll began: submit it.
@@ -207,9 +218,11 @@ type batchLead struct {
 
 // addAll records that recs were fetched, in offset order, and appends to
 // leads the batches they begin; it returns leads and how many records it
-// skipped as finished by the assignment's commit metadata. Records fetched
-// before, and those of a revoked partition, are ignored.
-func (p *partition) addAll(recs []fetched, doms []byte, leads []batchLead) ([]batchLead, int) {
+// skipped as finished by the assignment's commit metadata. names holds
+// the name (see nameOf) of each record's domain; if nil, a record's key
+// names it. Records fetched before, and those of a revoked partition, are
+// ignored.
+func (p *partition) addAll(recs []*kgo.Record, names []string, leads []batchLead) ([]batchLead, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	skipped, added := 0, 0
@@ -218,8 +231,7 @@ func (p *partition) addAll(recs []fetched, doms []byte, leads []batchLead) ([]ba
 			p.budget.add(added)
 		}
 	}()
-	for _, f := range recs {
-		r := f.rec
+	for i, r := range recs {
 		if p.revoked || r.Offset < p.next {
 			continue
 		}
@@ -236,29 +248,42 @@ func (p *partition) addAll(recs []fetched, doms []byte, leads []batchLead) ([]ba
 		}
 		p.unfinished++
 		added++
-		key := doms[f.from:f.to]
-		if b := p.open[string(key)]; b != nil && b.size < maxBatch {
-			if i := p.find(b.tail); i >= 0 {
+		var ks *keyState
+		switch {
+		case names != nil:
+			ks = p.keyLocked(names[i])
+		case len(p.prefix)+len(r.Key) <= worklease.MaxDomainLen:
+			if ks = p.keys[string(r.Key)]; ks == nil {
+				ks = p.keyLocked(string(r.Key))
+			}
+		default:
+			ks = p.keyLocked(string(nameOf(nil, p, r.Key)))
+		}
+		if ks.size > 0 && ks.size < maxBatch {
+			if i := p.find(ks.tail); i >= 0 {
 				p.pending[i].next = r.Offset
-				b.tail = r.Offset
-				b.size++
-				p.push(entry{offset: r.Offset, rec: r, domain: b.domain, next: -1})
+				ks.tail = r.Offset
+				ks.size++
+				p.push(entry{offset: r.Offset, rec: r, next: -1})
 				continue
 			}
 		}
-		d := string(key)
-		var b *openBatch
-		if n := len(p.spare); n > 0 {
-			b, p.spare = p.spare[n-1], p.spare[:n-1]
-		} else {
-			b = new(openBatch)
-		}
-		*b = openBatch{domain: d, lead: r.Offset, tail: r.Offset, size: 1}
-		p.open[d] = b
-		p.push(entry{offset: r.Offset, rec: r, domain: d, next: -1})
-		leads = append(leads, batchLead{d, r.Offset})
+		ks.lead, ks.tail, ks.size = r.Offset, r.Offset, 1
+		p.push(entry{offset: r.Offset, rec: r, next: -1})
+		leads = append(leads, batchLead{ks.domain, r.Offset})
 	}
 	return leads, skipped
+}
+
+// keyLocked returns the key state of the domain named name, made if
+// need be. p.mu must be held.
+func (p *partition) keyLocked(name string) *keyState {
+	if ks := p.keys[name]; ks != nil {
+		return ks
+	}
+	ks := &keyState{domain: p.prefix + name}
+	p.keys[ks.domain[len(p.prefix):]] = ks
+	return ks
 }
 
 // push appends e to pending. pending is a window of an array that the
@@ -333,10 +358,8 @@ type task struct {
 func (p *partition) start(domain string, lead int64, cancel context.CancelCauseFunc, tasks []task) []task {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if b := p.open[domain]; b != nil && b.lead == lead {
-		delete(p.open, domain)
-		*b = openBatch{}
-		p.spare = append(p.spare, b)
+	if ks := p.keys[domain[len(p.prefix):]]; ks != nil && ks.size > 0 && ks.lead == lead {
+		ks.size = 0
 	}
 	at, ok := p.resumeAt[lead]
 	if !ok {
@@ -677,6 +700,20 @@ func (p *partition) sweep() []string {
 	}
 	clear(p.touched)
 	return ds
+}
+
+// forget lets go of the keys of domains, which the Manager forgot, unless
+// a batch of theirs was queued since: a record of theirs fetched later
+// makes them anew.
+func (p *partition) forget(domains []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, d := range domains {
+		name := d[len(p.prefix):]
+		if ks := p.keys[name]; ks != nil && ks.size == 0 {
+			delete(p.keys, name)
+		}
+	}
 }
 
 // touch puts domains back for the next sweep.
