@@ -108,6 +108,9 @@ var errNotStarted = errors.New("workleasekafka: batch stopped")
 func (c *Consumer) run(ctx context.Context, p *partition, domain string, tok worklease.Token, tasks []task) (_ int, err error) {
 	handled := 0
 	defer func() { c.handled.Add(uint64(handled)) }()
+	// The attempts' contexts, made in one allocation: each attempt has its
+	// own, never reused, as a handler may keep its context.
+	actxs := make([]attemptContext, len(tasks))
 	for i, t := range tasks {
 		if i > 0 && (p.isRevoked() || c.stopCtx.Err() != nil) {
 			return i, errNotStarted // the records left go to the next owner
@@ -118,9 +121,10 @@ func (c *Consumer) run(ctx context.Context, p *partition, domain string, tok wor
 			}
 			continue
 		}
-		actx := &attemptContext{Context: ctx, rec: t.rec, attempt: t.attempt}
+		actx := &actxs[i]
+		*actx = attemptContext{Context: ctx, rec: t.rec, attempt: t.attempt}
 		if len(c.cfg.middleware) == 0 {
-			err = c.call(actx, worker.Job{})
+			err = c.handle(actx, t.rec)
 		} else {
 			err = c.runChain(actx, worker.Job{Domain: domain, Offset: t.offset, Attempt: t.attempt, Token: tok})
 		}
@@ -186,12 +190,18 @@ func (c *Consumer) runChain(ctx context.Context, job worker.Job) (err error) {
 }
 
 // call is the innermost handler of the chain: it runs the Consumer's
-// handler on the record ctx carries, recovering a panic as a failed attempt.
-func (c *Consumer) call(ctx context.Context, _ worker.Job) (err error) {
+// handler on the record ctx carries.
+func (c *Consumer) call(ctx context.Context, _ worker.Job) error {
 	r := RecordFromContext(ctx)
 	if r == nil {
 		return errors.New("workleasekafka: a middleware dropped the record from the context")
 	}
+	return c.handle(ctx, r)
+}
+
+// handle runs the Consumer's handler on r, with ctx, recovering a panic as
+// a failed attempt.
+func (c *Consumer) handle(ctx context.Context, r *kgo.Record) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			c.panicked.Add(1)
