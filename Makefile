@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0 # = 2026.1, supports Go
 
 # The modules of the repository: the core, and those with heavier
 # dependencies in folders of their own.
-MODULES := . pg pg/riverbench examples/kafka workleaseprom workleasekafka workleaseotel
+MODULES := . pg pg/riverbench examples/kafka workleaseprom workleasekafka workleaseotel console
 
 # Runs its argument, a shell command, in each module in turn, stopping at
 # the first that fails.
@@ -15,7 +15,7 @@ each_module = for mod in $(MODULES); do (cd $$mod && $(1)) || exit 1; done
 # The race detector needs cgo (a C compiler); without one, tests run without it.
 RACE := $(shell [ "$$(go env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: all test short example bench bench-kafka profile fuzz crash lint fmt vet staticcheck tidy cover ci
+.PHONY: all test short example bench bench-kafka profile fuzz crash lint fmt vet staticcheck tidy cover ci screenshots
 
 all: lint test
 
@@ -31,17 +31,22 @@ PG_RAPID_CHECKS ?= 100
 # it works. examples/kafka's and workleasekafka's tests run against an
 # in-process Kafka cluster, which needs no server; the Kafka benchmark runs
 # once, to show it works (a run that short reports no figures).
+#
+# The console's tests drive a headless Chromium, which scripts/with-chromium
+# installs when it may and finds none, against the in-memory Manager and the
+# throwaway PostgreSQL server.
 test: ## the full test suite of every module, as CI runs it
-	scripts/with-postgres sh -c 'go test $(RACE) -shuffle=on -count=1 ./... && \
+	scripts/with-postgres scripts/with-chromium sh -c 'go test $(RACE) -shuffle=on -count=1 ./... && \
 		(cd examples/kafka && go test $(RACE) -shuffle=on -count=1 ./...) && \
 		(cd workleaseprom && go test $(RACE) -shuffle=on -count=1 ./...) && \
 		(cd workleasekafka && go test $(RACE) -shuffle=on -count=1 ./... && go test -count=1 -run="^$$" -bench=. -benchtime=1x ./...) && \
 		(cd workleaseotel && go test $(RACE) -shuffle=on -count=1 ./...) && \
+		(cd console && go test $(RACE) -shuffle=on -count=1 ./...) && \
 		(cd pg && RAPID_CHECKS=$(PG_RAPID_CHECKS) go test $(RACE) -shuffle=on -count=1 -timeout=20m ./...) && \
 		cd pg/riverbench && go test -count=1 -run="^$$" -bench=. -benchtime=200x ./...'
 
 short: ## a quicker run with fewer property-test cases
-	scripts/with-postgres sh -c '$(call each_module,go test $(RACE) -short -count=1 ./...)'
+	scripts/with-postgres scripts/with-chromium sh -c '$(call each_module,go test $(RACE) -short -count=1 ./...)'
 
 example: ## the README's first command
 	go run ./examples/orchestrator
@@ -92,7 +97,7 @@ BENCHTIME_CONTINUOUS ?= 200000x
 # 0 and sh has no pipefail, so the status goes through a file.
 BENCH_ROUNDS ?= 5
 
-bench: ## the performance benchmarks, then a table of their ratios against the targets
+bench: ## the performance benchmarks, then a table of their ratios against the targets, also written into docs/performance.md
 	@status=$$(mktemp); bin=$$(mktemp -d); \
 	{ go test -c -o "$$bin/worklease.test" . && go test -c -o "$$bin/wal.test" ./wal && go test -c -o "$$bin/worker.test" ./worker && \
 	  (cd pg && go test -c -o "$$bin/pg.test" .) && (cd pg/riverbench && go test -c -o "$$bin/riverbench.test" .) && \
@@ -110,7 +115,7 @@ bench: ## the performance benchmarks, then a table of their ratios against the t
 	    "$$BIN/riverbench.test" -test.run="^$$" -test.bench="$(BENCH_RIVER)" -test.benchtime=$(BENCHTIME_RIVER) -test.count=1 && \
 	    "$$BIN/riverbench.test" -test.run="^$$" -test.bench="$(BENCH_CONTINUOUS)" -test.benchtime=$(BENCHTIME_CONTINUOUS) -test.count=1; \
 	    do i=$$((i+1)); done && [ $$i -eq $(BENCH_ROUNDS) ]'; \
-	  echo $$? >"$$status"; } | go run ./internal/benchtable; \
+	  echo $$? >"$$status"; } | go run ./internal/benchtable -doc docs/performance.md; \
 	s=$$(cat "$$status"); rm -rf "$$status" "$$bin"; exit $$s
 
 # The Kafka benchmarks alone, as make bench runs them, with the table: the
@@ -150,6 +155,9 @@ profile: ## CPU and allocation profiles of the in-memory cycle, in cpu.prof and 
 	go test -run='^$$' -bench='^BenchmarkCycle$$/domains=1000$$' -benchtime=3s -cpuprofile=cpu.prof -memprofile=mem.prof -o worklease.test .
 	@echo "go tool pprof -top worklease.test cpu.prof   # or mem.prof"
 
+screenshots: ## the console's screenshots in docs/, from its browser test
+	scripts/with-chromium sh -c 'cd console && go test -count=1 -run="^TestBrowser$$/Manager" . -args -screenshots="$$PWD/../docs"'
+
 lint: fmt vet staticcheck tidy
 
 fmt:
@@ -172,6 +180,7 @@ cover: ## coverage profile and per-function summary
 
 ci: lint test ## what .ci/run runs
 	go run ./examples/orchestrator -quiet
+	go run ./examples/inmemory > /dev/null
 	go run ./examples/durable -quiet
 	cd pg && go run ./examples/multiprocess -quiet
 	cd examples/kafka && go run . -quiet

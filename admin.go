@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-	"time"
 )
 
 // The admin calls repair and inspect domains: list the leases in flight and
@@ -12,49 +11,15 @@ import (
 // back, pause and resume a domain, forget one. Redrive, Kill and Forget are
 // deliberate exceptions to idempotence; each says how.
 
-// DomainInfo is a copy of one domain's state, as Inspect reports it.
-type DomainInfo struct {
-	// Leased reports whether an offset is in flight; Lease describes it then.
-	Leased bool
-	Lease  LeaseInfo
-	// Paused reports that the domain grants nothing until Resume.
-	Paused bool
-	// Backlog lists the queued offsets, the next one to be granted first.
-	Backlog []int64
-	// Processed and Failed count the domain's terminal offsets. With
-	// WithMonotonicOffsets, Processed counts every offset that counts as
-	// processed, those the domain never saw included, up to math.MaxInt64.
-	Processed int64
-	Failed    int64
-}
-
-// LeaseInfo describes a lease in flight.
-type LeaseInfo struct {
-	Domain     string
-	Offset     int64
-	Token      Token
-	AcquiredAt time.Time // when the offset was first granted
-	ExpiresAt  time.Time // zero: never
-	RetryCount int       // failed attempts of the offset so far
-}
-
 // Inspect returns a copy of domain's state. A domain the Manager has never
 // seen is reported idle and empty. Like every call, it first revokes the
 // domain's lease if it has expired.
 func (m *Manager) Inspect(domain string) (DomainInfo, error) {
-	if !m.accepts(domain, 0) {
-		return DomainInfo{}, m.refuse("Inspect", domain, 0)
-	}
-	now := m.nowIfNeeded()
-	sh, r := m.lockRecord(domain, false)
+	sh, r, now, err := m.enter(&callInspect, domain, 0)
 	if r == nil {
-		return DomainInfo{}, m.absent(nil)
+		return DomainInfo{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	s := &r.state
 	s.expireIfDue(&m.policy, &st)
 	info := DomainInfo{
@@ -69,26 +34,10 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	if n := s.backlog.len(); n > 0 {
 		info.Backlog = s.backlog.appendTo(make([]int64, 0, n))
 	}
-	if err := m.finish(sh, r, &st); err != nil {
+	if err := m.finish(sh, r, &st, nil); err != nil {
 		return DomainInfo{}, err
 	}
 	return info, nil
-}
-
-// info describes l, the lease of domain under tok, with times in loc.
-func (l *lease) info(domain string, tok Token, loc *time.Location) (info LeaseInfo) {
-	l.fill(&info, domain, tok, loc)
-	return info
-}
-
-// fill is info in place, for the results of the calls on the hot path.
-func (l *lease) fill(info *LeaseInfo, domain string, tok Token, loc *time.Location) {
-	info.Domain = domain
-	info.Offset = l.offset
-	info.Token = tok
-	info.AcquiredAt = l.acquiredAt.in(loc)
-	info.ExpiresAt = l.expiresAt.in(loc)
-	info.RetryCount = l.retries
 }
 
 // Leases returns every lease in flight, ordered by domain. It locks one
@@ -102,16 +51,12 @@ func (m *Manager) Leases() ([]LeaseInfo, error) {
 		return nil, err
 	}
 	var out []LeaseInfo
-	var seq uint64 // the latest record what we report depends on
-	m.forEachRecord(func(_ *shard, domain string, r *record) {
-		r.mu.Lock()
-		if r.state.leased && !r.dropped {
+	err := m.readAll(func(domain string, r *domainRecord) {
+		if r.state.leased {
 			out = append(out, r.state.lease.info(domain, r.state.leaseToken(&m.policy), m.loc))
 		}
-		seq = max(seq, r.lastSeq) // a dropped record's: its Forget
-		r.mu.Unlock()
 	})
-	if err := m.waitDurable(seq); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b LeaseInfo) int { return strings.Compare(a.Domain, b.Domain) })
@@ -129,16 +74,7 @@ func (m *Manager) Domains() ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	var seq uint64 // the latest record what we report depends on
-	m.forEachRecord(func(_ *shard, domain string, r *record) {
-		r.mu.Lock()
-		if !r.dropped {
-			out = append(out, domain)
-		}
-		seq = max(seq, r.lastSeq) // a dropped record's: its Forget
-		r.mu.Unlock()
-	})
-	if err := m.waitDurable(seq); err != nil {
+	if err := m.readAll(func(domain string, _ *domainRecord) { out = append(out, domain) }); err != nil {
 		return nil, err
 	}
 	slices.Sort(out)
@@ -156,32 +92,26 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 		return nil, err
 	}
 	var out []DeadLetter
-	var seq uint64 // the latest record what we report depends on
 	if domain != "" {
 		if !m.accepts(domain, 0) {
-			return nil, m.refuse("DeadLetters", domain, 0)
+			return nil, m.refuse(&callDeadLetters, domain, 0)
 		}
 		_, r := m.lockRecord(domain, false)
 		if r == nil {
 			return nil, m.absent(nil)
 		}
 		out = r.state.failed().appendTo(out, domain, m.loc)
-		seq = r.lastSeq
+		seq := r.lastSeq
 		r.mu.Unlock()
-		if err := m.waitDurable(seq); err != nil {
+		if err := m.waitDurable(seq, nil); err != nil {
 			return nil, err
 		}
 		return out, nil
 	}
-	m.forEachRecord(func(_ *shard, domain string, r *record) {
-		r.mu.Lock()
-		if !r.dropped && r.state.failed().len() > 0 {
-			out = r.state.failed().appendTo(out, domain, m.loc)
-		}
-		seq = max(seq, r.lastSeq) // a dropped record's: its Forget
-		r.mu.Unlock()
+	err := m.readAll(func(domain string, r *domainRecord) {
+		out = r.state.failed().appendTo(out, domain, m.loc)
 	})
-	if err := m.waitDurable(seq); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b DeadLetter) int {
@@ -190,41 +120,20 @@ func (m *Manager) DeadLetters(domain string) ([]DeadLetter, error) {
 	return out, nil
 }
 
-// Head reports the offset a domain will grant next when a call leaves it
-// idle and running with a backlog. No Succeed or Fail will hint at that
-// offset, so the caller acquires it (TryAcquire) to keep the domain moving.
-// Redrive, Kill, ForceRelease and Resume return one, and Reap one for each
-// lease it revokes (see Expiry).
-type Head struct {
-	Next    int64 // the backlog's head, when HasNext; zero otherwise
-	HasNext bool  // the domain is idle and running with a backlog
-}
-
 // adminCall checks the call's domain and offset (0 for a call that takes
 // none), then runs op on domain's record, locked, and reports the head the
 // domain will grant next if it is idle and running afterwards. For a domain
 // the Manager has never seen, adminCall creates a record if create is set,
 // and otherwise returns unknown (which may be nil: nothing to do).
-func (m *Manager) adminCall(name, domain string, offset int64, create bool, unknown error, op func(s *domainState, st *step) error) (Head, error) {
-	if !m.accepts(domain, offset) {
-		return Head{}, m.refuse(name, domain, offset)
-	}
-	now := m.now()
-	sh, r := m.lockRecord(domain, create)
+func (m *Manager) adminCall(c *callSpec, domain string, offset int64, op func(s *domainState, st *step) error) (Head, error) {
+	sh, r, now, err := m.enter(c, domain, offset)
 	if r == nil {
-		if unknown == nil {
-			return Head{}, m.absent(nil)
-		}
-		return Head{}, m.absent(domainError(name, domain, unknown))
+		return Head{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	var h Head
 	head, hadHead := r.state.backlog.front()
-	err := op(&r.state, &st)
+	err = op(&r.state, &st)
 	if err == nil {
 		h.Next, h.HasNext = r.state.next()
 	}
@@ -235,13 +144,10 @@ func (m *Manager) adminCall(name, domain string, offset int64, create bool, unkn
 			q.endDelay(r, now)
 		}
 	}
-	if ferr := m.finish(sh, r, &st); ferr != nil {
+	if ferr := m.finish(sh, r, &st, nil); ferr != nil {
 		return Head{}, ferr
 	}
-	if err != nil {
-		return Head{}, domainError(name, domain, err)
-	}
-	return h, nil
+	return h, c.wrap(domain, err)
 }
 
 // Kill makes offset failed whatever its state, with reason as its cause: a
@@ -267,11 +173,11 @@ func (m *Manager) Kill(domain string, offset int64, reason string) (Head, error)
 	cause := reasonCause(reason)
 	// Under WithMonotonicOffsets, a domain the Manager does not know has
 	// no offset Kill may fail.
-	create, unknown := true, error(nil)
+	c := &callKill
 	if m != nil && m.policy.monotonic {
-		create, unknown = false, ErrOffsetAhead
+		c = &callKillAhead
 	}
-	return m.adminCall("Kill", domain, offset, create, unknown, func(s *domainState, st *step) error {
+	return m.adminCall(c, domain, offset, func(s *domainState, st *step) error {
 		return s.kill(&m.policy, st, offset, cause)
 	})
 }
@@ -285,7 +191,7 @@ func (m *Manager) Kill(domain string, offset int64, reason string) (Head, error)
 // If the domain is idle and running, Redrive returns the offset as its head
 // (Head.HasNext): acquire it.
 func (m *Manager) Redrive(domain string, offset int64) (Head, error) {
-	return m.adminCall("Redrive", domain, offset, false, ErrNotDeadLettered, func(s *domainState, st *step) error {
+	return m.adminCall(&callRedrive, domain, offset, func(s *domainState, st *step) error {
 		return s.redrive(&m.policy, st, offset)
 	})
 }
@@ -299,7 +205,7 @@ func (m *Manager) Redrive(domain string, offset int64) (Head, error) {
 // If the domain is running, ForceRelease returns the offset as its head
 // (Head.HasNext): acquire it.
 func (m *Manager) ForceRelease(domain string) (Head, error) {
-	return m.adminCall("ForceRelease", domain, 0, false, ErrNoLease, func(s *domainState, st *step) error {
+	return m.adminCall(&callForceRelease, domain, 0, func(s *domainState, st *step) error {
 		return s.forceRelease(&m.policy, st)
 	})
 }
@@ -311,7 +217,7 @@ func (m *Manager) ForceRelease(domain string) (Head, error) {
 // AlreadyFailed, and the offset in flight AlreadyAcquired. Pausing a paused
 // domain changes nothing; a paused domain cannot be forgotten (see Forget).
 func (m *Manager) Pause(domain string) error {
-	_, err := m.adminCall("Pause", domain, 0, true, nil, func(s *domainState, st *step) error {
+	_, err := m.adminCall(&callPause, domain, 0, func(s *domainState, st *step) error {
 		s.setPaused(&m.policy, st, true)
 		return nil
 	})
@@ -322,7 +228,7 @@ func (m *Manager) Pause(domain string) error {
 // with a backlog, Resume returns the backlog's head (Head.HasNext): acquire
 // it. Resuming a running or unknown domain changes nothing.
 func (m *Manager) Resume(domain string) (Head, error) {
-	return m.adminCall("Resume", domain, 0, false, nil, func(s *domainState, st *step) error {
+	return m.adminCall(&callResume, domain, 0, func(s *domainState, st *step) error {
 		s.setPaused(&m.policy, st, false)
 		return nil
 	})
@@ -337,39 +243,22 @@ func (m *Manager) Resume(domain string) (Head, error) {
 // back, its fences carry on above every fence it had before. Forgetting an
 // unknown domain changes nothing.
 func (m *Manager) Forget(domain string) error {
-	if !m.accepts(domain, 0) {
-		return m.refuse("Forget", domain, 0)
-	}
-	now := m.nowIfNeeded()
-	sh, r := m.lockRecord(domain, false)
+	sh, r, now, err := m.enter(&callForget, domain, 0)
 	if r == nil {
-		return m.absent(nil)
+		return err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	if err := r.state.forget(&m.policy, &st); err != nil {
-		if ferr := m.finish(sh, r, &st); ferr != nil {
+		if ferr := m.finish(sh, r, &st, nil); ferr != nil {
 			return ferr
 		}
-		return domainError("Forget", domain, err)
+		return callForget.wrap(domain, err)
 	}
 	m.raiseFenceFloor(r.state.issued.fence)
 	r.dropped = true
-	if err := m.finish(sh, r, &st); err != nil {
+	if err := m.finish(sh, r, &st, nil); err != nil {
 		return err
 	}
 	m.unlinkDrained(r)
 	return nil
-}
-
-// waitDurable waits until the journal holds every record up to seq, for
-// calls that read several domains.
-func (m *Manager) waitDurable(seq uint64) error {
-	if m.journal == nil || seq == 0 {
-		return nil
-	}
-	return m.durable(seq, nil)
 }

@@ -71,6 +71,27 @@ type Backend interface {
 	RetryMany(ctx context.Context, failures []Failure) ([]RetryResult, []error, error)
 	ExtendMany(ctx context.Context, claims []Claim, d time.Duration) ([]time.Time, []error, error)
 
+	// The listing calls page through what the backend holds, for
+	// operators: each returns one page and the cursor of the next, and
+	// changes nothing (see DomainQuery, LeaseQuery, DeadLetterQuery and the
+	// Manager's methods of the same names). Their order is the backend's
+	// own, the same from page to page: PostgreSQL's is by key, the
+	// Manager's by hash. ListLeases lists the soonest to expire first.
+	// A cursor that is not the Next of a page of the same call on the same
+	// backend is refused with an error matching ErrInvalidCursor, and a
+	// Limit out of range with one matching ErrInvalidLimit. While the
+	// backend changes between pages, an item that is there and matches
+	// the query for the whole listing is listed exactly once.
+	// InspectDeadLetter returns one dead letter with its payload, where the
+	// backend keeps one. Stats returns the counts of transitions, and
+	// Totals how much the backend holds; both visit every domain.
+	ListDomains(ctx context.Context, q DomainQuery) (DomainPage, error)
+	ListLeases(ctx context.Context, q LeaseQuery) (LeasePage, error)
+	ListDeadLetters(ctx context.Context, q DeadLetterQuery) (DeadLetterPage, error)
+	InspectDeadLetter(ctx context.Context, domain string, offset int64) (DeadLetter, error)
+	Stats(ctx context.Context) (Stats, error)
+	Totals(ctx context.Context) (Totals, error)
+
 	// Close releases what the backend holds; every later call returns an
 	// error matching ErrClosed.
 	Close() error
@@ -261,6 +282,50 @@ func (b managerBackend) ExtendMany(ctx context.Context, claims []Claim, d time.D
 		return nil, nil, err
 	}
 	return b.m.ExtendMany(claims, d)
+}
+
+func (b managerBackend) ListDomains(ctx context.Context, q DomainQuery) (DomainPage, error) {
+	if err := ctx.Err(); err != nil {
+		return DomainPage{}, err
+	}
+	return b.m.ListDomains(q)
+}
+
+func (b managerBackend) ListLeases(ctx context.Context, q LeaseQuery) (LeasePage, error) {
+	if err := ctx.Err(); err != nil {
+		return LeasePage{}, err
+	}
+	return b.m.ListLeases(q)
+}
+
+func (b managerBackend) ListDeadLetters(ctx context.Context, q DeadLetterQuery) (DeadLetterPage, error) {
+	if err := ctx.Err(); err != nil {
+		return DeadLetterPage{}, err
+	}
+	return b.m.ListDeadLetters(q)
+}
+
+func (b managerBackend) InspectDeadLetter(ctx context.Context, domain string, offset int64) (DeadLetter, error) {
+	if err := ctx.Err(); err != nil {
+		return DeadLetter{}, err
+	}
+	return b.m.InspectDeadLetter(domain, offset)
+}
+
+// Stats is the Manager's Stats; it returns the Manager's counts after
+// Close too, with no error.
+func (b managerBackend) Stats(ctx context.Context) (Stats, error) {
+	if err := ctx.Err(); err != nil {
+		return Stats{}, err
+	}
+	return b.m.Stats(), nil
+}
+
+func (b managerBackend) Totals(ctx context.Context) (Totals, error) {
+	if err := ctx.Err(); err != nil {
+		return Totals{}, err
+	}
+	return b.m.Totals()
 }
 
 func (b managerBackend) Close() error { return b.m.Close() }

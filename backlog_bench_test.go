@@ -35,8 +35,8 @@ func (q *sliceDeque) popFront() (int64, bool) {
 }
 
 // BenchmarkDeque compares backlog with a slice and a head index, and with
-// container/list for reference. Issue 5's target: backlog within 3x of the
-// slice, with no allocations at steady state.
+// container/list for reference. The target (see internal/benchtable):
+// backlog within 3x of the slice, with no allocations at steady state.
 //
 // Each iteration pops the front offset, checks it is the oldest one pushed,
 // and pushes the next offset at the back, so the deque holds depth offsets

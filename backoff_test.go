@@ -10,8 +10,8 @@ import (
 	"github.com/worklease/worklease"
 )
 
-// Tests of Backoff, seed 002's retry delay: base * 2^attempts, capped, plus
-// a random jitter of up to a tenth of the delay.
+// Tests of Backoff, the retry delay it suggests: base * 2^attempts, capped,
+// plus a random jitter of up to a tenth of the delay.
 
 func TestBackoffWithoutJitter(t *testing.T) {
 	t.Parallel()
@@ -76,7 +76,7 @@ func TestBackoffJitter(t *testing.T) {
 		attempts int
 		d        time.Duration // the delay before jitter
 	}{
-		{"seed 002's 10%", worklease.Backoff{Base: time.Second, Max: time.Hour, Jitter: 0.1}, 4, 16 * time.Second},
+		{"a tenth", worklease.Backoff{Base: time.Second, Max: time.Hour, Jitter: 0.1}, 4, 16 * time.Second},
 		{"at the cap", worklease.Backoff{Base: time.Second, Max: time.Minute, Jitter: 0.1}, 10, time.Minute},
 		{"a larger fraction", worklease.Backoff{Base: time.Second, Max: time.Hour, Jitter: 0.5}, 2, 4 * time.Second},
 	}

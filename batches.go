@@ -1,7 +1,6 @@
 package worklease
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -21,15 +20,9 @@ import (
 // Manager is closed, or if the journal failed (ErrJournalFailed): with a
 // journal, it waits once for all the records it wrote.
 func (m *Manager) SucceedMany(claims []Claim) ([]error, error) {
-	_, errs, err := m.succeedMany("SucceedMany", claims, false)
+	_, errs, err := m.succeedMany(&callSucceedMany, claims, false)
 	return errs, err
 }
-
-// MaxStreak is how many leases in a row ClaimNext grants a domain since
-// Claim last claimed it; the next time, the domain goes behind the other
-// ready domains instead, so that a worker that keeps going through one
-// deep backlog does not starve the others. Every backend counts the same.
-const MaxStreak = 8
 
 // ClaimNext is SucceedMany, and in the same step, under each domain's
 // lock, the claim for the caller of the next offset of each domain whose
@@ -56,12 +49,12 @@ const MaxStreak = 8
 // flight. Once it ended or expired, or after a restart, the repeated
 // claim gets Succeed's error for a spent token.
 func (m *Manager) ClaimNext(claims []Claim) ([]Claim, []error, error) {
-	return m.succeedMany("ClaimNext", claims, true)
+	return m.succeedMany(&callClaimNext, claims, true)
 }
 
-// succeedMany is SucceedMany, and ClaimNext if next is set; op is the
-// call's name.
-func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []error, error) {
+// succeedMany is SucceedMany, and ClaimNext if next is set; spec is the
+// call's.
+func (m *Manager) succeedMany(spec *callSpec, claims []Claim, next bool) ([]Claim, []error, error) {
 	if err := m.checkOpen(); err != nil {
 		return nil, nil, err
 	}
@@ -74,10 +67,6 @@ func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []
 	var named map[string]bool // the domains of the claims so far, in a batch too long to search
 	for i := 0; i < len(claims) && b.err == nil; i++ {
 		c := &claims[i]
-		if !m.accepts(c.Domain, 0) {
-			errs[i] = m.refuse(op, c.Domain, 0)
-			continue
-		}
 		// A domain's first claim ends its streak or carries it on; the
 		// later ones are plain Succeeds, as the PostgreSQL backend
 		// answers them.
@@ -96,7 +85,7 @@ func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []
 			first = !named[c.Domain]
 			named[c.Domain] = true
 		}
-		granted, ok, err := m.succeedIn(&b, op, c.Domain, c.Token, first, next)
+		granted, ok, err := m.succeedIn(&b, spec, c.Domain, c.Token, first, next)
 		errs[i] = err
 		if ok {
 			out = append(out, granted)
@@ -113,101 +102,31 @@ func (m *Manager) succeedMany(op string, claims []Claim, next bool) ([]Claim, []
 	return out, errs, nil
 }
 
-// succeedIn is Succeed of tok's lease on domain, in b, for op. If the
+// succeedIn is Succeed of tok's lease on domain, in b, for the call spec. If the
 // claim is its domain's first of the batch, a success ends the domain's
 // streak, or, with next, carries it on with the claim of the domain's next
 // offset, which it returns.
-func (m *Manager) succeedIn(b *batch, op, domain string, tok Token, first, next bool) (Claim, bool, error) {
-	var now instant
-	if next {
-		now = m.now() // a grant records when
-	} else {
-		now = m.nowIfNeeded()
-	}
-	sh, r := m.lockRecord(domain, false)
+func (m *Manager) succeedIn(b *batch, spec *callSpec, domain string, tok Token, first, next bool) (Claim, bool, error) {
+	sh, r, now, err := m.enter(spec, domain, 0)
 	if r == nil {
-		return Claim{}, false, m.absent(domainError(op, domain, ErrNoLease))
+		return Claim{}, false, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	var c Claim
 	granted := false
-	var err error
-	if next && first && r.state.chainedFrom(&m.policy, &st, tok) {
-		// A ClaimNext repeated: its lease ended already, with the next
-		// lease granted to its caller, who did not hear of it.
-		c, granted = m.claimOf(r), true
-	} else {
+	switch {
+	case !first:
 		var res SucceedResult
 		err = r.state.succeed(&m.policy, &st, tok, &res)
-		if err == nil && first {
-			if next && r.streak < MaxStreak && r.state.claim(&m.policy, &st) {
-				c, granted = m.claimOf(r), true
-				r.state.chained = true
-				r.streak++
-			} else {
-				r.streak = 0
-			}
+	case next:
+		if granted, err = r.state.claimNext(&m.policy, &st, tok); granted {
+			c = m.claimOf(r)
 		}
+	default:
+		err = r.state.succeedMany(&m.policy, &st, tok)
 	}
-	m.release(b, sh, r, &st)
-	if err != nil {
-		return Claim{}, false, domainError(op, domain, err)
-	}
-	return c, granted, nil
-}
-
-// A batch is one call's passage through several domains, each in a step
-// of its own that ends as finish ends a call, but for the waits: the
-// journal is waited for once, for every record the batch wrote or depends
-// on, and the events are delivered after it (see endBatch).
-type batch struct {
-	seq     uint64    // the latest record of the domains touched
-	err     error     // the journal's first append error; the batch stops at it
-	touched []*record // whose events to deliver, with an observer
-}
-
-// release ends a step on r, a record of sh locked by the caller, in b: it
-// counts and reports the step's changes and brings the expiry index and
-// the ready queue up to date, as finish does, and releases r's lock.
-func (m *Manager) release(b *batch, sh *shard, r *record, st *step) {
-	sh.countAll(r, st)
-	if m.reporting {
-		b.err = cmp.Or(b.err, m.report(sh, r, st))
-	}
-	if m.expiring {
-		sh.expiry.sync(r)
-	}
-	if q := m.ready.Load(); q != nil {
-		q.sync(r, st.now, st.now)
-	}
-	if m.journal != nil {
-		b.seq = max(b.seq, r.lastSeq)
-	}
-	r.mu.Unlock()
-	if m.observer != nil {
-		b.touched = append(b.touched, r)
-	}
-}
-
-// endBatch ends b: it waits until the journal holds every record b depends
-// on, and delivers the events of the domains it touched. An error means
-// the journal failed, and the Manager is closed.
-func (m *Manager) endBatch(b *batch) error {
-	// b.seq and b.err are set only with a journal; a batch refused before
-	// it touched a domain (by a nil Manager, say) has nothing to end.
-	if b.seq > 0 || b.err != nil {
-		if err := m.durable(b.seq, b.err); err != nil {
-			return err
-		}
-	}
-	for _, r := range b.touched {
-		m.deliver(r)
-	}
-	return nil
+	m.finish(sh, r, &st, b)
+	return c, granted, spec.wrap(domain, err) // c is zero and granted false when err is not nil
 }
 
 // RetryMany is Retry for each failure's lease, in the order of failures,
@@ -224,7 +143,7 @@ func (m *Manager) RetryMany(failures []Failure) ([]RetryResult, []error, error) 
 	results, errs := make([]RetryResult, len(failures)), make([]error, len(failures))
 	var b batch
 	for i := 0; i < len(failures) && b.err == nil; i++ {
-		results[i], errs[i] = m.retryIn(&b, "RetryMany", &failures[i])
+		results[i], errs[i] = m.retryIn(&b, &callRetryMany, &failures[i])
 	}
 	if err := m.endBatch(&b); err != nil {
 		return nil, nil, err
@@ -248,7 +167,7 @@ func (m *Manager) ExtendMany(claims []Claim, d time.Duration) ([]time.Time, []er
 	expiries, errs := make([]time.Time, len(claims)), make([]error, len(claims))
 	var b batch
 	for i := 0; i < len(claims) && b.err == nil; i++ {
-		expiries[i], errs[i] = m.extendIn(&b, "ExtendMany", claims[i].Domain, claims[i].Token, d)
+		expiries[i], errs[i] = m.extendIn(&b, &callExtendMany, claims[i].Domain, claims[i].Token, d)
 	}
 	if err := m.endBatch(&b); err != nil {
 		return nil, nil, err

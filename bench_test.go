@@ -251,3 +251,82 @@ func BenchmarkStats(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkListDomains lists a page of 100 domains among 1,000,000, from
+// a cursor in the middle: all of them, and those with dead letters when
+// one domain in a hundred has some (a page then looks at 10,000 domains).
+func BenchmarkListDomains(b *testing.B) {
+	m := mustNew(b)
+	const n = 1_000_000
+	for i, d := range domainNames(n) {
+		cycle(m, d, 0)
+		if i%100 == 0 {
+			if _, err := m.Kill(d, 1, "poison"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// A cursor half way.
+	q := worklease.DomainQuery{Limit: worklease.MaxPageLimit}
+	for range n / 2 / worklease.MaxPageLimit {
+		p, err := m.ListDomains(q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		q.After = p.Next
+	}
+	for _, c := range []struct {
+		name  string
+		state worklease.DomainState
+	}{{"all", 0}, {"dead-lettered", worklease.DomainDeadLettered}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := m.ListDomains(worklease.DomainQuery{State: c.state, After: q.After, Limit: 100})
+				if err != nil || p.Next == "" {
+					b.Fatal(err, len(p.Domains))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkListDeadLetters lists the first page of 100 dead letters among
+// 100,000: those of 10,000 domains, ten each, among 100,000 domains, by
+// domain and newest first, and those of one domain that has 100,000.
+func BenchmarkListDeadLetters(b *testing.B) {
+	m := mustNew(b)
+	for i, d := range domainNames(100_000) {
+		cycle(m, d, 0)
+		if i%10 == 0 {
+			for off := int64(1); off <= 10; off++ {
+				if _, err := m.Kill(d, off, "poison"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	for off := range int64(100_000) {
+		if _, err := m.Kill("one", off, "poison"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		q    worklease.DeadLetterQuery
+	}{
+		{"by-domain", worklease.DeadLetterQuery{Limit: 100}},
+		{"newest-first", worklease.DeadLetterQuery{Order: worklease.DeadLettersNewestFirst, Limit: 100}},
+		{"one-domain", worklease.DeadLetterQuery{Domain: "one", Limit: 100}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := m.ListDeadLetters(c.q)
+				if err != nil || len(p.DeadLetters) != 100 {
+					b.Fatal(err, len(p.DeadLetters))
+				}
+			}
+		})
+	}
+}

@@ -198,10 +198,7 @@ func (r *Record) UnmarshalBinary(data []byte) error {
 // recordV2 reads the rest of a version 2 record. Each field present must
 // be non-zero, as AppendBinary leaves zero fields out.
 func (d *decoder) recordV2() Record {
-	var r Record
-	r.Kind = EventKind(d.byte())
-	r.Domain = d.string()
-	r.Offset = d.varint()
+	r := d.recordHead()
 	fields := d.uvarint()
 	if fields&fieldAttempt != 0 {
 		r.Attempt = d.int()
@@ -237,19 +234,22 @@ func (d *decoder) recordV2() Record {
 	// unknown bit, a field written as zero, an AcquiredAt written although
 	// it equals At, or wide times that fit in nanoseconds.
 	if d.err == nil && r.fields() != fields {
-		d.fail(fmt.Errorf("field bits %#x, but the fields make %#x", fields, r.fields()))
+		d.stop(fmt.Errorf("field bits %#x, but the fields make %#x", fields, r.fields()))
 	}
 	return r
+}
+
+// recordHead reads what every version of a record starts with, after the
+// version: the kind, the domain and the offset.
+func (d *decoder) recordHead() Record {
+	return Record{Kind: EventKind(d.byte()), Domain: d.string(), Offset: d.varint()}
 }
 
 // recordV1 reads the rest of a version 1 record: every field, in
 // declaration order, with a flag byte before each time and a byte for
 // Front.
 func (d *decoder) recordV1() Record {
-	var r Record
-	r.Kind = EventKind(d.byte())
-	r.Domain = d.string()
-	r.Offset = d.varint()
+	r := d.recordHead()
 	r.Attempt = d.int()
 	r.Token = d.token()
 	r.Cause = d.string()
@@ -301,7 +301,8 @@ type decoder struct {
 	err error
 }
 
-func (d *decoder) fail(err error) {
+// stop records err, unless an error came first, and stops the reading.
+func (d *decoder) stop(err error) {
 	if d.err == nil {
 		d.err = err
 	}
@@ -310,7 +311,7 @@ func (d *decoder) fail(err error) {
 
 func (d *decoder) byte() byte {
 	if len(d.b) == 0 {
-		d.fail(errShort)
+		d.stop(errShort)
 		return 0
 	}
 	v := d.b[0]
@@ -323,41 +324,49 @@ func (d *decoder) byte() byte {
 // so that each value decodes from one byte string only.
 func (d *decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 || n > 1 && d.b[n-1] == 0 {
-		d.fail(errors.New("bad varint"))
+	if !d.skipVarint(n) {
 		return 0
 	}
-	d.b = d.b[n:]
 	return v
 }
 
 // varint reads a signed varint in its shortest form, as uvarint.
 func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.b)
-	if n <= 0 || n > 1 && d.b[n-1] == 0 {
-		d.fail(errors.New("bad varint"))
+	if !d.skipVarint(n) {
 		return 0
 	}
-	d.b = d.b[n:]
 	return v
+}
+
+// skipVarint moves past the varint binary.Uvarint or binary.Varint just
+// read from d.b, n bytes long as they reported, if it is in its shortest
+// form, and reports whether it was.
+func (d *decoder) skipVarint(n int) bool {
+	if n <= 0 || n > 1 && d.b[n-1] == 0 {
+		d.stop(errors.New("bad varint"))
+		return false
+	}
+	d.b = d.b[n:]
+	return true
 }
 
 // int reads a non-negative int.
 func (d *decoder) int() int {
 	v := d.uvarint()
 	if v > math.MaxInt32 {
-		d.fail(fmt.Errorf("count %d out of range", v))
+		d.stop(fmt.Errorf("count %d out of range", v))
 		return 0
 	}
 	return int(v)
 }
 
-// count reads a number of items each at least minSize bytes long, and
+// items reads a number of items each at least minSize bytes long, and
 // rejects one the remaining input cannot hold.
-func (d *decoder) count(minSize int) int {
+func (d *decoder) items(minSize int) int {
 	n := d.int()
 	if n > len(d.b)/minSize {
-		d.fail(fmt.Errorf("count %d exceeds what %d bytes can hold", n, len(d.b)))
+		d.stop(fmt.Errorf("count %d exceeds what %d bytes can hold", n, len(d.b)))
 		return 0
 	}
 	return n
@@ -366,7 +375,7 @@ func (d *decoder) count(minSize int) int {
 func (d *decoder) string() string {
 	n := d.uvarint()
 	if n > maxStringLen || n > uint64(len(d.b)) {
-		d.fail(fmt.Errorf("string of %d bytes: %w", n, errShort))
+		d.stop(fmt.Errorf("string of %d bytes: %w", n, errShort))
 		return ""
 	}
 	s := string(d.b[:n])
@@ -389,7 +398,7 @@ func (d *decoder) time() time.Time {
 	case 1:
 		return d.unix()
 	default:
-		d.fail(errors.New("bad time flag"))
+		d.stop(errors.New("bad time flag"))
 		return time.Time{}
 	}
 }
@@ -405,7 +414,7 @@ func (d *decoder) recordTime(wide bool) time.Time {
 // uint64 reads 8 bytes, little-endian.
 func (d *decoder) uint64() uint64 {
 	if len(d.b) < 8 {
-		d.fail(errShort)
+		d.stop(errShort)
 		return 0
 	}
 	v := binary.LittleEndian.Uint64(d.b)
@@ -418,7 +427,7 @@ func (d *decoder) unix() time.Time {
 	sec := d.varint()
 	nsec := d.uvarint()
 	if nsec >= 1e9 {
-		d.fail(fmt.Errorf("nanoseconds %d out of range", nsec))
+		d.stop(fmt.Errorf("nanoseconds %d out of range", nsec))
 		return time.Time{}
 	}
 	return time.Unix(sec, int64(nsec)).UTC()
@@ -431,7 +440,7 @@ func (d *decoder) bool() bool {
 	case 1:
 		return true
 	default:
-		d.fail(errors.New("bad bool"))
+		d.stop(errors.New("bad bool"))
 		return false
 	}
 }

@@ -317,7 +317,8 @@ type orchLog struct {
 	outcome  []uint8 // per offset
 }
 
-// orchestrator runs the whole protocol of seed 000 against one Manager.
+// orchestrator runs the whole protocol (TryAcquire, Succeed, Fail and their
+// hints) against one Manager.
 type orchestrator struct {
 	t      *testing.T
 	cfg    orchConfig

@@ -49,11 +49,11 @@ type domainTable struct {
 // the name comparison then turns the old record down, which was removed.
 type domainSlot struct {
 	hash atomic.Uint64
-	r    atomic.Pointer[record] // nil: empty; tombstone: removed
+	r    atomic.Pointer[domainRecord] // nil: empty; tombstone: removed
 }
 
 // tombstone fills the slot of a removed record.
-var tombstone = new(record)
+var tombstone = new(domainRecord)
 
 // minDomainSlots is a table's smallest size. A table is rebuilt when its
 // records and tombstones would fill more than 7/8 of it (as full as Go's
@@ -65,11 +65,11 @@ const minDomainSlots = 8
 // home returns the slot a record with hash h is placed at first. It uses the
 // hash's top bits: the bottom ones picked the shard, so they are the same
 // for every record in it.
-func (t *domainTable) home(h uint64) int { return int(h >> t.shift) }
+func (t *domainTable) home(h uint64) int { return int(h >> (t.shift & 63)) } // shift < 64: the mask spares a check
 
 // get returns the record of domain, whose hash is h, or nil. It may return
 // a record that Forget dropped.
-func (d *domainMap) get(h uint64, domain string) *record {
+func (d *domainMap) get(h uint64, domain string) *domainRecord {
 	t := d.table.Load()
 	if t == nil {
 		return nil
@@ -89,7 +89,7 @@ func (d *domainMap) get(h uint64, domain string) *record {
 
 // put adds r, whose domain hashes to h and has no record in d. The shard's
 // mu must be held.
-func (d *domainMap) put(h uint64, r *record) {
+func (d *domainMap) put(h uint64, r *domainRecord) {
 	t := d.table.Load()
 	if t == nil || (d.count+d.tombstones+1)*8 > len(t.slots)*7 {
 		t = d.rebuild(d.count + 1)
@@ -114,7 +114,7 @@ func (d *domainMap) put(h uint64, r *record) {
 
 // remove deletes r, whose domain hashes to h, if d still holds it, and
 // reports whether it did. The shard's mu must be held.
-func (d *domainMap) remove(h uint64, r *record) bool {
+func (d *domainMap) remove(h uint64, r *domainRecord) bool {
 	t := d.table.Load()
 	if t == nil {
 		return false
@@ -150,7 +150,7 @@ func (d *domainMap) rebuild(n int) *domainTable {
 	size := max(minDomainSlots, 1<<bits.Len(uint(2*n-1)))
 	t := &domainTable{slots: make([]domainSlot, size), shift: uint8(64 - bits.TrailingZeros(uint(size)))}
 	mask := size - 1
-	d.all(func(h uint64, r *record) {
+	d.all(func(h uint64, r *domainRecord) {
 		i := t.home(h)
 		for t.slots[i].r.Load() != nil {
 			i = (i + 1) & mask
@@ -165,7 +165,7 @@ func (d *domainMap) rebuild(n int) *domainTable {
 
 // all calls f with the hash and record of every record in d, in no
 // particular order. The shard's mu must be held, and f must not change d.
-func (d *domainMap) all(f func(h uint64, r *record)) {
+func (d *domainMap) all(f func(h uint64, r *domainRecord)) {
 	t := d.table.Load()
 	if t == nil {
 		return

@@ -21,7 +21,7 @@ import (
 func TestDomainMapModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var d domainMap
-		model := map[string]*record{}
+		model := map[string]*domainRecord{}
 		hashes := []uint64{0, 1, 1 << 62, 3 << 62, ^uint64(0), ^uint64(0) - 1}
 		hash := func(name string) uint64 { return hashes[(len(name)*7+int(name[0]))%len(hashes)] }
 		name := rapid.StringMatching(`[a-h]{1,3}`)
@@ -32,7 +32,7 @@ func TestDomainMapModel(t *testing.T) {
 			case r != model[n]:
 				t.Fatalf("get(%q) = %p, want %p", n, r, model[n])
 			case r == nil:
-				r = &record{domain: n}
+				r = &domainRecord{domain: n}
 				d.put(h, r)
 				model[n] = r
 			default:
@@ -57,7 +57,7 @@ func TestDomainMapModel(t *testing.T) {
 			}
 		}
 		var got, want []string
-		d.all(func(_ uint64, r *record) { got = append(got, r.domain) })
+		d.all(func(_ uint64, r *domainRecord) { got = append(got, r.domain) })
 		for n := range model {
 			want = append(want, n)
 		}
@@ -70,10 +70,10 @@ func TestDomainMapModel(t *testing.T) {
 func TestDomainMapGrowsAndShrinks(t *testing.T) {
 	var d domainMap
 	assert.Nil(t, d.get(1, "a"), "the zero map is empty")
-	assert.False(t, d.remove(1, &record{domain: "a"}), "nothing to remove from an empty map")
-	recs := make([]*record, 1000)
+	assert.False(t, d.remove(1, &domainRecord{domain: "a"}), "nothing to remove from an empty map")
+	recs := make([]*domainRecord, 1000)
 	for i := range recs {
-		recs[i] = &record{domain: strconv.Itoa(i)}
+		recs[i] = &domainRecord{domain: strconv.Itoa(i)}
 		d.put(uint64(i)*0x9e3779b97f4a7c15, recs[i])
 	}
 	assert.Empty(t, d.check())
@@ -98,9 +98,9 @@ func TestDomainMapConcurrentLookups(t *testing.T) {
 		mu   sync.Mutex                                        // the shard's mu: serializes changes
 		hash = func(i int) uint64 { return uint64(i%7) << 61 } // few homes, long runs
 	)
-	stay := make([]*record, 20)
+	stay := make([]*domainRecord, 20)
 	for i := range stay {
-		stay[i] = &record{domain: "stay-" + strconv.Itoa(i)}
+		stay[i] = &domainRecord{domain: "stay-" + strconv.Itoa(i)}
 		d.put(hash(i), stay[i])
 	}
 	var done atomic.Bool
@@ -108,9 +108,9 @@ func TestDomainMapConcurrentLookups(t *testing.T) {
 	wg.Go(func() {
 		defer done.Store(true)
 		for round := range 50 {
-			churn := make([]*record, 200)
+			churn := make([]*domainRecord, 200)
 			for i := range churn {
-				churn[i] = &record{domain: "churn-" + strconv.Itoa(round) + "-" + strconv.Itoa(i)}
+				churn[i] = &domainRecord{domain: "churn-" + strconv.Itoa(round) + "-" + strconv.Itoa(i)}
 				mu.Lock()
 				d.put(hash(i), churn[i])
 				mu.Unlock()
@@ -150,9 +150,9 @@ func TestDomainMapLookupsWhileEmptying(t *testing.T) {
 	wg.Go(func() {
 		defer done.Store(true)
 		for round := range 200 {
-			recs := make([]*record, 1+round%40)
+			recs := make([]*domainRecord, 1+round%40)
 			for i := range recs {
-				recs[i] = &record{domain: strconv.Itoa(i)}
+				recs[i] = &domainRecord{domain: strconv.Itoa(i)}
 				mu.Lock()
 				d.put(uint64(i)<<58, recs[i])
 				mu.Unlock()

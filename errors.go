@@ -131,3 +131,14 @@ func (e *BacklogOrderError) Is(target error) bool { return target == ErrBacklogO
 func domainError(op, domain string, err error) error {
 	return fmt.Errorf("%w (%s on domain %s)", err, op, shortDomain(domain))
 }
+
+// shortDomain is how an error names domain: quoted whole if short, else
+// a quoted prefix and its length, so that a huge domain never makes a huge
+// error message.
+func shortDomain(domain string) string {
+	const show = 64
+	if len(domain) <= show {
+		return fmt.Sprintf("%q", domain)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", truncateText(domain, show), len(domain))
+}

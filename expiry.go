@@ -1,7 +1,6 @@
 package worklease
 
 import (
-	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -22,12 +21,12 @@ type expiryIndex struct {
 
 type expiryEntry struct {
 	at instant // the lease's expiry
-	r  *record
+	r  *domainRecord
 }
 
 // sync makes the index hold r's current lease expiry, or nothing for r if
 // its lease has none. r.mu must be held.
-func (x *expiryIndex) sync(r *record) {
+func (x *expiryIndex) sync(r *domainRecord) {
 	var want instant
 	if r.state.leased {
 		want = r.state.lease.expiresAt
@@ -71,7 +70,7 @@ func (x *expiryIndex) dueBy(now instant) bool {
 }
 
 // putBack puts r, which popDue took out of the index, back in, as it was.
-func (x *expiryIndex) putBack(r *record) {
+func (x *expiryIndex) putBack(r *domainRecord) {
 	r.mu.Lock()
 	r.expiresAt = 0 // not in the index: sync puts it back
 	x.sync(r)
@@ -156,24 +155,6 @@ func (x *expiryIndex) swap(i, j int) {
 	x.heap[j].r.heapIdx = int32(j + 1)
 }
 
-// Expiry describes a lease that Reap revoked because its time ran out.
-type Expiry struct {
-	Domain string
-	Offset int64
-	Token  Token // the revoked lease's token, now refused with ErrLeaseExpired
-	// Attempts is the number of attempts of the offset so far, the expired
-	// one included.
-	Attempts int
-	// DeadLettered reports that this was the offset's last attempt: it is
-	// now failed. Otherwise it is back at the front of its domain's backlog,
-	// to be granted again under a new token.
-	DeadLettered bool
-	// Head reports the offset the domain will grant next when the domain
-	// is idle and running: acquire it to keep the domain moving. That is
-	// Offset itself unless it was dead-lettered.
-	Head
-}
-
 // Reap revokes every lease whose time has run out and returns them, ordered
 // by domain, so that the orchestrator can re-drive their domains. Expired
 // leases are also revoked lazily whenever their domain is next touched, so
@@ -195,53 +176,44 @@ func (m *Manager) Reap() ([]Expiry, error) {
 	}
 	now := m.now()
 	var out []Expiry
-	var reaped []*record // whose events to deliver
 	var due []expiryEntry
-	var seq uint64 // the latest record written
-	var appendErr error
+	// The batch delivers events only once every due lease is handled: an
+	// observer that panics must not leave leases out of the index.
+	var b batch
 	for i := range m.shards {
 		sh := &m.shards[i]
 		due = sh.expiry.popDue(now, due[:0])
 		for _, d := range due {
-			exp, ok, s, err := m.reapOne(sh, d.r, now)
-			seq = max(seq, s)
-			appendErr = cmp.Or(appendErr, err)
-			if ok {
+			if exp, ok := m.reapOne(sh, d.r, now, &b); ok {
 				out = append(out, exp)
-				reaped = append(reaped, d.r)
 			}
 		}
 	}
-	if m.journal != nil && (seq > 0 || appendErr != nil) {
-		if err := m.durable(seq, appendErr); err != nil {
-			return nil, err
-		}
-	}
-	// Deliver only once every due lease is handled: an observer that panics
-	// must not leave leases out of the index.
-	for _, r := range reaped {
-		m.deliver(r)
+	if err := m.endBatch(&b); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b Expiry) int { return strings.Compare(a.Domain, b.Domain) })
 	return out, nil
 }
 
-// reapOne expires r's lease if it is due, leaving its events to deliver
-// and its records to wait for: it returns the record's latest sequence
-// number and any journal error. r was just taken out of the expiry index.
-func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok bool, seq uint64, err error) {
+// reapOne expires r's lease if it is due, in b, and reports it if it did.
+// r was just taken out of the expiry index, which the Manager keeps
+// (Manager.expiring): the step's end puts r's lease back if it is still
+// leased, and a requeued offset makes its domain ready.
+func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant, b *batch) (exp Expiry, ok bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.expiresAt = 0 // no longer in the index; sync puts it back if still leased
+	r.expiresAt = 0 // no longer in the index
 	if r.dropped {
-		return Expiry{}, false, 0, nil
+		r.mu.Unlock()
+		return Expiry{}, false
 	}
 	if !validDomain(r.domain) {
 		// A domain no call accepts, from a journal written before domains
 		// were bounded: its records could be more than the journal takes.
 		// Its lease stays as it is, like everything else of it.
 		sh.expiry.sync(r)
-		return Expiry{}, false, 0, nil
+		r.mu.Unlock()
+		return Expiry{}, false
 	}
 	s := &r.state
 	l, attempts := s.lease, s.attempts()
@@ -249,30 +221,17 @@ func (m *Manager) reapOne(sh *shard, r *record, now instant) (exp Expiry, ok boo
 	if s.leased {
 		tok = s.leaseToken(&m.policy)
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+	st := m.newStep(now)
+	if ok = s.expireIfDue(&m.policy, &st); ok {
+		exp = Expiry{
+			Domain:       r.domain,
+			Offset:       l.offset,
+			Token:        tok,
+			Attempts:     attempts,
+			DeadLettered: s.isFailed(l.offset),
+		}
+		exp.Next, exp.HasNext = s.next()
 	}
-	expired := s.expireIfDue(&m.policy, &st)
-	sh.countAll(r, &st)
-	if m.reporting {
-		err = m.report(sh, r, &st)
-	}
-	sh.expiry.sync(r)
-	if q := m.ready.Load(); q != nil {
-		q.sync(r, now, now) // a requeued offset makes its domain ready
-	}
-	if !expired {
-		return Expiry{}, false, 0, nil
-	}
-	exp = Expiry{
-		Domain:       r.domain,
-		Offset:       l.offset,
-		Token:        tok,
-		Attempts:     attempts,
-		DeadLettered: s.isFailed(l.offset),
-	}
-	exp.Next, exp.HasNext = s.next()
-	return exp, true, r.lastSeq, err
+	m.finish(sh, r, &st, b)
+	return exp, ok
 }

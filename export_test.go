@@ -4,9 +4,9 @@ import "io"
 
 // Hooks for the black-box tests in package worklease_test.
 
-// CheckInvariants checks every domain of m against seed 000's invariants and
-// the Manager's own. Run it when no Reap is under way: Reap briefly takes
-// leases out of the expiry index.
+// CheckInvariants checks every domain of m against the contract's invariants
+// (see the package documentation) and the Manager's own. Run it when no Reap
+// is under way: Reap briefly takes leases out of the expiry index.
 func CheckInvariants(m *Manager) error { return m.checkInvariants() }
 
 // RecordOf returns the identity of domain's record (nil if none), so tests can

@@ -158,57 +158,8 @@ type Record struct {
 	Fence uint64
 }
 
-// causeText is a Fail cause whose text was taken before the domain lock, so
-// that the journal can record it without calling the caller's Error method
-// under the lock. errors.Is and errors.As see through it.
-type causeText struct {
-	err  error
-	text string
-}
-
-func (c *causeText) Error() string { return c.text }
-func (c *causeText) Unwrap() error { return c.err }
-
-// Is reports whether target is the package's own sentinel whose text c
-// holds. A journal keeps only a cause's text, and replay turns those texts
-// back into the sentinels (see causeFromText): a cause that reads as one
-// matches it before a restart too, so that the same dead letter reads the
-// same after one.
-func (c *causeText) Is(target error) bool {
-	return (target == ErrLeaseExpired || target == ErrLeaseRevoked) && c.text == target.Error()
-}
-
-// isSentinelText reports whether text is that of a sentinel that
-// causeFromText restores.
-func isSentinelText(text string) bool {
-	return text == ErrLeaseExpired.Error() || text == ErrLeaseRevoked.Error()
-}
-
-// textOf returns the text a record keeps for cause. Causes that reach it
-// are the package's own errors or a *causeText, never a caller's error.
-func textOf(cause error) string {
-	if cause == nil {
-		return ""
-	}
-	return cause.Error()
-}
-
-// causeFromText turns a journaled cause back into an error, restoring the
-// package's own sentinels so that errors.Is keeps working after a restart.
-func causeFromText(text string) error {
-	switch text {
-	case "":
-		return nil
-	case ErrLeaseExpired.Error():
-		return ErrLeaseExpired
-	case ErrLeaseRevoked.Error():
-		return ErrLeaseRevoked
-	}
-	return errors.New(text)
-}
-
-// settings returns the RecordSettings record that states p.
-func (p *policy) settings() Record {
+// settingsRecord returns the RecordSettings record that states p.
+func settingsRecord(p *policy) Record {
 	return Record{Kind: RecordSettings, Offset: -1, Monotonic: p.monotonic}
 }
 
@@ -221,12 +172,107 @@ func changeOf(rec *Record) change {
 	}
 }
 
-// record returns the journal record of c, a change of domain made at at.
+// recordOf returns the journal record of c, a change of domain made at at.
 // A journal keeps times as Unix time; their zone does not matter.
-func (c *change) record(domain string, at instant) Record {
+func recordOf(c *change, domain string, at instant) Record {
 	return Record{
 		Kind: c.kind, Domain: domain, Offset: c.offset, Attempt: c.attempt, Retries: c.retries, Token: c.token, Front: c.front,
 		At: at.in(time.UTC), AcquiredAt: c.acquiredAt.in(time.UTC), ExpiresAt: c.expiresAt.in(time.UTC),
 		Cause: textOf(c.cause),
 	}
+}
+
+// The append path. A call journals its changes as it ends its step on a
+// domain, under the domain's lock (see endStep), so that the journal holds
+// each domain's records in the order of its transitions; it waits for them
+// to be durable after releasing the lock, so that concurrent calls share
+// the journal's flushes (see waitDurable).
+
+// journalChanges appends the changes st kept of r, which is locked, to the
+// journal, each as a record that becomes r's latest. It returns the
+// journal's first error; nothing is journaled after it.
+func (m *Manager) journalChanges(r *domainRecord, st *step) error {
+	for i := range st.n {
+		c := st.change(i)
+		if !c.journaled() {
+			continue
+		}
+		rec := recordOf(c, r.domain, st.now)
+		if c.kind == EventForgotten {
+			// The domain's fence: a new record of the domain starts above
+			// it, after a replay too.
+			rec.Fence = r.state.issued.fence
+		}
+		if err := m.appendRecord(r, rec); err != nil {
+			return err
+		}
+		if c.kind == EventForgotten {
+			m.snapshots.forgotten(r.domain, r.lastSeq) // a snapshot under way learns of it
+		}
+	}
+	return nil
+}
+
+// appendRecord appends rec, a record of r, which is locked, to the
+// journal, and makes it r's latest. The first record a Manager journals
+// after New is preceded by one that says how the journal reads (see
+// appendSettings).
+func (m *Manager) appendRecord(r *domainRecord, rec Record) error {
+	if m.settingsDue.Load() {
+		if err := m.appendSettings(); err != nil {
+			return err
+		}
+	}
+	seq, err := m.journal.AppendRecord(rec)
+	if err != nil {
+		return err
+	}
+	r.lastSeq = seq
+	return nil
+}
+
+// appendSettings journals a RecordSettings record stating the Manager's
+// setting, once, ahead of every other record a call journals after New.
+// Calls on other domains that get here meanwhile wait for it, under their
+// domain's lock, so that their records follow it.
+func (m *Manager) appendSettings() error {
+	m.settingsMu.Lock()
+	defer m.settingsMu.Unlock()
+	if !m.settingsDue.Load() {
+		return nil
+	}
+	if _, err := m.journal.AppendRecord(settingsRecord(&m.policy)); err != nil {
+		return err
+	}
+	m.settingsDue.Store(false)
+	return nil
+}
+
+// waitDurable waits until the journal holds every record up to seq: the
+// latest record of the domains a call wrote to or read, which its answer
+// depends on. appendErr is an error the call met appending its records.
+// It, or a failed wait, closes the Manager for good, and waitDurable
+// returns why; the call returns that instead of its answer. With nothing
+// to wait for (no journal, no record) it returns nil at once, inline.
+func (m *Manager) waitDurable(seq uint64, appendErr error) error {
+	if seq == 0 && appendErr == nil {
+		return nil
+	}
+	return m.waitJournal(seq, appendErr)
+}
+
+// waitJournal is waitDurable with something to wait for.
+func (m *Manager) waitJournal(seq uint64, appendErr error) error {
+	err := appendErr
+	if err == nil {
+		if err = m.journal.Wait(seq); err == nil {
+			m.snapshots.maybeStart(m)
+			return nil
+		}
+	}
+	failed := fmt.Errorf("%w: %w", ErrJournalFailed, err)
+	m.failure.CompareAndSwap(nil, &failed)
+	m.open.Store(false)
+	m.stopPulling() // waiting claims learn why from their next claim
+	return *m.failure.Load()
 }

@@ -338,8 +338,9 @@ func (j *recordsJournal) ReplayRecords(restore func([]byte) error, apply func(ui
 
 func (j *recordsJournal) SnapshotState(func(io.Writer) error) error { return nil }
 
-// Replay applies every record through the checks seed 001 lists; a record
-// that does not fit the state before it is an error, never a guess.
+// Replay applies every record through the checks of its kind (see
+// domainState.fits); a record that does not fit the state before it is an
+// error, never a guess.
 func TestReplayRejectsRecordsThatBreakInvariants(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

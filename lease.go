@@ -4,10 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"hash/maphash"
 	"math/bits"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +30,7 @@ type Manager struct {
 	// Immutable after New.
 	shards    []shard
 	shardMask uint64
-	seed      maphash.Seed
+	seed      domainHash
 	policy    policy         // its instance, random and non-zero, makes this Manager's tokens unique
 	clock     Clock          // nil: the system clock, read through timeline
 	timeline  timeline       // reads the system clock when clock is nil
@@ -56,6 +53,9 @@ type Manager struct {
 	// reporting: transitions are reported to an observer or a journal, not
 	// only counted.
 	reporting bool
+	// plain: neither reporting nor expiring, so that a call's step ends
+	// with the count of its changes and the unlock (see finish).
+	plain bool
 
 	domainSerial atomic.Uint64 // last serial given to a new domain's record
 	fenceFloor   atomic.Uint64 // highest fence of any forgotten domain
@@ -95,7 +95,7 @@ func New(opts ...Option) (*Manager, error) {
 	m := &Manager{
 		shards:    make([]shard, n),
 		shardMask: uint64(n - 1),
-		seed:      maphash.MakeSeed(),
+		seed:      newDomainHash(),
 		policy: policy{
 			maxRetries: cfg.MaxRetries,
 			ttl:        cfg.LeaseTTL,
@@ -114,6 +114,7 @@ func New(opts ...Option) (*Manager, error) {
 		expiring:  cfg.LeaseTTL > 0,
 		reporting: cfg.Observer != nil || cfg.Journal != nil,
 	}
+	m.plain = !m.reporting && !m.expiring
 	if m.clock != nil {
 		m.loc = m.clock.Now().Location()
 	}
@@ -132,6 +133,7 @@ func New(opts ...Option) (*Manager, error) {
 		expires := m.anyLeaseExpires()
 		m.timed = m.timed || expires
 		m.expiring = m.expiring || expires
+		m.plain = !m.reporting && !m.expiring
 	}
 	return m, nil
 }
@@ -188,190 +190,6 @@ func (m *Manager) Close() error {
 	return m.journal.Close()
 }
 
-// durable waits until the journal holds every record up to seq. appendErr is
-// an error a call met appending its records; it, or a failed wait, closes
-// the Manager for good.
-func (m *Manager) durable(seq uint64, appendErr error) error {
-	err := appendErr
-	if err == nil {
-		if err = m.journal.Wait(seq); err == nil {
-			m.snapshots.maybeStart(m)
-			return nil
-		}
-	}
-	failed := fmt.Errorf("%w: %w", ErrJournalFailed, err)
-	m.failure.CompareAndSwap(nil, &failed)
-	m.open.Store(false)
-	m.stopPulling() // waiting claims learn why from their next claim
-	return *m.failure.Load()
-}
-
-// AcquireStatus says what TryAcquire did.
-type AcquireStatus uint8
-
-// The outcomes of TryAcquire.
-const (
-	_ AcquireStatus = iota // the zero value is not a status
-
-	// Acquired: the caller now holds the domain's lease on the offset, under
-	// AcquireResult.Token. Work on it, then call Succeed or Fail.
-	Acquired
-	// AlreadyAcquired: the offset is the one the domain is working on now.
-	// AcquireResult.Token is the holder's token, with its AcquiredAt and
-	// RetryCount; nothing changed.
-	AlreadyAcquired
-	// Enqueued: another offset is in flight, so this one waits in the
-	// domain's backlog (once, however many times it is enqueued). Acquire it
-	// later, when a Succeed or Fail hint names it.
-	Enqueued
-	// AlreadyProcessed: the offset succeeded before; nothing changed.
-	AlreadyProcessed
-	// AlreadyFailed: the offset was given up on before; nothing changed.
-	AlreadyFailed
-)
-
-// String returns the status's name, e.g. "Acquired".
-func (s AcquireStatus) String() string {
-	switch s {
-	case Acquired:
-		return "Acquired"
-	case AlreadyAcquired:
-		return "AlreadyAcquired"
-	case Enqueued:
-		return "Enqueued"
-	case AlreadyProcessed:
-		return "AlreadyProcessed"
-	case AlreadyFailed:
-		return "AlreadyFailed"
-	}
-	return invalidStatus("AcquireStatus", uint8(s))
-}
-
-// AcquireResult is the outcome of TryAcquire.
-type AcquireResult struct {
-	Status AcquireStatus
-	// Token, AcquiredAt, ExpiresAt and RetryCount describe the lease when
-	// Status is Acquired or AlreadyAcquired, and are zero otherwise.
-	// AcquiredAt is when the offset was first granted; retries and re-grants
-	// after an expiry do not change it. It is the clock's reading as the
-	// granting call began, taken before the domain's lock so that the clock
-	// is never called under it: a grant that waited for the lock may report
-	// a time a little before the previous grant's. ExpiresAt is when the
-	// lease runs out unless extended (zero: never; see WithLeaseTTL).
-	// RetryCount is the number of failed attempts of the offset so far (Fail
-	// calls that scheduled a retry, and expiries). Together they let the
-	// caller compute its backoff.
-	Token      Token
-	AcquiredAt time.Time
-	ExpiresAt  time.Time
-	RetryCount int
-}
-
-// SucceedStatus says what Succeed or SucceedNext did.
-type SucceedStatus uint8
-
-// The outcomes of Succeed and SucceedNext. Whatever the status, the offset
-// is processed. Succeed hands nothing off, so the domain is then idle;
-// SucceedNext leases the backlog's head to its caller (NextAcquired) when
-// there is one and the domain is not paused.
-const (
-	_ SucceedStatus = iota // the zero value is not a status
-
-	// NoBacklog: the domain's backlog is empty, and the domain is idle.
-	NoBacklog
-	// NextHint: SucceedResult.Next is the head of the backlog, the only
-	// offset the domain will grant next. It is still queued: acquire it with
-	// TryAcquire (while the domain is paused, that answers Enqueued until
-	// Resume). SucceedNext returns NextHint only for a paused domain.
-	NextHint
-	// NextAcquired: SucceedNext leased the backlog's head to the caller, as
-	// TryAcquire of that offset would have: SucceedResult.Lease describes
-	// the lease now held. The domain was never idle in between, so an
-	// offset offered meanwhile is queued behind it.
-	NextAcquired
-)
-
-// String returns the status's name, e.g. "NextHint".
-func (s SucceedStatus) String() string {
-	switch s {
-	case NoBacklog:
-		return "NoBacklog"
-	case NextHint:
-		return "NextHint"
-	case NextAcquired:
-		return "NextAcquired"
-	}
-	return invalidStatus("SucceedStatus", uint8(s))
-}
-
-// SucceedResult is the outcome of Succeed and SucceedNext.
-type SucceedResult struct {
-	Status SucceedStatus
-	Next   int64 // the backlog's head when Status is NextHint; zero otherwise
-	// Lease is the lease SucceedNext granted when Status is NextAcquired,
-	// under a new token, and zero otherwise. Its AcquiredAt and RetryCount
-	// carry over, as with TryAcquire, if the offset was granted before and
-	// went back to the backlog (an expiry, ForceRelease).
-	Lease LeaseInfo
-}
-
-// FailStatus says what Fail or FailNext did.
-type FailStatus uint8
-
-// The outcomes of Fail and FailNext.
-const (
-	_ FailStatus = iota // the zero value is not a status
-
-	// RetryScheduled: the caller keeps the lease, under the same token, and
-	// should try the offset again after a backoff of its choosing.
-	// FailResult.RetryCount is the number of retries scheduled so far.
-	RetryScheduled
-	// GiveUpNoBacklog: the offset ran out of retries and is now failed
-	// (terminal); the lease is released and the backlog is empty.
-	GiveUpNoBacklog
-	// GiveUpNextHint: as GiveUpNoBacklog, but the backlog is not empty:
-	// FailResult.Next is its head, still queued. Only Fail returns it.
-	GiveUpNextHint
-	// GiveUpParked: as GiveUpNoBacklog, but the domain is paused, by Pause
-	// or parked by WithParkOnDeadLetter: it grants nothing, its backlog
-	// waiting, until Resume.
-	GiveUpParked
-	// GiveUpNextAcquired: as GiveUpNextHint, but FailNext leased the
-	// backlog's head to the caller, as TryAcquire of that offset would
-	// have: FailResult.Lease describes the lease now held.
-	GiveUpNextAcquired
-)
-
-// String returns the status's name, e.g. "RetryScheduled".
-func (s FailStatus) String() string {
-	switch s {
-	case RetryScheduled:
-		return "RetryScheduled"
-	case GiveUpNoBacklog:
-		return "GiveUpNoBacklog"
-	case GiveUpNextHint:
-		return "GiveUpNextHint"
-	case GiveUpParked:
-		return "GiveUpParked"
-	case GiveUpNextAcquired:
-		return "GiveUpNextAcquired"
-	}
-	return invalidStatus("FailStatus", uint8(s))
-}
-
-// FailResult is the outcome of Fail and FailNext.
-type FailResult struct {
-	Status FailStatus
-	// RetryCount is the number of retries scheduled for the offset: after a
-	// RetryScheduled it includes this one; after a give-up it is the count
-	// the offset reached.
-	RetryCount int
-	Next       int64 // the backlog's head when Status is GiveUpNextHint; zero otherwise
-	// Lease is the lease FailNext granted when Status is GiveUpNextAcquired,
-	// under a new token, and zero otherwise; see SucceedResult.Lease.
-	Lease LeaseInfo
-}
-
 // TryAcquire asks for the lease on offset in domain. It never blocks on
 // other leases: if the domain is busy with another offset, or paused, the
 // offset is queued and TryAcquire returns Enqueued.
@@ -383,23 +201,18 @@ type FailResult struct {
 // than MaxDomainLen, returns ErrInvalidDomain, and a negative offset
 // ErrInvalidOffset.
 func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, err error) {
-	if !m.accepts(domain, offset) {
-		return AcquireResult{}, m.refuse("TryAcquire", domain, offset)
+	sh, r, now, err := m.enter(&callTryAcquire, domain, offset)
+	if r == nil {
+		return AcquireResult{}, err
 	}
-	now := m.now() // read outside the lock: a caller's clock may take locks of its own
-	sh, r := m.lockRecord(domain, true)
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	// res is filled in place: building it elsewhere and copying it costs
 	// a tenth of a cycle.
 	res.Status, err = r.state.acquire(&m.policy, &st, offset)
 	if res.Status == Acquired || res.Status == AlreadyAcquired {
 		r.state.lease.describe(&res, r.state.leaseToken(&m.policy), m.loc)
 	}
-	if ferr := m.finish(sh, r, &st); ferr != nil {
+	if ferr := m.finish(sh, r, &st, nil); ferr != nil {
 		return AcquireResult{}, ferr
 	}
 	if err != nil { // out of turn: the state machine does not know the domain
@@ -438,7 +251,7 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 //  6. the domain holds no lease (ErrNoLease);
 //  7. otherwise (ErrTokenMismatch).
 func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
-	return m.succeed("Succeed", domain, tok, false)
+	return m.succeed(&callSucceed, domain, tok, false)
 }
 
 // SucceedNext is Succeed, and then, in the same step under the domain's
@@ -457,29 +270,16 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 // changes nothing but the revocation of an expired lease. With a journal it
 // writes the records of a Succeed followed by those of a grant.
 func (m *Manager) SucceedNext(domain string, tok Token) (SucceedResult, error) {
-	return m.succeed("SucceedNext", domain, tok, true)
+	return m.succeed(&callSucceedNext, domain, tok, true)
 }
 
-// succeed is Succeed, and SucceedNext if next is set; op is the call's name.
-func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedResult, err error) {
-	if !m.accepts(domain, 0) {
-		return SucceedResult{}, m.refuse(op, domain, 0)
-	}
-	var now instant
-	if next {
-		now = m.now() // a grant records when
-	} else {
-		now = m.nowIfNeeded()
-	}
-	sh, r := m.lockRecord(domain, false)
+// succeed is Succeed, and SucceedNext if next is set; c is the call.
+func (m *Manager) succeed(c *callSpec, domain string, tok Token, next bool) (res SucceedResult, err error) {
+	sh, r, now, err := m.enter(c, domain, 0)
 	if r == nil {
-		return SucceedResult{}, m.absent(domainError(op, domain, ErrNoLease))
+		return SucceedResult{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	// res is filled in place, as in TryAcquire.
 	if next {
 		err = r.state.succeedNext(&m.policy, &st, tok, &res)
@@ -489,13 +289,10 @@ func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedR
 	} else {
 		err = r.state.succeed(&m.policy, &st, tok, &res)
 	}
-	if ferr := m.finish(sh, r, &st); ferr != nil {
+	if ferr := m.finish(sh, r, &st, nil); ferr != nil {
 		return SucceedResult{}, ferr
 	}
-	if err != nil {
-		return SucceedResult{}, domainError(op, domain, err)
-	}
-	return res, nil
+	return res, c.wrap(domain, err)
 }
 
 // Fail records that an attempt under tok failed. cause is the attempt's
@@ -516,7 +313,7 @@ func (m *Manager) succeed(op, domain string, tok Token, next bool) (res SucceedR
 //
 // Fail returns the same errors as Succeed, and then changes nothing.
 func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error) {
-	return m.fail("Fail", domain, tok, cause, false)
+	return m.fail(&callFail, domain, tok, cause, false)
 }
 
 // FailNext is Fail; when the offset is given up on, the backlog's head is
@@ -532,25 +329,17 @@ func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error
 // then changes nothing but the revocation of an expired lease. With a
 // journal it writes the records of a Fail followed by those of a grant.
 func (m *Manager) FailNext(domain string, tok Token, cause error) (FailResult, error) {
-	return m.fail("FailNext", domain, tok, cause, true)
+	return m.fail(&callFailNext, domain, tok, cause, true)
 }
 
-// fail is Fail, and FailNext if next is set; op is the call's name.
-func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (res FailResult, err error) {
-	if !m.accepts(domain, 0) {
-		return FailResult{}, m.refuse(op, domain, 0)
-	}
-	now := m.now() // a give-up and a grant record when
-	cause = keepCause(cause, m.journal != nil)
-	sh, r := m.lockRecord(domain, false)
+// fail is Fail, and FailNext if next is set; c is the call.
+func (m *Manager) fail(c *callSpec, domain string, tok Token, cause error, next bool) (res FailResult, err error) {
+	// A give-up and a grant record when.
+	sh, r, now, err := m.enterWith(c, domain, 0, false, &cause)
 	if r == nil {
-		return FailResult{}, m.absent(domainError(op, domain, ErrNoLease))
+		return FailResult{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	if next {
 		err = r.state.failNext(&m.policy, &st, tok, cause, &res)
 		if res.Status == GiveUpNextAcquired {
@@ -559,13 +348,10 @@ func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (re
 	} else {
 		err = r.state.fail(&m.policy, &st, tok, cause, &res)
 	}
-	if ferr := m.finish(sh, r, &st); ferr != nil {
+	if ferr := m.finish(sh, r, &st, nil); ferr != nil {
 		return FailResult{}, ferr
 	}
-	if err != nil {
-		return FailResult{}, domainError(op, domain, err)
-	}
-	return res, nil
+	return res, c.wrap(domain, err)
 }
 
 // Extend renews the lease under tok so that it expires no sooner than d from
@@ -581,49 +367,21 @@ func (m *Manager) fail(op, domain string, tok Token, cause error, next bool) (re
 // changes.
 func (m *Manager) Extend(domain string, tok Token, d time.Duration) (time.Time, error) {
 	var b batch
-	at, err := m.extendIn(&b, "Extend", domain, tok, d)
+	at, err := m.extendIn(&b, &callExtend, domain, tok, d)
 	if berr := m.endBatch(&b); berr != nil {
 		return time.Time{}, berr
 	}
 	return at, err
 }
 
-// extendIn is Extend, in b, for op.
-func (m *Manager) extendIn(b *batch, op, domain string, tok Token, d time.Duration) (time.Time, error) {
-	if !m.accepts(domain, 0) {
-		return time.Time{}, m.refuse(op, domain, 0)
-	}
-	if d <= 0 {
-		return time.Time{}, domainError(op, domain, ErrInvalidDuration)
-	}
-	now := m.nowIfNeeded()
-	sh, r := m.lockRecord(domain, false)
+// extendIn is Extend, in b, for c.
+func (m *Manager) extendIn(b *batch, c *callSpec, domain string, tok Token, d time.Duration) (time.Time, error) {
+	sh, r, now, err := m.enterWith(c, domain, 0, d <= 0, nil)
 	if r == nil {
-		return time.Time{}, m.absent(domainError(op, domain, ErrNoLease))
+		return time.Time{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	at, err := r.state.extend(&m.policy, &st, tok, d)
-	m.release(b, sh, r, &st)
-	if err != nil {
-		return time.Time{}, domainError(op, domain, err)
-	}
-	return at.in(m.loc), nil
-}
-
-// invalidStatus names a status value that is not one of its type's constants.
-func invalidStatus(typ string, v uint8) string {
-	return typ + "(" + strconv.Itoa(int(v)) + ")"
-}
-
-// describe fills in res's lease fields from l, whose token is tok, with
-// times in loc.
-func (l *lease) describe(res *AcquireResult, tok Token, loc *time.Location) {
-	res.Token = tok
-	res.AcquiredAt = l.acquiredAt.in(loc)
-	res.ExpiresAt = l.expiresAt.in(loc)
-	res.RetryCount = l.retries
+	m.finish(sh, r, &st, b)
+	return at.in(m.loc), c.wrap(domain, err) // at is zero, the zero Time, when err is not nil
 }

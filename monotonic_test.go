@@ -55,8 +55,8 @@ func TestMonotonicSparseOffsets(t *testing.T) {
 	acquire(t, m, "user-2", 5, worklease.Acquired)
 }
 
-// Without the option nothing changes: an offset never seen is never
-// reported processed (seed 000).
+// Without the option nothing changes: an offset never seen is never reported
+// processed.
 func TestExactOffsetsByDefault(t *testing.T) {
 	t.Parallel()
 	m, _ := newManager(t)

@@ -17,8 +17,8 @@ import (
 	"github.com/worklease/worklease/internal/clock"
 )
 
-// Tests of WithObserver: seed 003's "Failure Outcome Introspection" and the
-// delivery guarantees the option documents.
+// Tests of WithObserver: the outcome of every attempt, told as an event, and
+// the delivery guarantees the option documents.
 
 // recorder is an Observer that keeps every event it is told about.
 type recorder struct {
@@ -187,10 +187,9 @@ func TestEventKindStrings(t *testing.T) {
 	}
 }
 
-// Seed 003, "Emit processing outcome event": when a message completes with
-// success or failure, an event carries the message identifier (domain and
-// offset), its status (processed, retrying, dead-lettered) and the attempt
-// count.
+// An outcome is an event: when a message completes with success or failure,
+// an event carries the message identifier (domain and offset), its status
+// (processed, retrying, dead-lettered) and the attempt count.
 func TestEmitProcessingOutcomeEvent(t *testing.T) {
 	t.Parallel()
 	const ttl = 10 * time.Second

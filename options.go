@@ -15,12 +15,12 @@ type Clock interface {
 // NewConfig. Options are applied in order by New, which validates the
 // result.
 type Option interface {
-	apply(*Config)
+	configure(*Config)
 }
 
 type optionFunc func(*Config)
 
-func (f optionFunc) apply(c *Config) { f(c) }
+func (f optionFunc) configure(c *Config) { f(c) }
 
 // DefaultMaxRetries is the number of retries a Manager allows per offset
 // unless WithMaxRetries says otherwise.
@@ -60,7 +60,7 @@ func NewConfig(opts ...Option) (Config, error) {
 	c := Config{MaxRetries: DefaultMaxRetries, Shards: DefaultShards, Ordering: FIFO}
 	for _, o := range opts {
 		if o != nil {
-			o.apply(&c)
+			o.configure(&c)
 		}
 	}
 	if err := c.validate(); err != nil {
@@ -167,7 +167,7 @@ func (o Ordering) String() string {
 	case LIFO:
 		return "LIFO"
 	}
-	return invalidStatus("Ordering", uint8(o))
+	return statusName(nil, "Ordering", uint8(o))
 }
 
 // WithOrdering sets the order in which each domain's backlog is granted:

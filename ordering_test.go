@@ -14,8 +14,7 @@ import (
 )
 
 // Tests of ordering modes (WithOrdering, WithBestEffortOrdering) and of
-// exclusivity under concurrency: seed 003's ordering, high-concurrency and
-// token requirements.
+// exclusivity under concurrency: many consumers, and unique tokens.
 
 // drain finishes the lease under tok and then every offset the hints name,
 // and returns the offsets in the order they were granted.
@@ -33,8 +32,7 @@ func drain(t *testing.T, m *worklease.Manager, domain string, tok worklease.Toke
 	}
 }
 
-// Seed 003, "Reject unsupported ordering": an ordering mode that is neither
-// FIFO nor LIFO is a configuration error.
+// An ordering mode that is neither FIFO nor LIFO is a configuration error.
 func TestRejectUnsupportedOrdering(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -76,9 +74,9 @@ func TestValidOrderingsAccepted(t *testing.T) {
 	require.Nil(t, m)
 }
 
-// Seed 003, "Best-effort ordering": with ordering relaxed, an idle domain may
-// grant messages out of order, and says so: an EventOutOfOrder and
-// Stats.OutOfOrder. Exclusivity is not relaxed.
+// With ordering relaxed (best effort), an idle domain may grant messages out
+// of order, and says so: an EventOutOfOrder and Stats.OutOfOrder.
+// Exclusivity is not relaxed.
 func TestBestEffortOrdering(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
@@ -172,9 +170,9 @@ func TestBestEffortOrderingConcurrent(t *testing.T) {
 	require.Equal(t, st.Acquired, st.Processed)
 }
 
-// Seed 003, "Acquire message exclusively": two workers poll the same queue
-// concurrently and ask for the same pending message; exactly one obtains a
-// lock token, and the other is told to skip it (AlreadyAcquired).
+// Exclusive acquisition: two workers poll the same queue concurrently and
+// ask for the same pending message; exactly one obtains a lock token, and
+// the other is told to skip it (AlreadyAcquired).
 func TestAcquireMessageExclusively(t *testing.T) {
 	t.Parallel()
 	const rounds = 200
@@ -207,10 +205,10 @@ func TestAcquireMessageExclusively(t *testing.T) {
 	}
 }
 
-// Seed 003, "100 concurrent consumers": 100 workers poll the same queue when
-// a single message becomes available; exactly one acquires it, and the rest
-// see it unavailable until the lock is released. After the release, exactly
-// one acquires the next message.
+// 100 concurrent consumers: 100 workers poll the same queue when a single
+// message becomes available; exactly one acquires it, and the rest see it
+// unavailable until the lock is released. After the release, exactly one
+// acquires the next message.
 func TestHundredConcurrentConsumers(t *testing.T) {
 	t.Parallel()
 	const consumers = 100
@@ -270,10 +268,10 @@ func TestHundredConcurrentConsumers(t *testing.T) {
 	require.Equal(t, uint64(1), st.Enqueued, "a hundred requests, queued once")
 }
 
-// Seed 003, "Lock token uniqueness": every token issued is unique across
-// grants, re-grants of the same offset, domains and managers, and is bound to
-// one grant of one offset (its fence plays the eTag's part); duplicate or
-// stale tokens are rejected.
+// Token uniqueness: every token issued is unique across grants, re-grants of
+// the same offset, domains and managers, and is bound to one grant of one
+// offset (its fence plays the eTag's part); duplicate or stale tokens are
+// rejected.
 func TestLockTokenUniqueness(t *testing.T) {
 	t.Parallel()
 	const ttl = 10 * time.Second

@@ -21,29 +21,6 @@ import (
 // nothing wakes it: a poll of 0 means it.
 const DefaultPoll = time.Second
 
-// A Claim is one lease Claim granted: the head of its domain, with what
-// Enqueue stored with it.
-type Claim struct {
-	Domain    string
-	Offset    int64
-	Payload   []byte // nil if the offset was stored without one
-	Token     Token
-	Attempt   int       // this grant's attempt number: 1, then one more after each failed attempt
-	ExpiresAt time.Time // zero if leases never expire
-}
-
-// A RetryResult is what Retry did.
-type RetryResult struct {
-	// DeadLettered: the offset ran out of retries and is failed, with the
-	// cause given; otherwise it waits at the front of its domain's line.
-	DeadLettered bool
-	// RetryCount is the offset's failed attempts so far, this one
-	// included: pass it to Backoff.Delay for the next delay. (Fail's
-	// RetryCount counts the retries scheduled, not the attempts failed:
-	// after a give-up they differ by one.)
-	RetryCount int
-}
-
 // A Failure is a failed attempt for RetryMany to end: the lease of Claim
 // (its Domain and Token; the other fields are not read), the attempt's
 // Cause, and the Delay before the offset's next attempt, as Retry takes
@@ -71,23 +48,15 @@ type Failure struct {
 // changes nothing. Enqueue checks its domain and offset as TryAcquire
 // does, first.
 func (m *Manager) Enqueue(domain string, offset int64, payload []byte) (AcquireStatus, error) {
-	if !m.accepts(domain, offset) {
-		return 0, m.refuse("Enqueue", domain, offset)
+	refused := payload != nil && m != nil && m.journal != nil
+	kept := bytes.Clone(payload) // the caller may reuse its buffer
+	sh, r, now, err := m.enterWith(&callEnqueue, domain, offset, refused, nil)
+	if r == nil {
+		return 0, err
 	}
-	if payload != nil && m.journal != nil {
-		return 0, domainError("Enqueue", domain, ErrPayloadNotJournaled)
-	}
-	m.pullQueue()
-	payload = bytes.Clone(payload) // the caller may reuse its buffer
-	now := m.now()
-	sh, r := m.lockRecord(domain, true)
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
-	status := r.state.enqueue(&m.policy, &st, offset, payload)
-	if err := m.finish(sh, r, &st); err != nil {
+	st := m.newStep(now)
+	status := r.state.enqueue(&m.policy, &st, offset, kept)
+	if err := m.finish(sh, r, &st, nil); err != nil {
 		return 0, err
 	}
 	return status, nil
@@ -163,23 +132,18 @@ func (m *Manager) claimEntry(q *readyQueue, e *readyEntry, now instant, b *batch
 		r.mu.Unlock()
 		return Claim{}, false
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	var c Claim
 	granted := r.state.claim(&m.policy, &st)
 	if granted {
 		c = m.claimOf(r)
-		r.streak = 0
 	}
-	m.release(b, m.shardOf(m.hash(r.domain)), r, &st) // a domain granted leaves the queue
+	m.finish(m.shardOf(m.hash(r.domain)), r, &st, b) // a domain granted leaves the queue
 	return c, granted
 }
 
 // claimOf returns the Claim of r's lease. r.mu must be held, and r leased.
-func (m *Manager) claimOf(r *record) Claim {
+func (m *Manager) claimOf(r *domainRecord) Claim {
 	s := &r.state
 	return Claim{
 		Domain: r.domain, Offset: s.lease.offset, Payload: bytes.Clone(s.payloadOf(s.lease.offset)),
@@ -212,11 +176,7 @@ func (m *Manager) takeOver(now instant, n int, b *batch) {
 			d.sh.expiry.putBack(d.e.r)
 			continue
 		}
-		_, ok, seq, err := m.reapOne(d.sh, d.e.r, now)
-		b.seq, b.err = max(b.seq, seq), cmp.Or(b.err, err)
-		if ok && m.observer != nil {
-			b.touched = append(b.touched, d.e.r)
-		}
+		m.reapOne(d.sh, d.e.r, now, b)
 	}
 }
 
@@ -289,41 +249,26 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]C
 // schedules a retry followed by a requeue; the delay is not journaled.
 func (m *Manager) Retry(domain string, tok Token, cause error, delay time.Duration) (RetryResult, error) {
 	var b batch
-	res, err := m.retryIn(&b, "Retry", &Failure{Claim: Claim{Domain: domain, Token: tok}, Cause: cause, Delay: delay})
+	res, err := m.retryIn(&b, &callRetry, &Failure{Claim: Claim{Domain: domain, Token: tok}, Cause: cause, Delay: delay})
 	if berr := m.endBatch(&b); berr != nil {
 		return RetryResult{}, berr
 	}
 	return res, err
 }
 
-// retryIn is Retry of f's lease, in b, for op.
-func (m *Manager) retryIn(b *batch, op string, f *Failure) (RetryResult, error) {
-	domain := f.Domain
-	if !m.accepts(domain, 0) {
-		return RetryResult{}, m.refuse(op, domain, 0)
-	}
-	if f.Delay < 0 {
-		return RetryResult{}, domainError(op, domain, ErrInvalidDuration)
-	}
-	q := m.pullQueue()
-	now := m.now()
-	cause := keepCause(f.Cause, m.journal != nil)
-	sh, r := m.lockRecord(domain, false)
+// retryIn is Retry of f's lease, in b, for c.
+func (m *Manager) retryIn(b *batch, c *callSpec, f *Failure) (RetryResult, error) {
+	cause := f.Cause
+	sh, r, now, err := m.enterWith(c, f.Domain, 0, f.Delay < 0, &cause)
 	if r == nil {
-		return RetryResult{}, m.absent(domainError(op, domain, ErrNoLease))
+		return RetryResult{}, err
 	}
-	st := step{now: now}
-	if m.reporting {
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
-	}
+	st := m.newStep(now)
 	res, err := r.state.retry(&m.policy, &st, f.Token, cause)
 	if err == nil && !res.DeadLettered {
-		q.sync(r, now, now.add(f.Delay)) // listed now, release leaves it where it is
+		// Listed now, with its delay: the step's end leaves it where it is.
+		m.ready.Load().sync(r, now, now.add(f.Delay))
 	}
-	m.release(b, sh, r, &st)
-	if err != nil {
-		return RetryResult{}, domainError(op, domain, err)
-	}
-	return res, nil
+	m.finish(sh, r, &st, b)
+	return res, c.wrap(f.Domain, err) // res is zero when err is not nil
 }

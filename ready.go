@@ -26,10 +26,10 @@ import (
 // or in later, a min-heap by time, while a retry's delay keeps it waiting;
 // Claim takes whichever of the two heads became ready first.
 type readyQueue struct {
-	mu     sync.Mutex         // guards live, ticket, now, head and later
-	live   map[*record]uint64 // the ticket of each ready domain's entry
-	ticket uint64             // the last ticket given; tickets start at 1
-	now    []readyEntry       // entries of domains ready at once, from head on, oldest first
+	mu     sync.Mutex               // guards live, ticket, now, head and later
+	live   map[*domainRecord]uint64 // the ticket of each ready domain's entry
+	ticket uint64                   // the last ticket given; tickets start at 1
+	now    []readyEntry             // entries of domains ready at once, from head on, oldest first
 	head   int
 	later  []readyEntry // a min-heap by (at, ticket): entries whose domain waits for a delay to end
 
@@ -41,7 +41,7 @@ type readyQueue struct {
 
 // A readyEntry is a domain's place in the queue.
 type readyEntry struct {
-	r      *record
+	r      *domainRecord
 	at     instant // when the domain became ready, or will once its delay ends
 	ticket uint64
 }
@@ -53,14 +53,14 @@ func (e *readyEntry) before(o *readyEntry) bool {
 }
 
 func newReadyQueue() *readyQueue {
-	return &readyQueue{live: make(map[*record]uint64), signal: make(chan struct{}, 1), done: make(chan struct{})}
+	return &readyQueue{live: make(map[*domainRecord]uint64), signal: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // sync brings r's place in the queue up to date with its state: r, which
 // is locked, is listed if it became ready, as ready at at (later than now
 // when a retry's delay keeps it waiting), and delisted if it is no longer
 // ready. A domain that stays ready keeps its place, and its delay.
-func (q *readyQueue) sync(r *record, now, at instant) {
+func (q *readyQueue) sync(r *domainRecord, now, at instant) {
 	ready := !r.dropped && r.state.ready()
 	if ready == r.listed {
 		return
@@ -79,7 +79,7 @@ func (q *readyQueue) sync(r *record, now, at instant) {
 // waits for a retry's delay to end: the delay was its backlog's head's,
 // which an admin call took away (Kill) or put a redriven offset before.
 // Admin calls are rare: it looks through the delayed domains.
-func (q *readyQueue) endDelay(r *record, now instant) {
+func (q *readyQueue) endDelay(r *domainRecord, now instant) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ticket := q.live[r]
@@ -94,7 +94,7 @@ func (q *readyQueue) endDelay(r *record, now instant) {
 }
 
 // push lists r as ready at at. q.mu must be held.
-func (q *readyQueue) push(r *record, now, at instant) {
+func (q *readyQueue) push(r *domainRecord, now, at instant) {
 	q.ticket++
 	e := readyEntry{r: r, at: at, ticket: q.ticket}
 	q.live[r] = e.ticket
@@ -281,7 +281,7 @@ func (q *readyQueue) check(listed int) error {
 	if len(q.live) != listed {
 		errs = append(errs, fmt.Errorf("ready queue lists %d domains, their records %d", len(q.live), listed))
 	}
-	entries := make(map[*record]int, len(q.live))
+	entries := make(map[*domainRecord]int, len(q.live))
 	for _, e := range q.now[q.head:] {
 		if !q.stale(&e) {
 			entries[e.r]++
@@ -326,7 +326,7 @@ func (m *Manager) pullQueue() *readyQueue {
 	// Calls list their domains from here on, and the loop the others: a
 	// record's lock orders the two.
 	m.ready.Store(q)
-	m.forEachRecord(func(_ *shard, _ string, r *record) {
+	m.forEachRecord(func(_ *shard, _ string, r *domainRecord) {
 		r.mu.Lock()
 		q.sync(r, now, now)
 		r.mu.Unlock()

@@ -10,8 +10,8 @@ import (
 
 // readyRecord returns a record of domain that is ready: idle, running,
 // with an offset queued.
-func readyRecord(domain string) *record {
-	r := &record{domain: domain}
+func readyRecord(domain string) *domainRecord {
+	r := &domainRecord{domain: domain}
 	r.state.queue().pushBack(1)
 	return r
 }
@@ -37,7 +37,7 @@ func TestReadyQueueOrder(t *testing.T) {
 	t.Parallel()
 	q := newReadyQueue()
 	at := func(n int64) instant { return stateAt(n) }
-	list := func(r *record, now, ready int64) {
+	list := func(r *domainRecord, now, ready int64) {
 		q.sync(r, at(now), at(ready))
 		require.True(t, r.listed, "%s is ready", r.domain)
 	}
@@ -66,7 +66,7 @@ func TestReadyQueueOrder(t *testing.T) {
 func TestReadyQueueCompacts(t *testing.T) {
 	t.Parallel()
 	q := newReadyQueue()
-	rs := make([]*record, 10)
+	rs := make([]*domainRecord, 10)
 	for i := range rs {
 		rs[i] = readyRecord(fmt.Sprint(i))
 	}

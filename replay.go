@@ -25,7 +25,7 @@ func (m *Manager) replay() error {
 		},
 		func(seq uint64, rec Record) error {
 			if rec.Kind == RecordSettings {
-				if err := m.applySettings(rec); err != nil {
+				if err := m.replaySettings(rec); err != nil {
 					return &ReplayError{Seq: seq, Record: rec, Err: err}
 				}
 				return nil
@@ -33,7 +33,7 @@ func (m *Manager) replay() error {
 			if seq <= skip[rec.Domain] {
 				return nil
 			}
-			if err := m.apply(seq, rec); err != nil {
+			if err := m.replayRecord(seq, rec); err != nil {
 				return &ReplayError{Seq: seq, Record: rec, Err: err}
 			}
 			return nil
@@ -51,13 +51,14 @@ func (m *Manager) replay() error {
 	due := !rs.recorded || rs.policy.monotonic != m.policy.monotonic
 	m.settleAndSwitch(m.policy.monotonic)
 	m.settingsDue.Store(due)
+	m.syncAllDead() // records applied without a step's end: see finish
 	return m.checkInvariants()
 }
 
-// applySettings replays a RecordSettings record. The Manager that wrote it
+// replaySettings replays a RecordSettings record. The Manager that wrote it
 // did so after its New had replayed the journal, settled the calls cut
 // short and switched the state to its own rule: replay does the same here.
-func (m *Manager) applySettings(rec Record) error {
+func (m *Manager) replaySettings(rec Record) error {
 	if rec != (Record{Kind: RecordSettings, Offset: -1, Monotonic: rec.Monotonic}) {
 		return errors.New("settings record with the fields of a transition")
 	}
@@ -97,7 +98,7 @@ func (m *Manager) settleAllEnded() {
 // switchRule converts every domain to the exact rule or the watermark rule
 // of WithMonotonicOffsets (see domainState.switchRule).
 func (m *Manager) switchRule(toMonotonic bool) {
-	m.forEachRecord(func(_ *shard, _ string, r *record) {
+	m.forEachRecord(func(_ *shard, _ string, r *domainRecord) {
 		r.mu.Lock()
 		r.state.switchRule(toMonotonic)
 		r.mu.Unlock()
@@ -183,8 +184,10 @@ func (m *Manager) settleEnded(domain string, l endedLease) {
 	s.applyRequeued(&change{kind: EventRequeued, offset: l.offset, attempt: l.a.attempts, retries: l.a.retries, acquiredAt: l.a.acquiredAt})
 }
 
-// apply applies one journaled record.
-func (m *Manager) apply(seq uint64, rec Record) error {
+// replayRecord checks one journaled record against the state before it
+// (see domainState.fits) and applies it, with the same code as the live
+// call that wrote it (see domainState.apply).
+func (m *Manager) replayRecord(seq uint64, rec Record) error {
 	// A record that ended a lease is followed, live, by the one that
 	// requeues or fails its offset. Any other record means the call was
 	// cut short between the two; settleEnded decides.
@@ -198,7 +201,7 @@ func (m *Manager) apply(seq uint64, rec Record) error {
 		}
 	}
 	if rec.Kind == EventForgotten {
-		return m.applyForgotten(seq, rec)
+		return m.replayForgotten(seq, rec)
 	}
 	sh, r := m.lockRecord(rec.Domain, true)
 	defer r.mu.Unlock()
@@ -223,7 +226,8 @@ func (m *Manager) apply(seq uint64, rec Record) error {
 	return nil
 }
 
-func (m *Manager) applyForgotten(seq uint64, rec Record) error {
+// replayForgotten replays a Forgotten record: it drops the domain.
+func (m *Manager) replayForgotten(seq uint64, rec Record) error {
 	_, r := m.lockRecord(rec.Domain, false)
 	if r == nil {
 		return errors.New("forgets a domain that does not exist")
@@ -257,7 +261,7 @@ func (m *Manager) applyForgotten(seq uint64, rec Record) error {
 // clock to expire it (see Manager.timed).
 func (m *Manager) anyLeaseExpires() bool {
 	found := false
-	m.forEachRecord(func(_ *shard, _ string, r *record) {
+	m.forEachRecord(func(_ *shard, _ string, r *domainRecord) {
 		r.mu.Lock()
 		found = found || (r.state.leased && r.state.lease.expiresAt != 0)
 		r.mu.Unlock()
@@ -279,7 +283,7 @@ func (m *Manager) timeRestoredLeases() error {
 	now := m.now()
 	var seq uint64
 	var appendErr error
-	m.forEachRecord(func(sh *shard, domain string, r *record) {
+	m.forEachRecord(func(sh *shard, domain string, r *domainRecord) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		// A domain no call accepts (held by a journal written before
@@ -288,11 +292,9 @@ func (m *Manager) timeRestoredLeases() error {
 		if !r.state.leased || r.state.lease.expiresAt != 0 || appendErr != nil || !validDomain(domain) {
 			return
 		}
-		st := step{now: now}
-		var kept [stepInline]change
-		st.kept = &kept // set here, not through a pointer: kept stays on the stack
+		st := step{now: now, kept: new([stepInline]change)}
 		r.state.extendTo(&m.policy, &st, now.add(m.policy.ttl))
-		appendErr = m.journalRecord(r, st.change(0).record(domain, now))
+		appendErr = m.journalChanges(r, &st)
 		seq = max(seq, r.lastSeq)
 		sh.expiry.sync(r)
 	})

@@ -1,17 +1,17 @@
 package worklease
 
 import (
-	"hash/maphash"
 	"strings"
 	"sync"
 	"unsafe"
 )
 
-// Lock order: record.mu, then shard.expiry.mu or the ready queue's mu (see
+// Lock order: record.mu, then shard.mu (to change the shard's set of
+// records with dead letters), shard.expiry.mu or the ready queue's mu (see
 // ready.go for the pull calls'). A shard's mu is held only to change its
-// map or to read the map whole, and never while taking another lock;
-// looking a record up takes no lock. No goroutine ever holds two record
-// locks at once.
+// map or its dead set or to read one whole, and never while taking another
+// lock; looking a record up takes no lock. No goroutine ever holds two
+// record locks at once.
 
 // A shard is one slice of the Manager's domain map, with the expiry index
 // and event counters of its domains.
@@ -21,22 +21,27 @@ type shard struct {
 
 	expiry expiryIndex // leases with an expiry, soonest first; empty unless Manager.expiring
 	stats  counters    // see counters; the busiest kinds are counted in the records
+	// dead holds the shard's records that have dead letters, each with
+	// its latest failure's time, for the listings that read only those;
+	// guarded by mu (see syncDead).
+	dead map[*domainRecord]instant
 
 	// The padding rounds a shard up to a multiple of two cache lines (CPUs
 	// fetch lines in pairs), so that goroutines working in neighbouring
 	// shards do not contend for the same lines. TestShardSize keeps it
 	// right.
-	_ [48]byte
+	_ [40]byte
 }
 
 // shardAlign is what a shard's size is a multiple of: two 64-byte lines.
 const shardAlign = 128
 
-// A record is one domain's entry in a shard. Once created it is never
+// A domainRecord is one domain's entry in a shard (not to be confused with
+// a journal's Record of one transition). Once created it is never
 // replaced unless Forget drops it, so a pointer to it stays valid and the
 // lock that orders a domain's calls stays the same.
 //
-// A record is laid out for the cache: it is recordSize bytes, a size class
+// A domain record is laid out for the cache: it is recordSize bytes, a size class
 // whose objects start on a 64-byte line, and everything a TryAcquire+Succeed
 // cycle reads or writes sits in its first two lines (CPUs fetch lines in
 // pairs): the key's header, the lock, the counts, the flags, the lease, the
@@ -45,7 +50,7 @@ const shardAlign = 128
 // set's lower runs, the journal's sequence number, the pointer to the extra
 // part (the observer's queue, the counts' overflows), the expiry index's
 // fields, and the key itself when it is short. TestRecordLayout keeps it so.
-type record struct {
+type domainRecord struct {
 	domain string // immutable
 
 	mu sync.Mutex // guards everything below, except heapIdx
@@ -54,7 +59,7 @@ type record struct {
 	counts  recordCounts
 	dropped bool        // Forget removed the domain: look it up again
 	listed  bool        // the Manager's ready queue lists the domain; see readyQueue.sync
-	streak  uint8       // leases ClaimNext granted in a row since Claim last claimed the domain (see MaxStreak); not journaled
+	dead    bool        // the shard's dead set holds the record; see syncDead
 	state   domainState // see domainState; never locks
 
 	lastSeq uint64       // the journal sequence number of the domain's latest record; 0 without a journal
@@ -100,44 +105,23 @@ const recordHotBytes = 128
 
 // hash returns domain's hash, which picks its shard and keys its record
 // there.
-func (m *Manager) hash(domain string) uint64 { return maphash.String(m.seed, domain) }
+func (m *Manager) hash(domain string) uint64 { return m.seed.sum(domain) }
 
 // shardOf returns the shard that holds the domain whose hash is h.
 func (m *Manager) shardOf(h uint64) *shard { return &m.shards[h&m.shardMask] }
 
-// lockRecord returns domain's shard and record, with the record locked. If
-// the domain has no record, lockRecord creates one when create is set and
-// otherwise returns a nil record.
-func (m *Manager) lockRecord(domain string, create bool) (*shard, *record) {
-	h := m.hash(domain)
-	sh := m.shardOf(h)
-	var dropped *record // the last record met that Forget had dropped
-	for {
-		r := sh.records.get(h, domain)
-		if r == nil || r == dropped {
-			if !create {
-				return sh, nil
-			}
-			r = m.createRecord(sh, h, domain, dropped)
-		}
-		r.mu.Lock()
-		if !r.dropped {
-			return sh, r
-		}
-		// Forget dropped r after we found it. Its Forgotten record may not
-		// be durable yet: wait for it, so that no answer depends on a Forget
-		// a crash could undo (a failed wait closes the Manager, which
-		// absent reports). Then look again: a record made now takes r's
-		// place, and its queue of events, which may still hold r's last
-		// ones (see deliver).
-		seq := r.lastSeq
-		r.mu.Unlock()
-		if m.replaying == nil {
-			_ = m.waitDurable(seq)
-		}
-		dropped = r
-		m.unlinkDrained(r)
+// lockRecord returns domain's shard and record, with the record locked,
+// for the Manager's own use (replay, restoring a snapshot, a single
+// domain's dead letters): the lookup of a call (see enter) without its
+// checks and its clock. If the domain has no record, lockRecord creates
+// one when create is set and otherwise returns a nil record.
+func (m *Manager) lockRecord(domain string, create bool) (*shard, *domainRecord) {
+	c := &lookUp
+	if create {
+		c = &lookUpCreate
 	}
+	sh, r, _, _ := m.enter(c, domain, 0)
+	return sh, r
 }
 
 // absent returns what a call answers for a domain it found no record of:
@@ -153,7 +137,7 @@ func (m *Manager) absent(err error) error {
 
 // unlink removes r, which Forget dropped, from its shard's map if it is
 // still there.
-func (m *Manager) unlink(r *record) {
+func (m *Manager) unlink(r *domainRecord) {
 	h := m.hash(r.domain)
 	sh := m.shardOf(h)
 	sh.mu.Lock()
@@ -167,7 +151,7 @@ func (m *Manager) unlink(r *record) {
 // told all of r's events. Until then r stays in the map, so that a record
 // made for its domain takes its queue over and its events follow r's (see
 // createRecord); whoever delivers the last of them unlinks r (see deliver).
-func (m *Manager) unlinkDrained(r *record) {
+func (m *Manager) unlinkDrained(r *domainRecord) {
 	if r.extra == nil || r.extra.events.drained() {
 		m.unlink(r)
 	}
@@ -176,7 +160,7 @@ func (m *Manager) unlinkDrained(r *record) {
 // createRecord returns the record of domain, whose hash is h, creating it if
 // absent. If the map still holds dropped, a record Forget dropped, the new
 // record takes its place and its queue of events.
-func (m *Manager) createRecord(sh *shard, h uint64, domain string, dropped *record) *record {
+func (m *Manager) createRecord(sh *shard, h uint64, domain string, dropped *domainRecord) *domainRecord {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var queue *eventQueue
@@ -193,7 +177,7 @@ func (m *Manager) createRecord(sh *shard, h uint64, domain string, dropped *reco
 	}
 	// The record keeps a copy of the key: the caller's may share memory
 	// with a much larger buffer, such as the message it came in.
-	r := &record{}
+	r := &domainRecord{}
 	if m.journal == nil && len(domain) <= inlineKeyLen {
 		n := copy(r.key[:], domain)
 		r.domain = unsafe.String(&r.key[0], n) // r.key never changes after this
@@ -227,54 +211,19 @@ func (m *Manager) raiseFenceFloor(fence uint64) {
 	}
 }
 
-// finish ends a call on r that made the changes in st: it reports them
-// (see report), brings the shard's expiry index up to date with r's lease
-// and the ready queue, if the Manager keeps one, with r's readiness,
-// releases r's lock, waits until the journal holds every record of the
-// domain so far (the call's own, and those its answer depends on), and
-// delivers r's events. An error means the journal failed and the
-// Manager is now closed; the call must return it instead of its answer.
-func (m *Manager) finish(sh *shard, r *record, st *step) error {
-	sh.countAll(r, st)
-	var appendErr error
-	if m.reporting {
-		appendErr = m.report(sh, r, st)
-	}
-	if m.expiring {
-		sh.expiry.sync(r)
-	}
-	if q := m.ready.Load(); q != nil {
-		q.sync(r, st.now, st.now)
-	}
-	var seq uint64
-	if m.journal != nil { // lastSeq sits in the record's third line: read it only if needed
-		seq = r.lastSeq
-	}
-	r.mu.Unlock()
-	if m.journal != nil {
-		if err := m.durable(seq, appendErr); err != nil {
-			return err
-		}
-	}
-	if m.observer != nil {
-		m.deliver(r)
-	}
-	return nil
-}
-
 // forEachRecord calls f with each domain and its record, one shard at a time.
 // It holds no lock while f runs, so f may lock the record.
-func (m *Manager) forEachRecord(f func(sh *shard, domain string, r *record)) {
+func (m *Manager) forEachRecord(f func(sh *shard, domain string, r *domainRecord)) {
 	type entry struct {
 		domain string
-		r      *record
+		r      *domainRecord
 	}
 	var entries []entry
 	for i := range m.shards {
 		sh := &m.shards[i]
 		entries = entries[:0]
 		sh.mu.Lock()
-		sh.records.all(func(_ uint64, r *record) {
+		sh.records.all(func(_ uint64, r *domainRecord) {
 			entries = append(entries, entry{r.domain, r})
 		})
 		sh.mu.Unlock()
@@ -282,4 +231,46 @@ func (m *Manager) forEachRecord(f func(sh *shard, domain string, r *record)) {
 			f(sh, e.domain, e.r)
 		}
 	}
+}
+
+// syncDead brings sh's set of records with dead letters up to date with r,
+// a record of sh locked by the caller, after a step that made or ended one
+// of r's dead letters: a record is in the set, with the time of its latest
+// failure, while it has dead letters and is not dropped.
+func (sh *shard) syncDead(r *domainRecord) {
+	d := r.state.failed()
+	has := !r.dropped && d.len() > 0
+	if !has && !r.dead {
+		return
+	}
+	r.dead = has
+	sh.mu.Lock()
+	if has {
+		if sh.dead == nil {
+			sh.dead = make(map[*domainRecord]instant)
+		}
+		sh.dead[r] = d.byTime[len(d.byTime)-1].at
+	} else {
+		delete(sh.dead, r)
+	}
+	sh.mu.Unlock()
+}
+
+// A deadRecord is a record of the shard's dead set, with the time of its
+// latest failure as the set knew it.
+type deadRecord struct {
+	r      *domainRecord
+	latest instant
+}
+
+// syncAllDead brings every shard's set of records with dead letters up to
+// date, as after a replay.
+func (m *Manager) syncAllDead() {
+	m.forEachRecord(func(sh *shard, _ string, r *domainRecord) {
+		r.mu.Lock()
+		if r.state.failed().len() > 0 || r.dead {
+			sh.syncDead(r)
+		}
+		r.mu.Unlock()
+	})
 }

@@ -88,7 +88,7 @@ func (m *Manager) Snapshot() error {
 		// RecordSettings), and a journal with no record since its last
 		// snapshot may write none: the settings record is a new one.
 		if err := m.appendSettings(); err != nil {
-			return m.durable(0, err)
+			return m.waitDurable(0, err)
 		}
 	}
 	return m.writeSnapshot()
@@ -163,7 +163,7 @@ func (m *Manager) encodeSnapshot(w io.Writer) error {
 		}
 		buf = buf[:0]
 	}
-	m.forEachRecord(func(_ *shard, domain string, r *record) {
+	m.forEachRecord(func(_ *shard, domain string, r *domainRecord) {
 		if err != nil {
 			return
 		}
@@ -196,7 +196,7 @@ func (m *Manager) encodeSnapshot(w io.Writer) error {
 }
 
 // appendSnapshot appends one domain's state under p. r.mu must be held.
-func (r *record) appendSnapshot(b []byte, p *policy, domain string) []byte {
+func (r *domainRecord) appendSnapshot(b []byte, p *policy, domain string) []byte {
 	s := &r.state
 	b = appendString(b, domain)
 	b = binary.AppendUvarint(b, r.lastSeq)
@@ -292,7 +292,7 @@ func (m *Manager) restoreSnapshot(data []byte) (map[string]uint64, error) {
 			if serial := d.uvarint(); serial > m.domainSerial.Load() {
 				m.domainSerial.Store(serial)
 			}
-			n := d.count(2)
+			n := d.items(2)
 			skip := make(map[string]uint64, n)
 			for range n {
 				domain := d.string()
@@ -363,7 +363,7 @@ func (m *Manager) restoreDomain(d *decoder, version byte, seen map[string]bool) 
 		if c.attempt > c.retries {
 			s.apply(&m.policy, 0, &c)
 		} else {
-			d.fail(fmt.Errorf("lease on attempt %d after %d failed", c.attempt, c.retries))
+			d.stop(fmt.Errorf("lease on attempt %d after %d failed", c.attempt, c.retries))
 		}
 		s.issued.fence = fence // checkInvariants, below, checks that it is the lease's
 	}
@@ -376,31 +376,31 @@ func (m *Manager) restoreDomain(d *decoder, version byte, seen map[string]bool) 
 	case revokedByAdmin:
 		why = ErrLeaseRevoked
 	default:
-		d.fail(fmt.Errorf("bad revoked reason"))
+		d.stop(fmt.Errorf("bad revoked reason"))
 	}
 	if !revoked.IsZero() || why != nil {
 		c := s.coldPart()
 		c.revoked, c.revokedErr = revoked, why
 	}
-	for range d.count(1) {
+	for range d.items(1) {
 		if x := d.varint(); x < 0 || !s.queue().pushBack(x) {
-			d.fail(fmt.Errorf("bad backlog offset %d", x))
+			d.stop(fmt.Errorf("bad backlog offset %d", x))
 		}
 	}
 	var runs []offsetRun
-	for range d.count(2) {
+	for range d.items(2) {
 		lo, n := d.varint(), d.uvarint()
 		if lo < 0 || n > uint64(math.MaxInt64-lo) || (len(runs) > 0 && lo-1 <= runs[len(runs)-1].hi) {
-			d.fail(fmt.Errorf("bad processed run at %d", lo))
+			d.stop(fmt.Errorf("bad processed run at %d", lo))
 			break
 		}
 		runs = append(runs, offsetRun{lo, lo + int64(n)})
 	}
 	s.processed.setRuns(runs)
-	for range d.count(4) {
+	for range d.items(4) {
 		off, attempts, at, cause := d.varint(), d.int(), d.instant(), d.string()
 		if off < 0 || s.isFailed(off) {
-			d.fail(fmt.Errorf("bad failed offset %d", off))
+			d.stop(fmt.Errorf("bad failed offset %d", off))
 		}
 		s.coldPart().failed.add(off, deadLetter{cause: causeFromText(cause), attempts: attempts, at: at})
 	}
@@ -408,7 +408,7 @@ func (m *Manager) restoreDomain(d *decoder, version byte, seen map[string]bool) 
 	if version > snapshotVersion1 {
 		minCarried = 4
 	}
-	for range d.count(minCarried) {
+	for range d.items(minCarried) {
 		off := d.varint()
 		var a attempt
 		if version > snapshotVersion1 {
@@ -419,7 +419,7 @@ func (m *Manager) restoreDomain(d *decoder, version byte, seen map[string]bool) 
 			a.attempts = a.retries // version 1 kept the failed attempts alone
 		}
 		if a.attempts < a.retries {
-			d.fail(fmt.Errorf("offset %d carries %d attempts, %d of them failed", off, a.attempts, a.retries))
+			d.stop(fmt.Errorf("offset %d carries %d attempts, %d of them failed", off, a.attempts, a.retries))
 		}
 		s.carry(off, a)
 	}

@@ -11,11 +11,14 @@ import (
 // contract's calls, plus the optional behaviour of time-limited leases,
 // ordering modes, parking and the admin calls. It is pure: it knows nothing
 // of locks, clocks, journals or observers, and nothing of the domain's key.
-// The record that holds it locks its mutex around every call, and tests
-// drive it directly (state_internal_test.go).
+// The domainRecord that holds it locks its mutex around every call, and
+// tests drive it directly (state_internal_test.go). The state machine's
+// files (state*.go, backlog.go) use only each other and the vocabulary
+// below them (results.go, events.go, errors.go, token.go, causes.go,
+// limits.go, instant.go), never the Manager's files: TestLayers checks it.
 //
-// Its fields are laid out for the record's cache lines (see record): what a
-// TryAcquire+Succeed cycle reads or writes comes first, and what only
+// Its fields are laid out for the record's cache lines (see domainRecord):
+// what a TryAcquire+Succeed cycle reads or writes comes first, and what only
 // failures, expiries and operators need is behind cold, which most domains
 // never allocate. The highest processed run ends the hot part; the other
 // runs, rarely read, follow it in the record's third line.
@@ -27,6 +30,10 @@ type domainState struct {
 	// after an answer that was lost, ClaimNext answers with this lease
 	// again (see chainedFrom). Every other grant clears it; not journaled.
 	chained bool
+	// streak counts the leases ClaimNext granted in a row since Claim last
+	// claimed the domain (see MaxStreak), in the byte the flags leave
+	// free; not journaled.
+	streak uint8
 	// released counts the forced releases in the history of the offset in
 	// flight, zero when idle: the lease's attempts made are its
 	// retries+1+released (see attempts). Part of the lease, it is kept
@@ -97,6 +104,31 @@ type lease struct {
 	acquiredAt instant // first grant of this offset; retries keep it
 	expiresAt  instant // zero: never expires
 	retries    int     // failed attempts of this offset so far
+}
+
+// describe fills in res's lease fields from l, whose token is tok, with
+// times in loc.
+func (l *lease) describe(res *AcquireResult, tok Token, loc *time.Location) {
+	res.Token = tok
+	res.AcquiredAt = l.acquiredAt.in(loc)
+	res.ExpiresAt = l.expiresAt.in(loc)
+	res.RetryCount = l.retries
+}
+
+// info describes l, the lease of domain under tok, with times in loc.
+func (l *lease) info(domain string, tok Token, loc *time.Location) (info LeaseInfo) {
+	l.fill(&info, domain, tok, loc)
+	return info
+}
+
+// fill is info in place, for the results of the calls on the hot path.
+func (l *lease) fill(info *LeaseInfo, domain string, tok Token, loc *time.Location) {
+	info.Domain = domain
+	info.Offset = l.offset
+	info.Token = tok
+	info.AcquiredAt = l.acquiredAt.in(loc)
+	info.ExpiresAt = l.expiresAt.in(loc)
+	info.RetryCount = l.retries
 }
 
 // attempts returns the attempts made by the offset in flight, this one
@@ -275,9 +307,12 @@ func (s *domainState) isProcessed(p *policy, offset int64) bool {
 	if !s.processed.contains(offset) {
 		return false
 	}
-	if !p.monotonic {
-		return true
-	}
+	return !p.monotonic || s.processedBelowHigh(offset)
+}
+
+// processedBelowHigh is isProcessed, with WithMonotonicOffsets, of an
+// offset the run [0, hw] holds.
+func (s *domainState) processedBelowHigh(offset int64) bool {
 	// The run [0, hw] holds the offsets below hw that are still to run, or
 	// failed: they do not count.
 	return !s.isFailed(offset) && !(s.leased && s.lease.offset == offset) && !s.backlog.contains(offset)
@@ -324,15 +359,24 @@ func (s *domainState) markTerminal(p *policy, offset int64, succeeded bool) {
 
 // dropCarried forgets the attempts offset carried, if any.
 func (s *domainState) dropCarried(offset int64) {
-	c := s.cold
-	if c == nil || c.carried == nil {
-		return
-	}
-	delete(c.carried, offset)
-	if len(c.carried) == 0 {
-		c.carried = nil
+	if c := s.cold; c != nil && dropOffset(&c.carried, offset) {
 		s.trimCold()
 	}
+}
+
+// dropOffset deletes offset from *m, a map of the cold part, and drops the
+// map once it is empty, which it reports: the cold part may then be empty
+// too (see trimCold).
+func dropOffset[V any](m *map[int64]V, offset int64) (dropped bool) {
+	if *m == nil {
+		return false
+	}
+	delete(*m, offset)
+	if len(*m) > 0 {
+		return false
+	}
+	*m = nil
+	return true
 }
 
 // release clears the lease.
@@ -340,7 +384,15 @@ func (s *domainState) release() {
 	s.leased = false
 	s.lease = lease{}
 	s.released = 0
-	if c := s.cold; c != nil && !c.leaseToken.IsZero() {
+	if s.cold != nil {
+		s.releaseCold()
+	}
+}
+
+// releaseCold drops the lease's token from the cold part, if it is kept
+// there.
+func (s *domainState) releaseCold() {
+	if c := s.cold; !c.leaseToken.IsZero() {
 		c.leaseToken = Token{}
 		s.trimCold()
 	}

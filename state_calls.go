@@ -67,6 +67,18 @@ func (st *step) kind(i int) EventKind {
 	return st.spill.kinds[i-stepInline]
 }
 
+// touchesDeadLetters reports whether the step made or ended a dead letter,
+// or dropped the domain.
+func (st *step) touchesDeadLetters() bool {
+	for i := range st.n {
+		switch st.kind(i) {
+		case EventDeadLettered, EventRedriven, EventForgotten:
+			return true
+		}
+	}
+	return false
+}
+
 // change returns the i-th change, i in [0, n), of a step that keeps them.
 func (st *step) change(i int) *change {
 	if i < stepInline {
@@ -149,6 +161,12 @@ func (s *domainState) checkToken(p *policy, st *step, tok Token) error {
 	if s.leased && tok == s.leaseToken(p) {
 		return nil
 	}
+	return s.reject(st, tok)
+}
+
+// reject is checkToken of a token that is not the lease's. Kept apart, so
+// that checkToken is small enough to inline.
+func (s *domainState) reject(st *step, tok Token) error {
 	var err error
 	revoked, why := s.revoked()
 	switch {
@@ -271,14 +289,61 @@ func (s *domainState) enqueue(p *policy, st *step, offset int64, payload []byte)
 
 // claim is Claim on a domain the Manager found ready: if it is (see
 // ready), it leases the backlog's head, as TryAcquire of the head would,
-// and reports that it did. With true, s.lease is the lease to report.
+// starts the domain's streak over, and reports that it did. With true,
+// s.lease is the lease to report.
 func (s *domainState) claim(p *policy, st *step) bool {
+	if !s.claimHead(p, st) {
+		return false
+	}
+	s.streak = 0
+	return true
+}
+
+// claimHead leases the backlog's head if the domain is ready, and reports
+// whether it did.
+func (s *domainState) claimHead(p *policy, st *step) bool {
 	s.expireIfDue(p, st)
 	if !s.ready() {
 		return false
 	}
 	s.grantHead(p, st)
 	return true
+}
+
+// succeedMany is SucceedMany's Succeed of tok's lease, for the first of
+// the call's claims that names the domain: a success ends the domain's
+// streak. (The later claims of the domain are plain Succeeds.)
+func (s *domainState) succeedMany(p *policy, st *step, tok Token) error {
+	var res SucceedResult
+	if err := s.succeed(p, st, tok, &res); err != nil {
+		return err
+	}
+	s.streak = 0
+	return nil
+}
+
+// claimNext is ClaimNext's Succeed of tok's lease, for the first of the
+// call's claims that names the domain, followed by the claim of the
+// domain's next offset, chained to tok's lease, unless the domain's streak
+// reached MaxStreak; a success that claims nothing ends the streak. A
+// ClaimNext repeated after it ended tok's lease (see chainedFrom) is
+// answered with the lease it chained then, and changes nothing. claimNext
+// reports whether s.lease is a lease to report.
+func (s *domainState) claimNext(p *policy, st *step, tok Token) (bool, error) {
+	if s.chainedFrom(p, st, tok) {
+		return true, nil
+	}
+	var res SucceedResult
+	if err := s.succeed(p, st, tok, &res); err != nil {
+		return false, err
+	}
+	if s.streak < MaxStreak && s.claimHead(p, st) {
+		s.chained = true
+		s.streak++
+		return true, nil
+	}
+	s.streak = 0
+	return false, nil
 }
 
 // chainedFrom first revokes a due lease, then reports whether ClaimNext
@@ -350,7 +415,17 @@ func (s *domainState) make(p *policy, st *step, c *change) {
 // goes back to the front of the line to be granted again under a new token;
 // without, it is dead-lettered.
 func (s *domainState) expireIfDue(p *policy, st *step) bool {
-	if !s.leased || s.lease.expiresAt == 0 || st.now < s.lease.expiresAt {
+	// A domain without a lease has the zero lease, which never expires.
+	if s.lease.expiresAt == 0 || st.now < s.lease.expiresAt {
+		return false
+	}
+	return s.expire(p, st)
+}
+
+// expire is expireIfDue of a lease that is due. Kept apart, so that
+// expireIfDue is small enough to inline in every call.
+func (s *domainState) expire(p *policy, st *step) bool {
+	if !s.leased {
 		return false
 	}
 	l, tok, attempts := s.lease, s.leaseToken(p), s.attempts()

@@ -148,7 +148,7 @@ func (r *stateRig) must(calls ...stateCall) {
 	}
 }
 
-// replay applies st's journaled changes to the shadow as Manager.apply
+// replay applies st's journaled changes to the shadow as Manager.replayRecord
 // does a journal's: each through its record, checked by fits first.
 func (r *stateRig) replay(st *step) {
 	t := r.t
@@ -166,7 +166,7 @@ func (r *stateRig) replay(st *step) {
 		if !c.journaled() || c.kind == EventForgotten { // Forgotten drops the record: the Manager's to replay
 			continue
 		}
-		rec := c.record("d", st.now)
+		rec := recordOf(c, "d", st.now)
 		jc, at := changeOf(&rec), instantOf(rec.At)
 		require.NoError(t, r.shadow.fits(&r.p, at, &jc, ended), "change %d, %v of %d, does not fit", i, c.kind, c.offset)
 		r.shadow.apply(&r.p, at, &jc)
@@ -549,6 +549,46 @@ func TestStateCalls(t *testing.T) {
 			require.Equal(t, tc.made, notedChanges(st))
 		})
 	}
+}
+
+func claimNextOf(tok Token) stateCall {
+	return func(s *domainState, p *policy, st *step) (any, error) { return s.claimNext(p, st, tok) }
+}
+
+// TestStateClaimNext checks ClaimNext's chaining: each success leases the
+// domain's next offset, a repeat with the token it ended answers with the
+// same lease and changes nothing, and after MaxStreak leases in a row the
+// domain claims nothing until Claim starts its streak over.
+func TestStateClaimNext(t *testing.T) {
+	t.Parallel()
+	r := newStateRig(t, policy{maxRetries: 1, instance: stateInstance})
+	for off := range int64(MaxStreak + 3) {
+		r.must(enqueueOf(off, nil))
+	}
+	_, got, err := r.do(claimCall)
+	require.NoError(t, err)
+	require.Equal(t, true, got)
+	for i := range MaxStreak {
+		tok := grantTok(uint64(i + 1))
+		_, got, err := r.do(claimNextOf(tok))
+		require.NoError(t, err)
+		require.Equal(t, true, got, "lease %d of the streak", i+1)
+		require.Equal(t, int64(i+1), r.live.lease.offset)
+		st, got, err := r.do(claimNextOf(tok)) // repeated, as after a lost answer
+		require.NoError(t, err)
+		require.Equal(t, true, got)
+		require.Zero(t, st.n, "a repeat changes nothing")
+	}
+	_, got, err = r.do(claimNextOf(grantTok(MaxStreak + 1)))
+	require.NoError(t, err)
+	require.Equal(t, false, got, "the streak is spent")
+	require.False(t, r.live.leased)
+	_, got, err = r.do(claimCall)
+	require.NoError(t, err)
+	require.Equal(t, true, got)
+	_, got, err = r.do(claimNextOf(grantTok(MaxStreak + 2)))
+	require.NoError(t, err)
+	require.Equal(t, true, got, "Claim started the streak over")
 }
 
 // A stateModel is the contract of one domain, kept as plainly as it reads:

@@ -26,13 +26,7 @@ func (s *domainState) keepPayload(offset int64, payload []byte) {
 // dropPayload forgets offset's payload, if it has one: the offset
 // succeeded.
 func (s *domainState) dropPayload(offset int64) {
-	c := s.cold
-	if c == nil || c.payloads == nil {
-		return
-	}
-	delete(c.payloads, offset)
-	if len(c.payloads) == 0 {
-		c.payloads = nil
+	if c := s.cold; c != nil && dropOffset(&c.payloads, offset) {
 		s.trimCold()
 	}
 }

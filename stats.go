@@ -42,7 +42,7 @@ type recordCounts [numHotKinds]uint32
 
 // total returns the count of r's events of the i-th hot kind. r.mu must be
 // held, or r's counts no longer change.
-func (r *record) total(i int) uint64 {
+func (r *domainRecord) total(i int) uint64 {
 	if r.extra == nil {
 		return uint64(r.counts[i])
 	}
@@ -69,7 +69,7 @@ var hotIndex = func() (idx [256]int8) {
 
 // countAll counts the changes st made to r, a record of sh locked by the
 // caller. Most calls make one, which it counts in place.
-func (sh *shard) countAll(r *record, st *step) {
+func (sh *shard) countAll(r *domainRecord, st *step) {
 	if st.n > 0 {
 		sh.count(r, st.kinds[0])
 	}
@@ -79,14 +79,27 @@ func (sh *shard) countAll(r *record, st *step) {
 }
 
 // countRest counts the changes st made after its first.
-func (sh *shard) countRest(r *record, st *step) {
+func (sh *shard) countRest(r *domainRecord, st *step) {
 	for i := 1; i < st.n; i++ {
 		sh.count(r, st.kind(i))
 	}
 }
 
+// countHot counts one event of kind k on r, a record of sh locked by the
+// caller, if k is one of the kinds r counts itself, which it reports.
+func (sh *shard) countHot(r *domainRecord, k EventKind) bool {
+	i := hotIndex[k]
+	if i < 0 {
+		return false
+	}
+	if r.counts[i]++; r.counts[i] == 0 {
+		r.wrapped(int(i))
+	}
+	return true
+}
+
 // count adds one event of kind k on r, a record of sh locked by the caller.
-func (sh *shard) count(r *record, k EventKind) {
+func (sh *shard) count(r *domainRecord, k EventKind) {
 	if i := hotIndex[k]; i >= 0 {
 		if r.counts[i]++; r.counts[i] == 0 {
 			r.wrapped(int(i))
@@ -97,7 +110,7 @@ func (sh *shard) count(r *record, k EventKind) {
 }
 
 // wrapped counts a wrap around of r's count of the i-th hot kind.
-func (r *record) wrapped(i int) {
+func (r *domainRecord) wrapped(i int) {
 	if r.extra == nil {
 		r.extra = &recordExtra{}
 	}
@@ -107,7 +120,7 @@ func (r *record) wrapped(i int) {
 // retire adds the counts of r, a dropped record leaving sh's map, to sh's.
 // sh.mu must be held (see Stats). r.mu need not be: the caller locked it
 // after r's counts last changed.
-func (sh *shard) retire(r *record) {
+func (sh *shard) retire(r *domainRecord) {
 	for i, k := range hotKinds {
 		sh.stats.add(k, r.total(i))
 	}
@@ -130,7 +143,7 @@ func (m *Manager) Stats() Stats {
 		return Stats{}
 	}
 	var sum [numEventKinds]uint64
-	var live []*record
+	var live []*domainRecord
 	for i := range m.shards {
 		sh := &m.shards[i]
 		// The shard's counts and its records at one moment: a record's
@@ -140,7 +153,7 @@ func (m *Manager) Stats() Stats {
 			sum[k] += sh.stats[k].Load()
 		}
 		live = live[:0]
-		sh.records.all(func(_ uint64, r *record) { live = append(live, r) })
+		sh.records.all(func(_ uint64, r *domainRecord) { live = append(live, r) })
 		sh.mu.Unlock()
 		// A record that leaves the map from now on keeps its counts, and
 		// the shard's counts read above do not include them.

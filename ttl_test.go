@@ -17,7 +17,7 @@ import (
 )
 
 // Tests of the lease lifecycle: time-limited leases (WithLeaseTTL), Extend,
-// lazy expiry, Reap, and the failure strategies of seed 003.
+// lazy expiry, Reap, and the failure strategies (retry, dead-letter).
 
 // inspect returns Inspect(domain), which must not fail.
 func inspect(t *testing.T, m *worklease.Manager, domain string) worklease.DomainInfo {
@@ -215,10 +215,10 @@ func TestReapConcurrentWithWorkers(t *testing.T) {
 	}
 }
 
-// Regression: taking a lease out of a shard's expiry index (on Succeed, or
-// when Reap pops it) must not leave the record believing it is still in the
-// index; its next lease must then be indexed afresh, without disturbing the
-// other leases in the shard. One shard puts every domain in one index.
+// Taking a lease out of a shard's expiry index (on Succeed, or when Reap
+// pops it) must not leave the record believing it is still in the index; its
+// next lease must then be indexed afresh, without disturbing the other
+// leases in the shard. One shard puts every domain in one index.
 func TestExpiryIndexAfterRemoval(t *testing.T) {
 	t.Parallel()
 	const ttl = time.Minute

@@ -8,7 +8,8 @@ import (
 	"github.com/worklease/worklease"
 )
 
-// testScenarios is the Scenarios area: the protocol's sanity scenarios.
+// testScenarios is the Scenarios area: the protocol's basic scenarios, one
+// domain driven through TryAcquire, Succeed and Fail.
 func testScenarios(t *testing.T, s *Suite) {
 	runCases(t, s, []testCase{
 		{"HappyPath", func(t *testing.T, s *Suite) {

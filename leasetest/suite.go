@@ -52,7 +52,7 @@ type Suite struct {
 // Run runs the whole contract against the backend s describes, each area
 // in a subtest of its own: Scenarios (the protocol, SucceedNext and
 // FailNext), Errors, TTL (Extend and ExtendMany among them), Ordering,
-// Admin, Pull (Enqueue, Claim, WaitClaim, Retry, RetryMany, SucceedMany
+// Admin, Listing (the paged listings, Stats and Totals), Pull (Enqueue, Claim, WaitClaim, Retry, RetryMany, SucceedMany
 // and ClaimNext), Monotonic, Observer, Context, Restart, Concurrency and
 // Model. The cases inside an area run in
 // parallel; the Model area's cases are rapid's. A backend that lacks a
@@ -77,6 +77,7 @@ var areas = []struct {
 	{"TTL", testTTL},
 	{"Ordering", testOrdering},
 	{"Admin", testAdmin},
+	{"Listing", testListing},
 	{"Pull", testPull},
 	{"Monotonic", testMonotonic},
 	{"Observer", testObserver},

@@ -154,8 +154,8 @@ func testTTL(t *testing.T, s *Suite) {
 	}, ttlSpecCases)
 }
 
-// The TTL scenarios of the queue specification: leases as visibility
-// timeouts, failure strategies, renewal and reaping.
+// The TTL scenarios: leases as visibility timeouts, failure strategies,
+// renewal and reaping.
 
 // staleCalls are the three calls a holder makes with its token, each
 // returning only its error.

@@ -207,7 +207,7 @@ func (m *Manager) succeedMany(ctx context.Context, op string, claims []worklease
 			delete(pending, string(e.domain))
 			if m.cfg.Observer != nil {
 				a := answer{serial: int64(claims[i].Token.Serial()), at: &e.at}
-				a.event(3, e.off, e.attempts, e.fence)
+				a.event(worklease.EventProcessed, e.off, e.attempts, e.fence)
 				m.report(claims[i].Domain, &a, nil, worklease.Token{}, nil)
 			}
 			if e.next != nil {
@@ -215,7 +215,7 @@ func (m *Manager) succeedMany(ctx context.Context, op string, claims []worklease
 				granted = append(granted, grantedNext{i, *e.next})
 				if m.cfg.Observer != nil {
 					a := answer{serial: int64(e.next.Token.Serial()), at: &e.at}
-					a.event(1, e.next.Offset, int32(e.next.Attempt), int64(e.next.Token.Fence()))
+					a.event(worklease.EventAcquired, e.next.Offset, int32(e.next.Attempt), int64(e.next.Token.Fence()))
 					m.report(claims[i].Domain, &a, nil, worklease.Token{}, nil)
 				}
 			}

@@ -18,7 +18,8 @@ import (
 // each backend on a schema of its own, which a restart reopens. The
 // backends run as an application's role often does, one that may use the
 // schema but owns nothing and may create nothing, with the rights the
-// README lists; the schema's owner installs it first.
+// PostgreSQL doc (docs/postgres.md) lists; the schema's owner installs
+// it first.
 func TestConformance(t *testing.T) {
 	pool := testPool(t)
 	schemaPool := newSchemaPool(t, pool)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/worklease/worklease"
 )
 
 // The fast statements make the two calls of a usual cycle, a grant on an
@@ -87,7 +88,7 @@ func (m *Manager) tryAcquireFast(ctx context.Context, domain string, offset int6
 	}
 	a.status, a.leaseOff, a.attempts, a.acquiredAt, a.at = 1, &offset, 1, &at, &at
 	if m.cfg.Observer != nil { // only the observer reads events
-		a.event(1, offset, 1, a.fence)
+		a.event(worklease.EventAcquired, offset, 1, a.fence)
 	}
 	return a, true, nil
 }
@@ -114,13 +115,13 @@ func (m *Manager) succeedFast(ctx context.Context, op string, holder []any) (a a
 	}
 	a.status = 1
 	if m.cfg.Observer != nil {
-		a.event(3, off, attempts, a.fence)
+		a.event(worklease.EventProcessed, off, attempts, a.fence)
 	}
 	return a, true, nil
 }
 
 // event sets a's events to one: kind, on offset, at attempt, under fence.
-func (a *answer) event(kind int16, offset int64, attempt int32, fence int64) {
+func (a *answer) event(kind worklease.EventKind, offset int64, attempt int32, fence int64) {
 	a.evKinds, a.evOffs, a.evAttempts, a.evFences, a.evWhys =
-		[]int16{kind}, []int64{offset}, []int32{attempt}, []int64{fence}, []int16{0}
+		[]int16{int16(kind)}, []int64{offset}, []int32{attempt}, []int64{fence}, []int16{0}
 }

@@ -312,7 +312,7 @@ func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int, more
 		r.priority, r.readyAt = *priority, *readyAt
 		if m.cfg.Observer != nil {
 			a := answer{serial: *serial, at: &at}
-			a.event(1, *off, *attempts, *fence)
+			a.event(worklease.EventAcquired, *off, *attempts, *fence)
 			m.report(r.c.Domain, &a, nil, worklease.Token{}, nil)
 		}
 		all = append(all, r)

@@ -41,7 +41,7 @@ func scratchSchema(t *testing.T, prefix string) (context.Context, *pgxpool.Pool,
 
 // An AppRole is a database role as an application's often is: it owns
 // nothing, may create nothing, and has on each schema it is granted the
-// rights the README lists. It is exported for the package's external
+// rights docs/postgres.md lists. It is exported for the package's external
 // tests too.
 type AppRole struct {
 	name  string

@@ -22,7 +22,9 @@ import (
 var ErrSchemaTooNew = errors.New("pg: schema is newer than this package")
 
 // The migrations, in order: NNN_name.sql, each with {{schema}} where the
-// schema's quoted name goes. A released migration never changes.
+// schema's quoted name goes. A released migration never changes. The
+// event kinds their SQL writes as numbers are worklease.EventKind's, whose
+// values are frozen; sqlKinds, in sql_kinds_test.go, names each of them.
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -109,6 +110,8 @@ func literal(a any) string {
 		return fmt.Sprint(v)
 	case int64:
 		return fmt.Sprint(v)
+	case time.Time:
+		return fmt.Sprintf("'%s'::timestamptz", v.Format(time.RFC3339Nano))
 	case []byte:
 		return fmt.Sprintf(`'\x%x'::bytea`, v)
 	case [][]byte:

@@ -1,12 +1,24 @@
-// Package wal is a write-ahead log of opaque records: it appends them to
-// segment files with group commit, makes them durable, and replays them after
-// a crash, together with an optional snapshot of the state they build.
+// Package wal is a write-ahead log, and the journal of a worklease.Manager:
+// it appends records to segment files with group commit, makes them
+// durable, and replays them after a crash, together with an optional
+// snapshot of the state they build.
 //
-// It stores bytes and knows nothing of what they mean; the worklease journal
-// encodes its transitions as records of small kinds. Production code uses only
-// the standard library.
+// It has two sides. Its format and its generic calls ([Log.Append],
+// [Log.Replay], [Log.WriteSnapshot]) store a record as a kind and a
+// payload of bytes, whose meaning they know nothing of. Its journal side
+// makes a Log a worklease.Journal, and knows the Manager's records:
+// [Log.AppendRecord] stores a worklease.Record as a record of kind
+// [RecordKind], its payload the Record's binary form (see
+// worklease.Record.AppendBinary); under SyncNone it queues the Record
+// itself, which the goroutine that writes the buffer encodes, off the
+// caller's path. Production code uses only the standard library and the
+// worklease package.
 //
-//	l, err := wal.Open(dir)                     // recovers, locks the directory
+//	l, err := wal.Open(dir)                           // recovers, locks the directory
+//	m, err := worklease.New(worklease.WithJournal(l)) // replays it; m.Close closes it
+//
+// or, with records of its own:
+//
 //	err = l.Replay(loadSnapshot, applyRecord)   // rebuild the state
 //	seq, err := l.Append(kind, payload)         // buffer a record, no I/O
 //	err = l.Wait(seq)                           // durable, as the SyncMode defines it

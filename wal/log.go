@@ -213,6 +213,9 @@ func Open(dir string, opts ...Option) (*Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.noLock {
+		return openLive(dir, cfg)
+	}
 	fsys := cfg.fs
 	var lock io.Closer
 	var err error
@@ -256,6 +259,24 @@ func Open(dir string, opts ...Option) (*Log, error) {
 		go l.syncLoop(tick, l.wake, stop, fsync)
 	}
 	return l, nil
+}
+
+// openLive is Open WithoutLock: a read-only Open that takes no lock, and
+// tries again, up to five times in all, if a snapshot the writer took
+// meanwhile removed a file it was reading.
+func openLive(dir string, cfg config) (*Log, error) {
+	var err error
+	for range 5 {
+		if _, err = cfg.fs.ReadDir(dir); err != nil {
+			return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+		}
+		l := &Log{dir: dir, fs: cfg.fs, cfg: cfg, lock: noLock{}}
+		l.flush.cond.L = &l.flush.Mutex
+		if err = l.recover(); err == nil {
+			return l, nil
+		}
+	}
+	return nil, err
 }
 
 // lockShared checks that dir exists and takes its shared lock for a read-only

@@ -138,6 +138,22 @@ func WithSnapshotEvery(n int64) Option {
 // change.
 func WithReadOnly() Option { return optionFunc(func(c *config) { c.readOnly = true }) }
 
+// WithoutLock makes a read-only Open (WithReadOnly, which it implies) take
+// no lock at all, so that it reads a log that a running Manager is
+// writing: the snapshot and every whole record after it, up to the last
+// complete one. What it reads is a prefix of the log at some moment, which
+// replays to the state the Manager had after those records, as after a
+// crash: a record being written (or written and not yet fsynced) may be
+// in it or not, and a call whose records are not all in it appears not to
+// have happened, or to have happened in part, as its records were
+// applied one at a time. The log it reads goes on changing: a later Open
+// reads a later prefix. If the Manager writes a snapshot and removes the
+// segments it covers while Open reads them, Open reads the directory again,
+// up to five times in all, before it returns the error.
+func WithoutLock() Option {
+	return optionFunc(func(c *config) { c.readOnly, c.noLock = true, true })
+}
+
 // WithGroupAccess lets the group of the log's directory read the log: Open
 // creates the directory (and any parent it creates) with mode 0750 and
 // every file with mode 0640, instead of the private 0700 and 0600 of the
@@ -152,6 +168,7 @@ func WithGroupAccess() Option {
 
 type config struct {
 	readOnly      bool
+	noLock        bool        // with readOnly: take no lock (WithoutLock)
 	dirPerm       fs.FileMode // the mode Open creates directories with, before the umask
 	filePerm      fs.FileMode // the mode the Log creates files with, before the umask
 	sync          SyncMode

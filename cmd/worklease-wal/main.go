@@ -21,11 +21,15 @@
 //	go run ./cmd/worklease-wal dump -json /var/lib/myservice/leases | jq .
 //	go run ./cmd/worklease-wal -h
 //
-// The directory is opened with wal.WithReadOnly: the tool creates, repairs,
-// removes and writes nothing, and a torn tail a crash left is reported, not
-// cut. It holds the directory's shared lock while it runs, so it refuses a
-// directory that a running Manager has open (exit status 1, "directory is in
-// use"), and a Manager cannot open the directory until it is done.
+// The directory is opened with wal.WithoutLock, read-only: the tool creates,
+// repairs, removes and writes nothing, and a torn tail a crash left is
+// reported, not cut. It takes no lock, so it reads a journal that a running
+// Manager holds, and never keeps a Manager from opening one: it reads the
+// snapshot and every whole record after it, up to the last complete one,
+// which is the state the Manager had at some moment (as after a crash then:
+// a record being written may be left out). A record the Manager is writing
+// as the tool reads may show as a torn tail. If the Manager writes a
+// snapshot while the tool reads, the tool reads the directory again.
 //
 // The state is rebuilt exactly as a restarting Manager rebuilds it: New
 // replays the snapshot and the records after it, checking each against the
@@ -70,7 +74,7 @@
 // it on standard error; stats still counts it among the domains.
 //
 // The exit status is 0 on success, 1 if the journal cannot be read (it is
-// corrupt, a record does not replay, the directory is missing or in use), and
+// corrupt, a record does not replay, the directory is missing), and
 // 2 for a usage error.
 package main
 
@@ -236,7 +240,7 @@ valid UTF-8 is written as base64 under its key with "_base64" added
 exactly.
 
 Exit status: 0 success, 1 the journal cannot be read (corrupt, a record that
-does not replay, missing, in use), 2 usage error.
+does not replay, missing), 2 usage error.
 `)
 }
 
@@ -371,7 +375,7 @@ func (frozenClock) Now() time.Time { return time.Time{} }
 // openJournal opens dir read-only and, if manager is set, rebuilds the
 // Manager from it, WithMonotonicOffsets if monotonic is set.
 func openJournal(dir string, manager, monotonic bool) (*journal, error) {
-	l, err := wal.Open(dir, wal.WithReadOnly())
+	l, err := wal.Open(dir, wal.WithoutLock())
 	if err != nil {
 		return nil, err
 	}

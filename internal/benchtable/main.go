@@ -2,9 +2,24 @@
 // copies it to standard output unchanged, and then prints a Markdown table
 // that compares the benchmarks against the project's performance targets:
 // ratios between pairs of benchmarks, memory figures, and bytes allocated
-// per operation on the hot path. make bench runs it:
+// per operation on the hot path, followed by a table of how a cycle's time
+// and a domain's memory grow with the number of domains. make bench runs
+// it:
 //
-//	go test -run='^$' -bench=. -count=5 -cpu=1,2 -benchmem . | go run ./internal/benchtable
+//	go test -run='^$' -bench=. -count=5 -cpu=1,2 -benchmem . | go run ./internal/benchtable -doc docs/performance.md
+//
+// With -doc, it also writes the two tables into that Markdown file, each
+// between its pair of marker comments, which must be there and which it
+// keeps:
+//
+//	<!-- benchtable:targets -->
+//	…
+//	<!-- /benchtable:targets -->
+//
+// and the same with benchtable:curve. The rest of the file is left as it
+// is. The file is rewritten only if the input held the results of a row
+// of the targets table at least, so that a run that failed before its
+// benchmarks leaves the last figures in place.
 //
 // Every figure is the median of a benchmark's runs in the input (run with
 // -count to get several), taken separately for each GOMAXPROCS value that
@@ -21,8 +36,10 @@ package main
 import (
 	"bufio"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -34,7 +51,7 @@ import (
 // that the input has for it (for a ratio, the lowest that both sides have):
 // the benchmarks it names are sequential, so GOMAXPROCS should not matter.
 var rows = []row{
-	cycleRow("BenchmarkFloorCycle", 1, 1.5),
+	cycleRow("BenchmarkFloorCycle", 1, 1.3),
 	cycleRow("BenchmarkFloorCycle", 1_000, 1.5),
 	cycleRow("BenchmarkFloorCycle", 100_000, 1.5),
 	cycleRow("BenchmarkFloorCycle", 1_000_000, 1.3),
@@ -603,7 +620,50 @@ func number(x float64) string {
 	return strconv.FormatFloat(x, 'f', max(digits, 0), 64)
 }
 
+// The markers around each table in a -doc file.
+const (
+	targetsMarker = "benchtable:targets"
+	curveMarker   = "benchtable:curve"
+)
+
+// rewriteDoc returns doc, a Markdown text, with what stands between the
+// pair of comments of each marker, <!-- marker --> and <!-- /marker -->,
+// replaced by its table.
+func rewriteDoc(doc string, tables map[string]string) (string, error) {
+	for _, marker := range slices.Sorted(maps.Keys(tables)) {
+		begin, end := "<!-- "+marker+" -->", "<!-- /"+marker+" -->"
+		i := strings.Index(doc, begin)
+		j := strings.Index(doc, end)
+		if i < 0 || j < i {
+			return "", fmt.Errorf("no %s … %s in the file", begin, end)
+		}
+		i += len(begin)
+		doc = doc[:i] + "\n" + strings.TrimSpace(tables[marker]) + "\n" + doc[j:]
+	}
+	return doc, nil
+}
+
+// updateDoc writes the tables into the file named path (see rewriteDoc).
+func updateDoc(path string, tables map[string]string) error {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	out, err := rewriteDoc(string(doc), tables)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.WriteFile(path, []byte(out), 0o644)
+}
+
+// ranAny reports whether any of vs ran.
+func ranAny(vs []verdict) bool {
+	return slices.ContainsFunc(vs, func(v verdict) bool { return v.ran })
+}
+
 func main() {
+	doc := flag.String("doc", "", "also write the tables into this Markdown `file`, between its markers")
+	flag.Parse()
 	r, newline, err := read(os.Stdin, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
@@ -611,10 +671,25 @@ func main() {
 	if !newline {
 		fmt.Println()
 	}
-	if err := write(os.Stdout, evaluate(rows, r)); err != nil {
+	vs := evaluate(rows, r)
+	var targets, curve strings.Builder
+	if err := write(&targets, vs); err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 	}
-	if err := writeCurve(os.Stdout, r); err != nil {
+	if err := writeCurve(&curve, r); err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 	}
+	fmt.Print(targets.String(), curve.String())
+	if *doc == "" {
+		return
+	}
+	if !ranAny(vs) {
+		fmt.Fprintf(os.Stderr, "benchtable: no benchmark a table names ran; %s is left as it is\n", *doc)
+		return
+	}
+	if err := updateDoc(*doc, map[string]string{targetsMarker: targets.String(), curveMarker: curve.String()}); err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "benchtable: wrote the tables into %s\n", *doc)
 }

@@ -308,3 +308,34 @@ func TestEvaluateAgain(t *testing.T) {
 	require.True(t, v.ran)
 	assert.InDelta(t, 2.0, v.v, 1e-9)
 }
+
+// TestRewriteDoc checks that -doc replaces what stands between each pair
+// of markers, keeping the markers and the rest of the file, and refuses a
+// file without them.
+func TestRewriteDoc(t *testing.T) {
+	t.Parallel()
+	doc := "# Performance\n\nBefore.\n\n<!-- benchtable:targets -->\nold targets\n<!-- /benchtable:targets -->\n\n" +
+		"Between.\n\n<!-- benchtable:curve -->\n<!-- /benchtable:curve -->\n\nAfter.\n"
+	got, err := rewriteDoc(doc, map[string]string{targetsMarker: "\n| new | targets |\n", curveMarker: "| curve |"})
+	require.NoError(t, err)
+	assert.Equal(t, "# Performance\n\nBefore.\n\n<!-- benchtable:targets -->\n| new | targets |\n<!-- /benchtable:targets -->\n\n"+
+		"Between.\n\n<!-- benchtable:curve -->\n| curve |\n<!-- /benchtable:curve -->\n\nAfter.\n", got)
+	again, err := rewriteDoc(got, map[string]string{targetsMarker: "\n| new | targets |\n", curveMarker: "| curve |"})
+	require.NoError(t, err)
+	assert.Equal(t, got, again, "rewriting with the same tables changes nothing")
+
+	_, err = rewriteDoc("# Performance\n\n<!-- benchtable:targets -->\n", map[string]string{targetsMarker: "x"})
+	assert.ErrorContains(t, err, "<!-- /benchtable:targets -->")
+}
+
+// TestUpdateDocOnlyAfterARun checks that main leaves the file as it is
+// when no row of the targets table ran.
+func TestUpdateDocOnlyAfterARun(t *testing.T) {
+	t.Parallel()
+	r, _, err := read(strings.NewReader("PASS\n"), io.Discard)
+	require.NoError(t, err)
+	assert.False(t, ranAny(evaluate(rows, r)))
+	r, _, err = read(strings.NewReader(sample), io.Discard)
+	require.NoError(t, err)
+	assert.True(t, ranAny(evaluate(rows, r)))
+}

@@ -15,6 +15,10 @@ import (
 	"github.com/worklease/worklease/internal/memjournal"
 )
 
+// Tests of replay of journals written at awkward moments: a Forget while a
+// snapshot is written, a domain created as the fence floor rises, a call
+// cut short between its two records, and Forgets of older releases.
+
 // hookJournal is an in-memory journal with hooks that let a test run a call
 // at an awkward moment: before a record is appended, or while a snapshot is
 // being written.
@@ -163,9 +167,9 @@ func TestReplayFenceFloorRace(t *testing.T) {
 	require.Greater(t, e.Token.Fence(), uint64(3))
 }
 
-// Found by TestJournalReplayProperty: a domain forgotten and then brought
-// back without a grant (here by Kill) must, after a restart, still grant
-// fences above those of its forgotten past.
+// A domain forgotten and then brought back without a grant (here by Kill)
+// must, after a restart, still grant fences above those of its forgotten
+// past.
 func TestReplayKeepsFencesAboveAForgottenPast(t *testing.T) {
 	t.Parallel()
 	j := &memjournal.Journal{}

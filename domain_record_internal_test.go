@@ -13,7 +13,7 @@ import (
 // or writes in its first two lines.
 func TestRecordLayout(t *testing.T) {
 	t.Parallel()
-	var r record
+	var r domainRecord
 	assert.LessOrEqual(t, unsafe.Sizeof(r), uintptr(recordSize), "record is %d bytes", unsafe.Sizeof(r))
 	state := unsafe.Offsetof(r.state)
 	hot := []struct {
