@@ -45,9 +45,11 @@ type Consumer struct {
 	m     *worklease.Manager
 	pool  *worker.Pool
 	chain worker.Handler // the middleware around the handler's call
-	// pollMax is how many records one poll takes at most: no more than
-	// WithMaxUnfinished, so that polling goes past it by one poll at most.
-	pollMax int
+	// pollMin is how many records one poll may take however many the
+	// Consumer holds (it may take up to what is left below
+	// WithMaxUnfinished, if more): no more than WithMaxUnfinished, so that
+	// polling goes past it by that at most.
+	pollMin int
 	budget  *budget
 
 	// byPrefix maps the domain prefix of each partition assigned, or
@@ -98,7 +100,7 @@ func New(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, error) {
 		return nil, err
 	}
 	c := &Consumer{cfg: cfg, h: h, owned: map[topicPartition]*partition{}, done: make(chan struct{})}
-	c.pollMax = min(1000, cfg.maxUnfinished)
+	c.pollMin = min(1000, cfg.maxUnfinished)
 	c.budget = newBudget(cfg.maxUnfinished)
 	c.stopCtx, c.stop = context.WithCancel(context.Background())
 	c.byPrefix.Store(&map[string]*partition{})
@@ -273,7 +275,9 @@ func (c *Consumer) poll(ctx context.Context) {
 			c.pauseStuck()
 			continue
 		}
-		fs := c.cl.PollRecords(ctx, c.pollMax)
+		// A poll takes all it may: the more records of a key one poll
+		// takes, the more of them go to the Pool as one job.
+		fs := c.cl.PollRecords(ctx, c.budget.room(c.pollMin))
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			c.cl.AllowRebalance()
 			return

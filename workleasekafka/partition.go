@@ -105,6 +105,12 @@ func (b *budget) add(k int) {
 	}
 }
 
+// room returns how many records a poll may take: as many as are left
+// below the limit, and at least least.
+func (b *budget) room(least int) int {
+	return max(least, int(b.limit-b.n.Load()))
+}
+
 // done counts k records finished (or dropped), and wakes the poll loop if
 // it waits and they are down to low.
 func (b *budget) done(k int) {
