@@ -72,6 +72,13 @@ type Consumer struct {
 	stop    context.CancelFunc
 	done    chan struct{} // closed when Run has returned
 
+	// handlerCtx is what the partitions' contexts, which their handlers
+	// run with, derive from: it carries Run's context's values, and is
+	// cancelled, with ErrStopped, when the Consumer stops without waiting
+	// for the handlers. Set by Run before the Pool runs.
+	handlerCtx     context.Context
+	cancelHandlers context.CancelCauseFunc
+
 	handled, retried, deadLettered, panicked, skipped, commits atomic.Uint64
 }
 
@@ -184,6 +191,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	defer close(c.done)
 
+	c.handlerCtx, c.cancelHandlers = context.WithCancelCause(context.WithoutCancel(ctx))
 	poolDone := make(chan error, 1)
 	go func() { poolDone <- c.pool.Run(context.WithoutCancel(ctx)) }()
 	commitsDone := make(chan struct{})
@@ -212,8 +220,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	c.stop()
 	<-commitsDone
+	// The handlers are cancelled when grace ends, as the Pool cancels its
+	// jobs' contexts then.
+	unlinkHandlers := context.AfterFunc(grace, func() { c.cancelHandlers(ErrStopped) })
 	stopErr := c.pool.Stop(grace)
 	poolErr := <-poolDone
+	unlinkHandlers()
+	c.cancelHandlers(ErrStopped)
 	c.cl.Close()
 	_ = c.m.Close()
 	switch {

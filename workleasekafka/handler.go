@@ -60,16 +60,20 @@ func (c *Consumer) partitionOf(domain string) *partition {
 // records (see partition), which runs them in order, each with attempts of
 // its own. A record that fails ends the attempt: the Pool tries the batch
 // again after its backoff, from that record.
-func (c *Consumer) handleJob(ctx context.Context, job worker.Job) error {
+//
+// The handlers run with their partition's context rather than the job's:
+// the Pool cancels a job's context only when it stops without waiting, or
+// when the job's lease is lost, which the Consumer's Manager, whose leases
+// never expire, never has; the Consumer cancels every partition's context
+// when it stops so, and a partition's when it is revoked.
+func (c *Consumer) handleJob(_ context.Context, job worker.Job) error {
 	p := c.partitionOf(job.Domain)
 	if p == nil {
 		return nil // its partition's records were all dropped
 	}
-	hctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	d, lead := job.Domain, job.Offset
 	buf := taskBufs.Get().(*[]task)
-	tasks := p.start(d, lead, cancel, (*buf)[:0])
+	hctx, tasks := p.start(c.handlerCtx, d, lead, (*buf)[:0])
 	defer func() {
 		clear(tasks) // keeps no records
 		*buf = tasks[:0]

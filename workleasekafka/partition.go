@@ -59,9 +59,13 @@ type partition struct {
 	// made once, and its batch queued and not started. A key is let go of
 	// once the Manager forgot its domain (see forget).
 	keys map[string]*keyState
-	// running holds the batches a handler runs, by their first offset,
-	// with the cancel of the handler's context.
-	running map[int64]context.CancelCauseFunc
+	// running counts the batches a handler runs.
+	running int
+	// ctx is the context of the handlers of the partition's records, made
+	// by the first batch to start, and cancelled by cancelRunning; nil
+	// before.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 	// resumeAt holds, for each batch that stopped before its end, by its
 	// first offset, the record it goes on from: the records before it are
 	// done, and may be let go of already.
@@ -210,7 +214,7 @@ func newPartition(topic string, id int32, assignment uint64, b *budget) *partiti
 		topic: topic, id: id, prefix: fmt.Sprintf("%s/%d/%d/", topic, id, assignment),
 		resumeBelow: int(b.limit / 4), budget: b,
 		next: -1, first: -1, committed: -1,
-		keys: map[string]*keyState{}, running: map[int64]context.CancelCauseFunc{},
+		keys:     map[string]*keyState{},
 		resumeAt: map[int64]int64{}, failures: map[int64]failure{},
 		parked: map[string]parking{}, touched: map[string]struct{}{},
 	}
@@ -356,12 +360,14 @@ type task struct {
 	failure     // given up on: produce the dead letter, without running the handler
 }
 
-// start begins running the batch that begins at lead, of domain, under
-// cancel, and appends to tasks the records it has left to run, in order;
-// the batch is then no longer open to new records. If the partition was
-// revoked, it drops the batch's records unrun (the partition's backlog is
-// dropped; its next owner runs them) and appends none.
-func (p *partition) start(domain string, lead int64, cancel context.CancelCauseFunc, tasks []task) []task {
+// start begins running the batch that begins at lead, of domain, and
+// appends to tasks the records it has left to run, in order; the batch is
+// then no longer open to new records. It returns them with the context to
+// run them with: the partition's, which cancelRunning cancels, made from
+// base by the first batch. If the partition was revoked, it drops the
+// batch's records unrun (the partition's backlog is dropped; its next
+// owner runs them) and appends none.
+func (p *partition) start(base context.Context, domain string, lead int64, tasks []task) (context.Context, []task) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if ks := p.keys[domain[len(p.prefix):]]; ks != nil && ks.size > 0 && ks.lead == lead {
@@ -374,7 +380,7 @@ func (p *partition) start(domain string, lead int64, cancel context.CancelCauseF
 	if p.revoked {
 		delete(p.resumeAt, lead)
 		p.dropLocked(domain, at)
-		return tasks
+		return nil, tasks
 	}
 	for at >= 0 {
 		i := p.find(at)
@@ -394,10 +400,13 @@ func (p *partition) start(domain string, lead int64, cancel context.CancelCauseF
 	if len(tasks) == 0 {
 		delete(p.resumeAt, lead)
 		p.touched[domain] = struct{}{}
-		return tasks
+		return nil, tasks
 	}
-	p.running[lead] = cancel
-	return tasks
+	if p.ctx == nil {
+		p.ctx, p.cancel = context.WithCancelCause(base)
+	}
+	p.running++
+	return p.ctx, tasks
 }
 
 // finish ends the running of the batch that begins at lead: its first ran
@@ -437,9 +446,9 @@ func (p *partition) finish(domain string, lead int64, tasks []task, ran int, sto
 	default:
 		delete(p.resumeAt, lead)
 	}
-	delete(p.running, lead)
+	p.running--
 	p.touched[domain] = struct{}{}
-	if len(p.running) == 0 && p.drained != nil {
+	if p.running == 0 && p.drained != nil {
 		close(p.drained)
 		p.drained = nil
 	}
@@ -560,7 +569,7 @@ func (p *partition) revoke() (drained <-chan struct{}, parked []string, paused b
 		parked = append(parked, d)
 	}
 	clear(p.parked)
-	if len(p.running) == 0 {
+	if p.running == 0 {
 		return nil, parked, paused
 	}
 	if p.drained == nil {
@@ -569,13 +578,13 @@ func (p *partition) revoke() (drained <-chan struct{}, parked []string, paused b
 	return p.drained, parked, paused
 }
 
-// cancelRunning cancels the contexts of the handlers that run its batches,
-// with cause.
+// cancelRunning cancels the context of the handlers that run its batches,
+// with cause. The partition must have been revoked: no batch starts after.
 func (p *partition) cancelRunning(cause error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, cancel := range p.running {
-		cancel(cause)
+	if p.cancel != nil {
+		p.cancel(cause)
 	}
 }
 
@@ -736,5 +745,5 @@ func (p *partition) touch(domains []string) {
 func (p *partition) drainedAll() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.revoked && p.unfinished == 0 && len(p.running) == 0 && len(p.touched) == 0
+	return p.revoked && p.unfinished == 0 && p.running == 0 && len(p.touched) == 0
 }

@@ -47,7 +47,7 @@ func fetch(t *testing.T, p *partition, offsets ...int64) {
 // offsets of its tasks, and the tasks.
 func run(t *testing.T, p *partition, domain string, offset int64) ([]int64, []task) {
 	t.Helper()
-	tasks := p.start(domain, offset, func(error) {}, nil)
+	_, tasks := p.start(t.Context(), domain, offset, nil)
 	var offsets []int64
 	for _, tk := range tasks {
 		offsets = append(offsets, tk.offset)
