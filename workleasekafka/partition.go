@@ -48,12 +48,17 @@ type partition struct {
 	mu sync.Mutex // guards everything below
 	// pending holds the records fetched from the lowest unfinished one on,
 	// in offset order (the order Kafka delivers a partition in), some of
-	// them done. Its front is never done.
+	// them done. Its front is never done. recs holds their records, each
+	// at its entry's index, nil once done or dropped: kept apart, the
+	// entries hold no pointers, which the collector then need not scan,
+	// and a window of many thousand entries costs it little.
 	pending    []entry
-	base       []entry // the array pending is a window of (see push)
-	next       int64   // one past the last record fetched; -1 before the first
-	first      int64   // the first record fetched; -1 before it
-	unfinished int     // the entries of pending neither done nor dropped
+	recs       []*kgo.Record
+	base       []entry       // the array pending is a window of (see push)
+	rbase      []*kgo.Record // the array recs is the same window of
+	next       int64         // one past the last record fetched; -1 before the first
+	first      int64         // the first record fetched; -1 before it
+	unfinished int           // the entries of pending neither done nor dropped
 	// keys holds the keys of the records fetched, by their domain's name
 	// in the partition (the domain past the prefix): each key's domain,
 	// made once, and its batch queued and not started. A key is let go of
@@ -198,8 +203,7 @@ type failure struct {
 // An entry is one fetched record of a partition.
 type entry struct {
 	offset int64
-	rec    *kgo.Record // nil once done or dropped
-	next   int64       // the offset of the next record of its batch; -1 if none
+	next   int64 // the offset of the next record of its batch; -1 if none
 	// attempts is the attempts made at it since it was fetched, or since
 	// Resume.
 	attempts int32
@@ -251,7 +255,7 @@ func (p *partition) addAll(recs []*kgo.Record, names []string, leads []batchLead
 		p.next = r.Offset + 1
 		if p.skipping(r.Offset) {
 			if len(p.pending) > 0 { // kept, so that the commit's metadata still says so
-				p.push(entry{offset: r.Offset, next: -1, done: true})
+				p.push(entry{offset: r.Offset, next: -1, done: true}, nil)
 			}
 			skipped++
 			continue
@@ -274,12 +278,12 @@ func (p *partition) addAll(recs []*kgo.Record, names []string, leads []batchLead
 				p.pending[i].next = r.Offset
 				ks.tail = r.Offset
 				ks.size++
-				p.push(entry{offset: r.Offset, rec: r, next: -1})
+				p.push(entry{offset: r.Offset, next: -1}, r)
 				continue
 			}
 		}
 		ks.lead, ks.tail, ks.size = r.Offset, r.Offset, 1
-		p.push(entry{offset: r.Offset, rec: r, next: -1})
+		p.push(entry{offset: r.Offset, next: -1}, r)
 		leads = append(leads, batchLead{ks.domain, r.Offset})
 	}
 	return leads, skipped
@@ -296,26 +300,32 @@ func (p *partition) keyLocked(name string) *keyState {
 	return ks
 }
 
-// push appends e to pending. pending is a window of an array that the
-// finished records leave at its front: at the array's end, the window moves
-// back to its start, unless it fills half the array, which then doubles.
-// So the array is copied about once for every half of it appended, and
-// never left for the collector while it serves. p.mu must be held.
-func (p *partition) push(e entry) {
+// push appends e, of record r, to pending. pending is a window of an
+// array that the finished records leave at its front: at the array's end,
+// the window moves back to its start, unless it fills half the array,
+// which then doubles. So the array is copied about once for every half of
+// it appended, and never left for the collector while it serves. recs is
+// the same window of an array of the same size. p.mu must be held.
+func (p *partition) push(e entry, r *kgo.Record) {
 	if n := len(p.pending); n == cap(p.pending) {
-		var buf []entry
-		if n <= cap(p.base)/2 {
-			buf = p.base[:n]
-			copy(buf, p.pending)
-			clear(p.base[n:])
+		if size := cap(p.base); size > 0 && n <= size/2 {
+			copy(p.base, p.pending)
+			copy(p.rbase, p.recs)
+			// The old window's records past the new one: those before
+			// it are nil already, as finished.
+			clear(p.rbase[max(n, size-n):])
+			p.pending, p.recs = p.base[:n], p.rbase[:n]
 		} else {
-			buf = make([]entry, n, max(64, 2*cap(p.base)))
+			size = max(64, 2*size)
+			buf, rbuf := make([]entry, size), make([]*kgo.Record, size)
 			copy(buf, p.pending)
-			p.base = buf[:cap(buf)]
+			copy(rbuf, p.recs)
+			p.base, p.rbase = buf, rbuf
+			p.pending, p.recs = buf[:n], rbuf[:n]
 		}
-		p.pending = buf
 	}
 	p.pending = append(p.pending, e)
+	p.recs = append(p.recs, r)
 }
 
 // skipping reports whether offset is in skip, and drops the spans below
@@ -389,7 +399,7 @@ func (p *partition) start(base context.Context, domain string, lead int64, tasks
 		}
 		e := &p.pending[i]
 		if !e.done && !e.dropped {
-			t := task{offset: e.offset, rec: e.rec, attempt: int(e.attempts) + 1}
+			t := task{offset: e.offset, rec: p.recs[i], attempt: int(e.attempts) + 1}
 			if len(p.failures) > 0 {
 				t.failure = p.failures[e.offset]
 			}
@@ -466,7 +476,7 @@ func (p *partition) dropLocked(domain string, offset int64) {
 		}
 		e := &p.pending[i]
 		if !e.done && !e.dropped {
-			e.dropped, e.rec = true, nil
+			e.dropped, p.recs[i] = true, nil
 			p.unfinished--
 			dropped++
 		}
@@ -482,7 +492,7 @@ func (p *partition) dropLocked(domain string, offset int64) {
 // at the front; the caller counts it done in the budget. p.mu must be held.
 func (p *partition) doneLocked(i int) {
 	e := &p.pending[i]
-	e.done, e.rec = true, nil
+	e.done, p.recs[i] = true, nil
 	if len(p.failures) > 0 {
 		delete(p.failures, e.offset)
 	}
@@ -495,9 +505,9 @@ func (p *partition) doneLocked(i int) {
 		n++
 	}
 	// Dropping the front keeps the array until an append moves it; an
-	// append that grows it copies only the pending records.
-	clear(p.pending[:n])
-	p.pending = p.pending[n:]
+	// append that grows it copies only the pending records. The records
+	// dropped are nil already.
+	p.pending, p.recs = p.pending[n:], p.recs[n:]
 }
 
 // giveUp records that the record at offset was given up on, with cause,
