@@ -115,12 +115,21 @@ func (c *Consumer) run(ctx context.Context, p *partition, domain string, tok wor
 	// The attempts' contexts, made in one allocation: each attempt has its
 	// own, never reused, as a handler may keep its context.
 	actxs := make([]attemptContext, len(tasks))
-	for i, t := range tasks {
-		if i > 0 && (p.isRevoked() || c.stopCtx.Err() != nil) {
-			return i, errNotStarted // the records left go to the next owner
+	stopped := c.stopCtx.Done()
+	for i := range tasks {
+		t := &tasks[i]
+		if i > 0 {
+			if p.isRevoked() {
+				return i, errNotStarted // the records left go to the next owner
+			}
+			select {
+			case <-stopped:
+				return i, errNotStarted
+			default:
+			}
 		}
-		if t.givenUp {
-			if err := c.giveUp(ctx, t.rec, t.cause, t.failed); err != nil {
+		if f := t.givenUp; f != nil {
+			if err := c.giveUp(ctx, t.rec, f.cause, f.failed); err != nil {
 				return i, err
 			}
 			continue
@@ -136,7 +145,7 @@ func (c *Consumer) run(ctx context.Context, p *partition, domain string, tok wor
 			handled++
 			continue
 		}
-		if err := c.failed(ctx, p, domain, t, err); err != nil {
+		if err := c.failed(ctx, p, domain, *t, err); err != nil {
 			return i, err
 		}
 	}

@@ -367,7 +367,9 @@ type task struct {
 	offset  int64
 	rec     *kgo.Record
 	attempt int // the record's, counting this one
-	failure     // given up on: produce the dead letter, without running the handler
+	// givenUp, if not nil, says that the record was given up on: produce
+	// its dead letter, without running the handler.
+	givenUp *failure
 }
 
 // start begins running the batch that begins at lead, of domain, and
@@ -401,7 +403,9 @@ func (p *partition) start(base context.Context, domain string, lead int64, tasks
 		if !e.done && !e.dropped {
 			t := task{offset: e.offset, rec: p.recs[i], attempt: int(e.attempts) + 1}
 			if len(p.failures) > 0 {
-				t.failure = p.failures[e.offset]
+				if f, ok := p.failures[e.offset]; ok && f.givenUp {
+					t.givenUp = &f
+				}
 			}
 			tasks = append(tasks, t)
 		}

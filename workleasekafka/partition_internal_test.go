@@ -250,14 +250,14 @@ func TestPartitionPark(t *testing.T) {
 	require.True(t, p.unpark(d, false))
 	_, tasks = run(t, p, d, 0)
 	assert.Equal(t, 1, tasks[0].attempt, "attempts counted afresh")
-	assert.False(t, tasks[0].givenUp)
+	assert.Nil(t, tasks[0].givenUp)
 	p.finish(d, 0, tasks, 0, true, true)
 	require.True(t, p.park(d, 0, "a", cause, 1))
 	require.True(t, p.unpark(d, true))
 	_, tasks = run(t, p, d, 0)
-	assert.True(t, tasks[0].givenUp)
-	assert.Equal(t, cause, tasks[0].cause)
-	assert.Equal(t, 1, tasks[0].failed)
+	require.NotNil(t, tasks[0].givenUp)
+	assert.Equal(t, cause, tasks[0].givenUp.cause)
+	assert.Equal(t, 1, tasks[0].givenUp.failed)
 }
 
 // A key's domain is made once in an assignment, and let go of once the
