@@ -28,7 +28,9 @@ import (
 // lost (the cause is ErrRevoked), and when the Consumer stops without
 // waiting (the cause is ErrStopped). The record is then left unfinished,
 // for the partition's next owner or the next run. A handler must return
-// soon after ctx is done. The Consumer runs handlers of different keys at
+// soon after ctx is done, and must not keep ctx for work that outlives
+// it: the partition's handlers share it, and it is not cancelled when
+// one of them returns. The Consumer runs handlers of different keys at
 // once, one at a time for each key, in offset order; r is shared and must
 // not be modified.
 type Handler func(ctx context.Context, r *kgo.Record) error
