@@ -50,7 +50,7 @@ func newFastStatements(schema string) fastStatements {
 	return fastStatements{
 		// $1 domain, $2 offset, $3 now, $4 the lease TTL in microseconds (0: none).
 		acquire: fmt.Sprintf(`UPDATE %[1]s.domains x
-SET fence = x.fence + 1, lease_off = $2::bigint, lease_attempts = 1, lease_retries = 0,
+SET fence = greatest(x.fence, %[1]s.fence_floor()) + 1, lease_off = $2::bigint, lease_attempts = 1, lease_retries = 0,
 	lease_acquired_at = %[2]s,
 	lease_expires_at = %[2]s + CASE WHEN $4::bigint = 0 THEN NULL ELSE $4::bigint * interval '1 microsecond' END,
 	lease_payload = false, counts[1] = x.counts[1] + 1

@@ -111,7 +111,7 @@ func newPullStatements(schema string) pullStatements {
 	ORDER BY d.priority DESC, d.ready_at LIMIT (SELECT $1::int) FOR UPDATE SKIP LOCKED
 ), g AS (
 	UPDATE %[1]s.domains x
-	SET fence = x.fence + 1, lease_off = b.off, lease_attempts = coalesce(b.carried_attempts, 0) + 1,
+	SET fence = greatest(x.fence, %[1]s.fence_floor()) + 1, lease_off = b.off, lease_attempts = coalesce(b.carried_attempts, 0) + 1,
 		lease_retries = coalesce(b.carried_retries, 0), lease_acquired_at = coalesce(b.carried_acquired_at, %[2]s),
 		lease_expires_at = %[2]s + CASE WHEN $3::bigint = 0 THEN NULL ELSE $3::bigint * interval '1 microsecond' END,
 		queued = x.queued - 1, ready_at = NULL, lease_payload = p.payload IS NOT NULL, counts[1] = x.counts[1] + 1
@@ -197,7 +197,7 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 		processed = CASE WHEN $6::bool
 			THEN nummultirange(numrange(0, greatest(coalesce(upper(x.processed), 0), x.lease_off::numeric + 1)))
 			ELSE x.processed + nummultirange(numrange(x.lease_off, x.lease_off::numeric + 1)) END,
-		fence = x.fence + CASE WHEN %[3]s THEN 1 ELSE 0 END,
+		fence = CASE WHEN %[3]s THEN greatest(x.fence, %[1]s.fence_floor()) + 1 ELSE x.fence END,
 		lease_off = CASE WHEN %[3]s THEN t.off END,
 		lease_attempts = CASE WHEN %[3]s THEN coalesce(t.carried_attempts, 0) + 1 ELSE 0 END,
 		lease_retries = CASE WHEN %[3]s THEN coalesce(t.carried_retries, 0) ELSE 0 END,
@@ -207,7 +207,8 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 		queued = x.queued - CASE WHEN %[3]s THEN 1 ELSE 0 END,
 		ready_at = CASE WHEN NOT %[3]s AND x.queued > 0 AND NOT x.paused THEN %[2]s END,
 		streak = CASE WHEN %[3]s THEN %[9]s + 1 ELSE 0 END,
-		streak_fence = CASE WHEN %[3]s THEN x.fence + 1 ELSE 0 END,
+		streak_fence = CASE WHEN %[3]s THEN greatest(x.fence, %[1]s.fence_floor()) + 1 ELSE 0 END,
+		streak_from = CASE WHEN %[3]s THEN x.fence ELSE 0 END,
 		counts[1] = x.counts[1] + CASE WHEN %[3]s THEN 1 ELSE 0 END, counts[3] = x.counts[3] + 1
 	FROM s AS t
 	WHERE (SELECT count(*) FROM locked) > 0 AND %[7]s
@@ -234,7 +235,8 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 		repeatNext: fmt.Sprintf(`SELECT x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at
 FROM %[1]s.domains x
 LEFT JOIN %[1]s.payloads p ON x.lease_payload AND p.domain = x.domain AND p.off = x.lease_off
-WHERE x.domain = $1 AND x.fence = $2::bigint + 1 AND x.serial = $3::bigint AND x.streak_fence = x.fence
+WHERE x.domain = $1 AND x.serial = $3::bigint AND x.streak_fence = x.fence
+	AND (x.streak_from = $2::bigint OR x.streak_from = 0 AND x.fence = $2::bigint + 1) -- 0: granted before streak_from was kept
 	AND x.lease_off IS NOT NULL AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)`, schema, callNow(4)),
 	}
 }
