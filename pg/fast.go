@@ -77,14 +77,14 @@ func (m *Manager) tryAcquireFast(ctx context.Context, domain string, offset int6
 	if err != nil {
 		return answer{}, false, err
 	}
-	defer c.Release()
+	defer c.release()
 	err = c.QueryRow(ctx, m.fast.acquire, []byte(domain), offset, m.now(), m.ttl()).
 		Scan(&a.fence, &a.serial, &at, &a.expireAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return answer{}, false, nil
 	}
 	if err != nil {
-		return answer{}, false, callError("TryAcquire", err)
+		return answer{}, false, c.fail("TryAcquire", err)
 	}
 	a.status, a.leaseOff, a.attempts, a.acquiredAt, a.at = 1, &offset, 1, &at, &at
 	if m.cfg.Observer != nil { // only the observer reads events
@@ -105,13 +105,13 @@ func (m *Manager) succeedFast(ctx context.Context, op string, holder []any) (a a
 	if err != nil {
 		return answer{}, false, err
 	}
-	defer c.Release()
+	defer c.release()
 	err = c.QueryRow(ctx, m.fast.succeed, args...).Scan(&off, &attempts, &a.fence, &a.serial, &a.at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return answer{}, false, nil
 	}
 	if err != nil {
-		return answer{}, false, callError(op, err)
+		return answer{}, false, c.fail(op, err)
 	}
 	a.status = 1
 	if m.cfg.Observer != nil {

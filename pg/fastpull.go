@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/worklease/worklease"
 )
@@ -249,7 +248,7 @@ func (m *Manager) repeatedNext(ctx context.Context, domain string, tok worklease
 	if err != nil {
 		return worklease.Claim{}, false, err
 	}
-	defer c.Release()
+	defer c.release()
 	var off, fence, serial int64
 	var attempts int32
 	var payload []byte
@@ -260,7 +259,7 @@ func (m *Manager) repeatedNext(ctx context.Context, domain string, tok worklease
 	case errors.Is(err, pgx.ErrNoRows):
 		return worklease.Claim{}, false, nil
 	case err != nil:
-		return worklease.Claim{}, false, callError("ClaimNext", err)
+		return worklease.Claim{}, false, c.fail("ClaimNext", err)
 	}
 	return worklease.Claim{Domain: domain, Offset: off, Payload: payload, Token: m.token(fence, serial), Attempt: int(attempts),
 		ExpiresAt: timeOf(expires)}, true, nil
@@ -282,11 +281,11 @@ type fastClaim struct {
 // claimFast leases the heads of up to n ready domains in one statement;
 // with more, a claim that locked n domains looks for another that is ready
 // (an index probe, which only WaitClaim needs).
-func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int, more bool) (fastClaim, error) {
+func (m *Manager) claimFast(ctx context.Context, conn *callConn, n int, more bool) (fastClaim, error) {
 	var out fastClaim
 	rows, err := conn.Query(ctx, m.pull.claim, n, m.now(), m.ttl(), more)
 	if err != nil {
-		return out, callError("Claim", err)
+		return out, conn.fail("Claim", err)
 	}
 	defer rows.Close()
 	type ranked struct {
@@ -305,7 +304,7 @@ func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int, more
 		var at time.Time
 		if err := rows.Scan(&out.due, &locked, &out.more, &d, &off, &r.c.Payload, &fence, &serial, &attempts, &expires, &at,
 			&priority, &readyAt); err != nil {
-			return fastClaim{}, callError("Claim", err)
+			return fastClaim{}, conn.fail("Claim", err)
 		}
 		if d == nil {
 			continue
@@ -320,7 +319,7 @@ func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int, more
 		all = append(all, r)
 	}
 	if err := rows.Err(); err != nil {
-		return fastClaim{}, callError("Claim", err)
+		return fastClaim{}, conn.fail("Claim", err)
 	}
 	slices.SortFunc(all, func(a, b ranked) int {
 		if c := cmp.Compare(b.priority, a.priority); c != 0 {
@@ -353,7 +352,7 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 	if err != nil {
 		return nil, err
 	}
-	defer c.Release()
+	defer c.release()
 	var rows pgx.Rows
 	switch {
 	case next:
@@ -364,7 +363,7 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 		rows, err = c.Query(ctx, m.pull.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets)
 	}
 	if err != nil {
-		return nil, callError(op, err)
+		return nil, c.fail(op, err)
 	}
 	defer rows.Close()
 	var all []ended
@@ -380,7 +379,7 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 			dest = append(dest, &off, &payload, &fence, &serial, &attempts, &expires)
 		}
 		if err := rows.Scan(append(dest, &notified)...); err != nil {
-			return nil, callError(op, err)
+			return nil, c.fail(op, err)
 		}
 		if off != nil {
 			e.next = &worklease.Claim{Offset: *off, Payload: payload, Token: m.token(*fence, *serial), Attempt: int(*attempts), ExpiresAt: timeOf(expires)}
@@ -388,7 +387,7 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 		all = append(all, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, callError(op, err)
+		return nil, c.fail(op, err)
 	}
 	return all, nil
 }
