@@ -26,6 +26,29 @@ LANGUAGE sql VOLATILE AS $$
 	SELECT (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) * 1099511627776
 $$;
 
+-- rebase_fences raises the floor above every fence the domains hold, by
+-- creating fence_floor again with a number of timelines added to the
+-- current one: for a cluster whose timeline started again at 1 while its
+-- domains kept fences of a later one (pg_upgrade, a restored dump), where
+-- a promotion that lost commits would otherwise raise the floor to no
+-- fence above them. The domains' next grants jump above it. It returns the
+-- new floor. Only the schema's owner may run it.
+CREATE FUNCTION {{schema}}.rebase_fences() RETURNS bigint
+LANGUAGE plpgsql AS $rebase$
+DECLARE
+	tl bigint := ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
+	top bigint; -- the highest fence's timeline, counted from 0
+	added bigint;
+BEGIN
+	SELECT coalesce(max(fence), 0) / 1099511627776 INTO top FROM {{schema}}.domains;
+	added := greatest(top + 1 - (tl - 1), 0);
+	EXECUTE format($f$CREATE OR REPLACE FUNCTION %s.fence_floor() RETURNS bigint
+LANGUAGE sql VOLATILE AS $b$
+	SELECT (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1 + %s) * 1099511627776
+$b$$f$, '{{schema}}', added);
+	RETURN (tl - 1 + added) * 1099511627776;
+END $rebase$;
+
 -- streak_from is the fence of the lease that ClaimNext ended as it
 -- granted the lease under streak_fence: the grant's fence is no longer
 -- always the one before plus one, and a repeated ClaimNext must still
