@@ -1,25 +1,32 @@
 package pg_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/worklease/worklease"
 	"github.com/worklease/worklease/pg"
 )
 
 // The linearizability test records concurrent histories of the contract's
-// calls, made by several clients through two Managers (as two processes
-// would make them, each on connections of its own) on a few domains, each
+// calls, made by several clients in two processes, each process with a
+// Manager of its own (and each client on a connection of its own), on a
+// few domains, each
 // call with the moments it was made and answered, and has porcupine check
 // that some order of the calls, one at a time, each between its moments,
 // is one the contract allows: lzModel, a sequential model of a domain.
@@ -275,7 +282,7 @@ var lzModel = porcupine.Model{
 // lzClient is one client of a history: it makes lzCalls calls at random
 // through b, keeping the tokens it was answered with, per domain, and
 // sometimes passing one that is no longer the holder's.
-func lzClient(ctx context.Context, b worklease.Backend, id int, start time.Time, rng *rand.Rand) ([]porcupine.Operation, error) {
+func lzClient(ctx context.Context, b worklease.Backend, id int, rng *rand.Rand) ([]porcupine.Operation, error) {
 	tokens := make(map[string][]worklease.Token)
 	var ops []porcupine.Operation
 	for len(ops) < lzCalls {
@@ -297,7 +304,7 @@ func lzClient(ctx context.Context, b worklease.Backend, id int, start time.Time,
 		}
 		var out lzOutput
 		var err error
-		call := time.Since(start).Nanoseconds()
+		call := lzNow()
 		switch in.op {
 		case lzTryAcquire:
 			var res worklease.AcquireResult
@@ -334,7 +341,7 @@ func lzClient(ctx context.Context, b worklease.Backend, id int, start time.Time,
 				out.status = 2
 			}
 		}
-		ret := time.Since(start).Nanoseconds()
+		ret := lzNow()
 		var order *worklease.BacklogOrderError
 		switch {
 		case errors.As(err, &order):
@@ -349,48 +356,35 @@ func lzClient(ctx context.Context, b worklease.Backend, id int, start time.Time,
 	return ops, nil
 }
 
-// lzHistory records a history of lzClients clients, half of them on each
-// of two Managers on one schema, and checks it.
+// lzNow is the moment of a call's making or answer, in nanoseconds: the
+// machine's clock, which the processes of a history share.
+func lzNow() int64 { return time.Now().UnixNano() }
+
+// lzHistory records a history of lzClients clients on one schema, half of
+// them in this process on a Manager of its own and half in another
+// process, and checks it. With broken, both Managers grant over held
+// leases (GrantOverLeases).
 func lzHistory(t *testing.T, seed uint64, broken bool) porcupine.CheckResult {
 	pool := testPool(t)
-	opts := []worklease.Option{worklease.WithMaxRetries(lzMaxRetries)}
-	a, schema := newManager(t, pool, opts...)
-	b, err := pg.OpenSchema(context.Background(), testPool(t), schema, opts...)
+	m, schema := newManager(t, pool, worklease.WithMaxRetries(lzMaxRetries))
+	if broken {
+		pg.GrantOverLeases(m)
+	}
+	ctx := context.Background()
+	child := startLinearizableChild(t, schema, seed, broken)
+	select { // the clients of both processes start together
+	case <-child.ready:
+	case <-child.read:
+	}
+	history, err := lzRun(ctx, m, 0, lzClientsHere, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	if broken {
-		pg.GrantOverLeases(a)
-		pg.GrantOverLeases(b)
-	}
-	ctx := context.Background()
-	start := time.Now()
-	var mu sync.Mutex
-	var history []porcupine.Operation
-	var wg sync.WaitGroup
-	errs := make(chan error, lzClients)
-	for id := range lzClients {
-		m := a
-		if id%2 == 1 {
-			m = b
-		}
-		wg.Go(func() {
-			ops, err := lzClient(ctx, m, id, start, rand.New(rand.NewPCG(seed, uint64(id))))
-			if err != nil {
-				errs <- err
-				return
-			}
-			mu.Lock()
-			history = append(history, ops...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	theirs, err := child.wait()
+	if err != nil {
 		t.Fatal(err)
 	}
+	history = append(history, theirs...)
 	t.Logf("history %d: %s", seed, lzSummary(history))
 	// The bound is for a failure: a history this small is decided in
 	// milliseconds.
@@ -404,6 +398,191 @@ func lzHistory(t *testing.T, seed uint64, broken bool) porcupine.CheckResult {
 		}
 	}
 	return res
+}
+
+// lzClientsHere is how many of a history's clients run in the test's own
+// process; the others run in a child process.
+const lzClientsHere = lzClients / 2
+
+// lzRun runs n clients at once on b, numbered from first, and returns
+// their calls.
+func lzRun(ctx context.Context, b worklease.Backend, first, n int, seed uint64) ([]porcupine.Operation, error) {
+	var mu sync.Mutex
+	var history []porcupine.Operation
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for id := first; id < first+n; id++ {
+		wg.Go(func() {
+			ops, err := lzClient(ctx, b, id, rand.New(rand.NewPCG(seed, uint64(id))))
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			history = append(history, ops...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return history, errors.Join(all...)
+}
+
+// An lzRecord is a call of a child process's client, as it sends it.
+type lzRecord struct {
+	Client       int
+	Op           lzOp
+	Domain       string
+	Offset       int64
+	Fence        uint64
+	Status       int
+	OutDomain    string
+	OutOffset    int64
+	HasNext      bool
+	OutFence     uint64
+	Err          string // "", "order", "none" or "mismatch"
+	Call, Return int64
+}
+
+// lzErrors are the contract's errors a call may be answered with, by the
+// names lzRecord gives them.
+var lzErrors = map[string]error{
+	"order": worklease.ErrBacklogOrder, "none": worklease.ErrNoLease, "mismatch": worklease.ErrTokenMismatch,
+}
+
+func lzEncode(op porcupine.Operation) lzRecord {
+	in, out := op.Input.(lzInput), op.Output.(lzOutput)
+	r := lzRecord{Client: op.ClientId, Op: in.op, Domain: in.domain, Offset: in.offset, Fence: in.fence,
+		Status: out.status, OutDomain: out.domain, OutOffset: out.offset, HasNext: out.hasNext, OutFence: out.fence,
+		Call: op.Call, Return: op.Return}
+	for name, err := range lzErrors {
+		if out.rejected && errors.Is(out.err, err) {
+			r.Err = name
+		}
+	}
+	return r
+}
+
+func lzDecode(r lzRecord) porcupine.Operation {
+	out := lzOutput{status: r.Status, domain: r.OutDomain, offset: r.OutOffset, hasNext: r.HasNext, fence: r.OutFence}
+	if r.Err != "" {
+		out.err, out.rejected = lzErrors[r.Err], true
+	}
+	return porcupine.Operation{ClientId: r.Client, Input: lzInput{op: r.Op, domain: r.Domain, offset: r.Offset, fence: r.Fence},
+		Call: r.Call, Output: out, Return: r.Return}
+}
+
+// The variables a linearizability child process reads, besides the
+// schema (childSchema).
+const (
+	lzSeedVar   = "WORKLEASE_PG_LZ_SEED"
+	lzBrokenVar = "WORKLEASE_PG_LZ_BROKEN"
+)
+
+// An lzChild is the child process of a history.
+type lzChild struct {
+	cmd   *exec.Cmd
+	ops   []porcupine.Operation
+	err   error
+	ready chan struct{} // closed once its clients start
+	read  chan struct{} // closed once its output is read
+}
+
+// startLinearizableChild starts the process that runs a history's other
+// clients.
+func startLinearizableChild(t *testing.T, schema string, seed uint64, broken bool) *lzChild {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childRole+"=linearizable", childSchema+"="+schema,
+		lzSeedVar+"="+strconv.FormatUint(seed, 10), lzBrokenVar+"="+strconv.FormatBool(broken))
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &lzChild{cmd: cmd, ready: make(chan struct{}), read: make(chan struct{})}
+	go func() {
+		defer close(c.read)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if string(line) == "ready" {
+				close(c.ready)
+				continue
+			}
+			if !bytes.HasPrefix(line, []byte("{")) {
+				t.Logf("child: %s", line) // the child test's own output
+				continue
+			}
+			var r lzRecord
+			if err := json.Unmarshal(line, &r); err != nil {
+				c.err = fmt.Errorf("child: %q: %w", line, err)
+				continue
+			}
+			c.ops = append(c.ops, lzDecode(r))
+		}
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-c.read
+			_ = cmd.Wait()
+		}
+	})
+	return c
+}
+
+// wait waits for the child process and returns its clients' calls.
+func (c *lzChild) wait() ([]porcupine.Operation, error) {
+	<-c.read
+	if err := c.cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("child process: %w", err)
+	}
+	if c.err == nil && len(c.ops) != (lzClients-lzClientsHere)*lzCalls {
+		c.err = fmt.Errorf("child process: %d calls, want %d", len(c.ops), (lzClients-lzClientsHere)*lzCalls)
+	}
+	return c.ops, c.err
+}
+
+// childLinearizable is the child process of a history: it runs the
+// history's clients from lzClientsHere on, on a Manager of its own, and
+// writes their calls to its output, one JSON record a line.
+func childLinearizable(t *testing.T, pool *pgxpool.Pool, schema string) {
+	seed, err := strconv.ParseUint(os.Getenv(lzSeedVar), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m, err := pg.OpenSchema(ctx, pool, schema, worklease.WithMaxRetries(lzMaxRetries))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if os.Getenv(lzBrokenVar) == "true" {
+		pg.GrantOverLeases(m)
+	}
+	fmt.Println("ready")
+	ops, err := lzRun(ctx, m, lzClientsHere, lzClients-lzClientsHere, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for _, op := range ops {
+		if err := enc.Encode(lzEncode(op)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // The PostgreSQL backend's calls, made concurrently from several
@@ -432,7 +611,7 @@ func TestLinearizableCatchesBrokenGrant(t *testing.T) {
 // lzSummary counts a history's calls by kind and outcome.
 func lzSummary(history []porcupine.Operation) string {
 	counts := make(map[string]int)
-	overlapping := 0
+	overlapping, across := 0, 0 // calls that overlap another's; another process's
 	for i, op := range history {
 		in, out := op.Input.(lzInput), op.Output.(lzOutput)
 		key := in.op.String()
@@ -445,12 +624,19 @@ func lzSummary(history []porcupine.Operation) string {
 			key += " " + worklease.AcquireStatus(out.status).String()
 		}
 		counts[key]++
+		overlaps, crosses := false, false
 		for j, other := range history {
 			if j != i && other.Call <= op.Return && op.Call <= other.Return {
-				overlapping++
-				break
+				overlaps = true
+				crosses = crosses || (op.ClientId < lzClientsHere) != (other.ClientId < lzClientsHere)
 			}
 		}
+		if overlaps {
+			overlapping++
+		}
+		if crosses {
+			across++
+		}
 	}
-	return fmt.Sprintf("%d calls, %d overlapping another; %v", len(history), overlapping, counts)
+	return fmt.Sprintf("%d calls, %d overlapping another, %d another process's; %v", len(history), overlapping, across, counts)
 }
