@@ -194,10 +194,20 @@ func (m *Manager) newStep(now instant) step {
 // the journal failed, which closed the Manager: the call returns it
 // instead of its answer.
 func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch) error {
-	if st.n == 1 { // most steps make one change: count it without a call
-		sh.count(r, st.kinds[0])
-	} else {
+	// Most steps make one change, of a kind the record counts itself:
+	// count it without a call. The others may have made or ended the
+	// domain's dead letters.
+	if st.n != 1 || !sh.countHot(r, st.kinds[0]) {
 		sh.countAll(r, st)
+		if st.touchesDeadLetters() {
+			sh.syncDead(r)
+		}
+	}
+	if m.plain && m.ready.Load() == nil {
+		// Nothing to journal, tell, index or queue: the common case of a
+		// Manager in memory, which ends here.
+		r.mu.Unlock()
+		return nil
 	}
 	var appendErr error
 	if m.reporting {

@@ -65,7 +65,7 @@ const minDomainSlots = 8
 // home returns the slot a record with hash h is placed at first. It uses the
 // hash's top bits: the bottom ones picked the shard, so they are the same
 // for every record in it.
-func (t *domainTable) home(h uint64) int { return int(h >> t.shift) }
+func (t *domainTable) home(h uint64) int { return int(h >> (t.shift & 63)) } // shift < 64: the mask spares a check
 
 // get returns the record of domain, whose hash is h, or nil. It may return
 // a record that Forget dropped.

@@ -23,6 +23,9 @@ func (m *Manager) checkInvariants() error {
 		if err == nil && r.listed != (q != nil && !r.dropped && r.state.ready()) {
 			err = fmt.Errorf("listed in the ready queue: %t, ready: %t", r.listed, r.state.ready())
 		}
+		if err == nil {
+			err = sh.checkDead(r)
+		}
 		if r.listed {
 			listed++
 		}
@@ -105,6 +108,24 @@ func (x *expiryIndex) check(r *domainRecord) error {
 	}
 	if got, want := x.heap[r.heapIdx-1].at, s.lease.expiresAt; got != want {
 		return fmt.Errorf("expiry index has %d for a lease expiring at %d", got, want)
+	}
+	return nil
+}
+
+// checkDead checks that sh's dead set holds r, which is locked, with the
+// time of its latest failure, exactly while r has dead letters and is not
+// dropped.
+func (sh *shard) checkDead(r *domainRecord) error {
+	d := r.state.failed()
+	has := !r.dropped && d.len() > 0
+	sh.mu.Lock()
+	latest, in := sh.dead[r]
+	sh.mu.Unlock()
+	switch {
+	case has != in || has != r.dead:
+		return fmt.Errorf("dead letters: %t, in the shard's dead set: %t, marked: %t", has, in, r.dead)
+	case has && latest != d.byTime[len(d.byTime)-1].at:
+		return fmt.Errorf("the shard's dead set has the latest failure at %v; it is at %v", latest, d.byTime[len(d.byTime)-1].at)
 	}
 	return nil
 }

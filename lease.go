@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"hash/maphash"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -31,7 +30,7 @@ type Manager struct {
 	// Immutable after New.
 	shards    []shard
 	shardMask uint64
-	seed      maphash.Seed
+	seed      domainHash
 	policy    policy         // its instance, random and non-zero, makes this Manager's tokens unique
 	clock     Clock          // nil: the system clock, read through timeline
 	timeline  timeline       // reads the system clock when clock is nil
@@ -54,6 +53,9 @@ type Manager struct {
 	// reporting: transitions are reported to an observer or a journal, not
 	// only counted.
 	reporting bool
+	// plain: neither reporting nor expiring, so that a call's step ends
+	// with the count of its changes and the unlock (see finish).
+	plain bool
 
 	domainSerial atomic.Uint64 // last serial given to a new domain's record
 	fenceFloor   atomic.Uint64 // highest fence of any forgotten domain
@@ -93,7 +95,7 @@ func New(opts ...Option) (*Manager, error) {
 	m := &Manager{
 		shards:    make([]shard, n),
 		shardMask: uint64(n - 1),
-		seed:      maphash.MakeSeed(),
+		seed:      newDomainHash(),
 		policy: policy{
 			maxRetries: cfg.MaxRetries,
 			ttl:        cfg.LeaseTTL,
@@ -112,6 +114,7 @@ func New(opts ...Option) (*Manager, error) {
 		expiring:  cfg.LeaseTTL > 0,
 		reporting: cfg.Observer != nil || cfg.Journal != nil,
 	}
+	m.plain = !m.reporting && !m.expiring
 	if m.clock != nil {
 		m.loc = m.clock.Now().Location()
 	}
@@ -130,6 +133,7 @@ func New(opts ...Option) (*Manager, error) {
 		expires := m.anyLeaseExpires()
 		m.timed = m.timed || expires
 		m.expiring = m.expiring || expires
+		m.plain = !m.reporting && !m.expiring
 	}
 	return m, nil
 }

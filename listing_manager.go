@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"container/heap"
-	"hash/maphash"
+	"math"
 	"slices"
 	"strings"
 )
@@ -38,7 +38,7 @@ const (
 // cursorTag is the part of every cursor that names the Manager that
 // issued it: a hash of a fixed text under the Manager's seed.
 func (m *Manager) cursorTag() uint32 {
-	return uint32(maphash.String(m.seed, "worklease cursor"))
+	return uint32(m.seed.sum("worklease cursor"))
 }
 
 func (m *Manager) newCursor(kind byte) *cursorWriter {
@@ -673,8 +673,9 @@ func (h *deadHeap) Pop() any {
 }
 
 // listDeadLettersNewestFirst is ListDeadLetters of every domain, newest
-// first: it visits every domain, keeping the best limit+1 dead letters
-// after the cursor, then reads them again for the page.
+// first: it visits the domains with dead letters (each shard keeps a set
+// of them), keeping the best limit+1 after the cursor, which each domain
+// keeps in the order they failed, then reads them again for the page.
 func (m *Manager) listDeadLettersNewestFirst(q DeadLetterQuery, limit int) (DeadLetterPage, error) {
 	const op = "ListDeadLetters"
 	var after *deadKey
@@ -692,25 +693,43 @@ func (m *Manager) listDeadLettersNewestFirst(q DeadLetterQuery, limit int) (Dead
 	}
 	best := make(deadHeap, 0, limit+1)
 	var seq uint64
-	m.ascend(domainPos{}, func(r *domainRecord) bool {
+	records := m.deadCandidates(after, limit+1)
+	// The domains that failed last first: once the page is full, a domain
+	// whose latest failure is older than the page's oldest has none for it,
+	// and neither have the domains after it.
+	slices.SortFunc(records, func(a, b deadRecord) int { return cmp.Compare(b.latest, a.latest) })
+	for _, dr := range records {
+		if len(best) == limit+1 && dr.latest < best[0].at {
+			break
+		}
+		r := dr.r
 		r.mu.Lock()
 		if d := r.state.failed(); !r.dropped && d.len() > 0 {
 			seq = max(seq, r.lastSeq)
-			for off, dl := range d.m {
-				k := deadKey{at: dl.at, domain: r.domain, offset: off}
-				switch {
-				case after != nil && compareNewest(k, *after) <= 0:
-				case len(best) < limit+1:
+			// A domain's dead letters newest first are its byTime from
+			// the end; those after the cursor end where a binary search
+			// says, and the best of them for the page come first.
+			end := len(d.byTime)
+			if after != nil {
+				end, _ = slices.BinarySearchFunc(d.byTime, *after, func(t timedOffset, a deadKey) int {
+					return compareNewest(a, deadKey{at: t.at, domain: r.domain, offset: t.offset})
+				})
+			}
+			for i := end - 1; i >= 0; i-- {
+				k := deadKey{at: d.byTime[i].at, domain: r.domain, offset: d.byTime[i].offset}
+				if len(best) < limit+1 {
 					heap.Push(&best, k)
-				case compareNewest(k, best[0]) < 0:
-					best[0] = k
-					heap.Fix(&best, 0)
+					continue
 				}
+				if compareNewest(k, best[0]) >= 0 {
+					break // the rest of the domain's are older still
+				}
+				best[0] = k
+				heap.Fix(&best, 0)
 			}
 		}
 		r.mu.Unlock()
-		return true
-	})
+	}
 	slices.SortFunc(best, compareNewest)
 	var page DeadLetterPage
 	for _, k := range best[:min(len(best), limit)] {
@@ -800,4 +819,63 @@ func (m *Manager) Totals() (Totals, error) {
 		return Totals{}, err
 	}
 	return t, nil
+}
+
+// deadCandidates returns the records with dead letters that may have one
+// of the n newest after the cursor after (nil: from the newest), with the
+// time of each one's latest failure. A domain whose latest failure is
+// before the cursor's has that one after the cursor, so the n latest of
+// such domains set a bar: a domain whose latest failure is older than the
+// n-th has none among the n newest. Domains whose latest failure is not
+// before the cursor's may have any, and are all candidates. The shards'
+// sets are read twice, once for the bar and once for the candidates; a
+// domain that fails meanwhile is newer than the page.
+func (m *Manager) deadCandidates(after *deadKey, n int) []deadRecord {
+	straddles := func(latest instant) bool { return after != nil && latest >= after.at }
+	bar := make(instantHeap, 0, n)
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		for _, latest := range sh.dead {
+			switch {
+			case straddles(latest):
+			case len(bar) < n:
+				heap.Push(&bar, latest)
+			case latest > bar[0]:
+				bar[0] = latest
+				heap.Fix(&bar, 0)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	least := instant(math.MinInt64)
+	if len(bar) == n {
+		least = bar[0]
+	}
+	var out []deadRecord
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		for r, latest := range sh.dead {
+			if latest >= least || straddles(latest) {
+				out = append(out, deadRecord{r, latest})
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// instantHeap is a min-heap of instants.
+type instantHeap []instant
+
+func (h instantHeap) Len() int           { return len(h) }
+func (h instantHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h instantHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *instantHeap) Push(x any)        { *h = append(*h, x.(instant)) }
+func (h *instantHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -51,6 +51,7 @@ func (m *Manager) replay() error {
 	due := !rs.recorded || rs.policy.monotonic != m.policy.monotonic
 	m.settleAndSwitch(m.policy.monotonic)
 	m.settingsDue.Store(due)
+	m.syncAllDead() // records applied without a step's end: see finish
 	return m.checkInvariants()
 }
 

@@ -1,17 +1,17 @@
 package worklease
 
 import (
-	"hash/maphash"
 	"strings"
 	"sync"
 	"unsafe"
 )
 
-// Lock order: record.mu, then shard.expiry.mu or the ready queue's mu (see
+// Lock order: record.mu, then shard.mu (to change the shard's set of
+// records with dead letters), shard.expiry.mu or the ready queue's mu (see
 // ready.go for the pull calls'). A shard's mu is held only to change its
-// map or to read the map whole, and never while taking another lock;
-// looking a record up takes no lock. No goroutine ever holds two record
-// locks at once.
+// map or its dead set or to read one whole, and never while taking another
+// lock; looking a record up takes no lock. No goroutine ever holds two
+// record locks at once.
 
 // A shard is one slice of the Manager's domain map, with the expiry index
 // and event counters of its domains.
@@ -21,12 +21,16 @@ type shard struct {
 
 	expiry expiryIndex // leases with an expiry, soonest first; empty unless Manager.expiring
 	stats  counters    // see counters; the busiest kinds are counted in the records
+	// dead holds the shard's records that have dead letters, each with
+	// its latest failure's time, for the listings that read only those;
+	// guarded by mu (see syncDead).
+	dead map[*domainRecord]instant
 
 	// The padding rounds a shard up to a multiple of two cache lines (CPUs
 	// fetch lines in pairs), so that goroutines working in neighbouring
 	// shards do not contend for the same lines. TestShardSize keeps it
 	// right.
-	_ [48]byte
+	_ [40]byte
 }
 
 // shardAlign is what a shard's size is a multiple of: two 64-byte lines.
@@ -55,6 +59,7 @@ type domainRecord struct {
 	counts  recordCounts
 	dropped bool        // Forget removed the domain: look it up again
 	listed  bool        // the Manager's ready queue lists the domain; see readyQueue.sync
+	dead    bool        // the shard's dead set holds the record; see syncDead
 	state   domainState // see domainState; never locks
 
 	lastSeq uint64       // the journal sequence number of the domain's latest record; 0 without a journal
@@ -100,7 +105,7 @@ const recordHotBytes = 128
 
 // hash returns domain's hash, which picks its shard and keys its record
 // there.
-func (m *Manager) hash(domain string) uint64 { return maphash.String(m.seed, domain) }
+func (m *Manager) hash(domain string) uint64 { return m.seed.sum(domain) }
 
 // shardOf returns the shard that holds the domain whose hash is h.
 func (m *Manager) shardOf(h uint64) *shard { return &m.shards[h&m.shardMask] }
@@ -226,4 +231,46 @@ func (m *Manager) forEachRecord(f func(sh *shard, domain string, r *domainRecord
 			f(sh, e.domain, e.r)
 		}
 	}
+}
+
+// syncDead brings sh's set of records with dead letters up to date with r,
+// a record of sh locked by the caller, after a step that made or ended one
+// of r's dead letters: a record is in the set, with the time of its latest
+// failure, while it has dead letters and is not dropped.
+func (sh *shard) syncDead(r *domainRecord) {
+	d := r.state.failed()
+	has := !r.dropped && d.len() > 0
+	if !has && !r.dead {
+		return
+	}
+	r.dead = has
+	sh.mu.Lock()
+	if has {
+		if sh.dead == nil {
+			sh.dead = make(map[*domainRecord]instant)
+		}
+		sh.dead[r] = d.byTime[len(d.byTime)-1].at
+	} else {
+		delete(sh.dead, r)
+	}
+	sh.mu.Unlock()
+}
+
+// A deadRecord is a record of the shard's dead set, with the time of its
+// latest failure as the set knew it.
+type deadRecord struct {
+	r      *domainRecord
+	latest instant
+}
+
+// syncAllDead brings every shard's set of records with dead letters up to
+// date, as after a replay.
+func (m *Manager) syncAllDead() {
+	m.forEachRecord(func(sh *shard, _ string, r *domainRecord) {
+		r.mu.Lock()
+		if r.state.failed().len() > 0 || r.dead {
+			sh.syncDead(r)
+		}
+		r.mu.Unlock()
+	})
 }

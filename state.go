@@ -307,9 +307,12 @@ func (s *domainState) isProcessed(p *policy, offset int64) bool {
 	if !s.processed.contains(offset) {
 		return false
 	}
-	if !p.monotonic {
-		return true
-	}
+	return !p.monotonic || s.processedBelowHigh(offset)
+}
+
+// processedBelowHigh is isProcessed, with WithMonotonicOffsets, of an
+// offset the run [0, hw] holds.
+func (s *domainState) processedBelowHigh(offset int64) bool {
 	// The run [0, hw] holds the offsets below hw that are still to run, or
 	// failed: they do not count.
 	return !s.isFailed(offset) && !(s.leased && s.lease.offset == offset) && !s.backlog.contains(offset)
@@ -381,7 +384,15 @@ func (s *domainState) release() {
 	s.leased = false
 	s.lease = lease{}
 	s.released = 0
-	if c := s.cold; c != nil && !c.leaseToken.IsZero() {
+	if s.cold != nil {
+		s.releaseCold()
+	}
+}
+
+// releaseCold drops the lease's token from the cold part, if it is kept
+// there.
+func (s *domainState) releaseCold() {
+	if c := s.cold; !c.leaseToken.IsZero() {
 		c.leaseToken = Token{}
 		s.trimCold()
 	}

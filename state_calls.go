@@ -67,6 +67,18 @@ func (st *step) kind(i int) EventKind {
 	return st.spill.kinds[i-stepInline]
 }
 
+// touchesDeadLetters reports whether the step made or ended a dead letter,
+// or dropped the domain.
+func (st *step) touchesDeadLetters() bool {
+	for i := range st.n {
+		switch st.kind(i) {
+		case EventDeadLettered, EventRedriven, EventForgotten:
+			return true
+		}
+	}
+	return false
+}
+
 // change returns the i-th change, i in [0, n), of a step that keeps them.
 func (st *step) change(i int) *change {
 	if i < stepInline {
@@ -149,6 +161,12 @@ func (s *domainState) checkToken(p *policy, st *step, tok Token) error {
 	if s.leased && tok == s.leaseToken(p) {
 		return nil
 	}
+	return s.reject(st, tok)
+}
+
+// reject is checkToken of a token that is not the lease's. Kept apart, so
+// that checkToken is small enough to inline.
+func (s *domainState) reject(st *step, tok Token) error {
 	var err error
 	revoked, why := s.revoked()
 	switch {
@@ -397,7 +415,17 @@ func (s *domainState) make(p *policy, st *step, c *change) {
 // goes back to the front of the line to be granted again under a new token;
 // without, it is dead-lettered.
 func (s *domainState) expireIfDue(p *policy, st *step) bool {
-	if !s.leased || s.lease.expiresAt == 0 || st.now < s.lease.expiresAt {
+	// A domain without a lease has the zero lease, which never expires.
+	if s.lease.expiresAt == 0 || st.now < s.lease.expiresAt {
+		return false
+	}
+	return s.expire(p, st)
+}
+
+// expire is expireIfDue of a lease that is due. Kept apart, so that
+// expireIfDue is small enough to inline in every call.
+func (s *domainState) expire(p *policy, st *step) bool {
+	if !s.leased {
 		return false
 	}
 	l, tok, attempts := s.lease, s.leaseToken(p), s.attempts()

@@ -136,9 +136,15 @@ func acquiredChange(l lease, tok Token, attempts int) change {
 // applyProcessed makes the lease's offset processed, and ends the lease.
 // The offset's payload, if it has one, goes with it.
 func (s *domainState) applyProcessed(p *policy, offset int64) {
-	s.markTerminal(p, offset, true)
-	s.release()
+	// markTerminal and release, written out: every cycle comes here.
+	if p.monotonic {
+		s.processed.raiseTo(offset)
+	} else {
+		s.processed.add(offset)
+	}
+	s.leased, s.lease, s.released = false, lease{}, 0
 	if s.cold != nil {
+		s.releaseCold()
 		s.dropPayload(offset)
 	}
 }

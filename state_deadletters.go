@@ -1,6 +1,7 @@
 package worklease
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -11,6 +12,25 @@ import (
 // add works on it.
 type deadLetters struct {
 	m map[int64]deadLetter
+	// byTime holds m's offsets in the order they failed: by at, then by
+	// offset, oldest first, so that a listing of the latest failures
+	// reads a domain's from its end. Failures come in that order but for a
+	// nanosecond or two between calls that raced for the lock: each goes
+	// in from the end.
+	byTime []timedOffset
+}
+
+// A timedOffset is a failed offset and when it failed.
+type timedOffset struct {
+	at     instant
+	offset int64
+}
+
+func (a timedOffset) compare(b timedOffset) int {
+	if a.at != b.at {
+		return cmp.Compare(a.at, b.at)
+	}
+	return cmp.Compare(a.offset, b.offset)
 }
 
 type deadLetter struct {
@@ -38,7 +58,23 @@ func (d *deadLetters) add(offset int64, dl deadLetter) {
 	if d.m == nil {
 		d.m = make(map[int64]deadLetter)
 	}
+	if old, ok := d.m[offset]; ok {
+		d.unlist(timedOffset{old.at, offset})
+	}
 	d.m[offset] = dl
+	k := timedOffset{dl.at, offset}
+	i := len(d.byTime)
+	for i > 0 && d.byTime[i-1].compare(k) > 0 {
+		i--
+	}
+	d.byTime = slices.Insert(d.byTime, i, k)
+}
+
+// unlist takes k out of byTime.
+func (d *deadLetters) unlist(k timedOffset) {
+	if i, ok := slices.BinarySearchFunc(d.byTime, k, timedOffset.compare); ok {
+		d.byTime = slices.Delete(d.byTime, i, i+1)
+	}
 }
 
 func (d *deadLetters) remove(offset int64) (deadLetter, bool) {
@@ -48,8 +84,9 @@ func (d *deadLetters) remove(offset int64) (deadLetter, bool) {
 	dl, ok := d.m[offset]
 	if ok {
 		delete(d.m, offset)
+		d.unlist(timedOffset{dl.at, offset})
 		if len(d.m) == 0 {
-			d.m = nil
+			d.m, d.byTime = nil, nil
 		}
 	}
 	return dl, ok

@@ -96,6 +96,17 @@ func (s *domainState) checkInvariants(p *policy) error {
 	if c.failed.m != nil && len(c.failed.m) == 0 {
 		bad("empty dead-letter map kept")
 	}
+	if len(c.failed.byTime) != len(c.failed.m) {
+		bad("%d dead letters by time for %d dead letters", len(c.failed.byTime), len(c.failed.m))
+	}
+	for i, k := range c.failed.byTime {
+		if dl, ok := c.failed.m[k.offset]; !ok || dl.at != k.at {
+			bad("dead letter %d by time is not the dead letter of offset %d", i, k.offset)
+		}
+		if i > 0 && c.failed.byTime[i-1].compare(k) >= 0 {
+			bad("dead letters by time out of order at %d", i)
+		}
+	}
 	// Attempts carried over belong to queued offsets only.
 	for off := range c.carried {
 		if !s.backlog.contains(off) {

@@ -120,11 +120,17 @@ func search(runs []offsetRun, x int64) int {
 
 // contains reports whether x is in the set.
 func (s *offsetSet) contains(x int64) bool {
+	if x >= s.lo { // at or after the last run (an empty set's end is 0)
+		return uint64(x) < s.end
+	}
+	return s.containsBelow(x)
+}
+
+// containsBelow is contains of x below the last run. Kept apart, so that
+// contains is small enough to inline.
+func (s *offsetSet) containsBelow(x int64) bool {
 	if s.end == 0 {
 		return false
-	}
-	if x >= s.lo { // fast path: at or after the last run
-		return uint64(x) < s.end
 	}
 	below := s.below()
 	i := search(below, x)
@@ -133,7 +139,17 @@ func (s *offsetSet) contains(x int64) bool {
 
 // add inserts x, which must be non-negative, and reports whether it was absent.
 func (s *offsetSet) add(x int64) bool {
-	// Fast path: x extends the last run or starts a new one after it.
+	if uint64(x) == s.end && s.end != 0 { // x extends the last run: most adds
+		s.end++
+		return true
+	}
+	return s.addSlow(x)
+}
+
+// addSlow is add of an x that does not extend the last run. Kept apart, so
+// that add is small enough to inline.
+func (s *offsetSet) addSlow(x int64) bool {
+	// Fast path: x starts a new run after the last, or the first.
 	switch {
 	case s.end == 0:
 		s.lo, s.end = x, uint64(x)+1

@@ -85,6 +85,19 @@ func (sh *shard) countRest(r *domainRecord, st *step) {
 	}
 }
 
+// countHot counts one event of kind k on r, a record of sh locked by the
+// caller, if k is one of the kinds r counts itself, which it reports.
+func (sh *shard) countHot(r *domainRecord, k EventKind) bool {
+	i := hotIndex[k]
+	if i < 0 {
+		return false
+	}
+	if r.counts[i]++; r.counts[i] == 0 {
+		r.wrapped(int(i))
+	}
+	return true
+}
+
 // count adds one event of kind k on r, a record of sh locked by the caller.
 func (sh *shard) count(r *domainRecord, k EventKind) {
 	if i := hotIndex[k]; i >= 0 {
