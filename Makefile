@@ -15,7 +15,7 @@ each_module = for mod in $(MODULES); do (cd $$mod && $(1)) || exit 1; done
 # The race detector needs cgo (a C compiler); without one, tests run without it.
 RACE := $(shell [ "$$(go env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: all test short example bench bench-kafka profile fuzz crash lint fmt vet staticcheck tidy cover ci screenshots
+.PHONY: all test short failover example bench bench-kafka profile fuzz crash lint fmt vet staticcheck tidy cover ci screenshots
 
 all: lint test
 
@@ -47,6 +47,10 @@ test: ## the full test suite of every module, as CI runs it
 
 short: ## a quicker run with fewer property-test cases
 	scripts/with-postgres scripts/with-chromium sh -c '$(call each_module,go test $(RACE) -short -count=1 ./...)'
+
+# make test runs these too, with the rest of the PostgreSQL tests.
+failover: ## the PostgreSQL failover tests (a primary and a hot standby of their own) and the linearizability check, alone
+	scripts/with-postgres sh -c 'cd pg && go test $(RACE) -count=1 -v -run="^(TestFailover|TestLinearizable|TestRebaseFences|TestEveryGrantAboveFloor)" .'
 
 example: ## the README's first command
 	go run ./examples/orchestrator

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/worklease/worklease"
 )
 
@@ -61,7 +59,7 @@ func (m *Manager) EnqueueMany(ctx context.Context, items []Item) ([]worklease.Ac
 	if err != nil {
 		return nil, err
 	}
-	defer c.Release()
+	defer c.release()
 	all, err := retryDeadlocked(func() ([]enqueued, error) {
 		return m.enqueueBatch(ctx, c, domains, offsets, payloads)
 	})
@@ -87,22 +85,22 @@ type enqueued struct {
 }
 
 // enqueueBatch runs EnqueueMany's statement on c.
-func (m *Manager) enqueueBatch(ctx context.Context, c *pgxpool.Conn, domains [][]byte, offsets []int64, payloads [][]byte) ([]enqueued, error) {
+func (m *Manager) enqueueBatch(ctx context.Context, c *callConn, domains [][]byte, offsets []int64, payloads [][]byte) ([]enqueued, error) {
 	rows, err := c.Query(ctx, m.sql.enqueueMany, append([]any{domains, offsets, payloads, m.now()}, m.policy()...)...)
 	if err != nil {
-		return nil, callError("EnqueueMany", err)
+		return nil, c.fail("EnqueueMany", err)
 	}
 	defer rows.Close()
 	var all []enqueued
 	for rows.Next() {
 		var e enqueued
 		if err := rows.Scan(append([]any{&e.i}, e.a.dest()...)...); err != nil {
-			return nil, callError("EnqueueMany", err)
+			return nil, c.fail("EnqueueMany", err)
 		}
 		all = append(all, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, callError("EnqueueMany", err)
+		return nil, c.fail("EnqueueMany", err)
 	}
 	return all, nil
 }

@@ -24,7 +24,7 @@ import (
 // The tests below start processes of their own: the test binary again,
 // running one of the child tests with these variables set.
 const (
-	childRole   = "WORKLEASE_PG_CHILD"        // which child test to be: "work", "pull" or "race"
+	childRole   = "WORKLEASE_PG_CHILD"        // which child test to be: "work", "pull", "race", "failover" or "linearizable"
 	childSchema = "WORKLEASE_PG_CHILD_SCHEMA" // the schema the processes share
 	childIndex  = "WORKLEASE_PG_CHILD_INDEX"  // this process's number
 )
@@ -73,7 +73,7 @@ func startChildren(t *testing.T, role, schema string, n int) []*exec.Cmd {
 func TestChild(t *testing.T) {
 	role := os.Getenv(childRole)
 	if role == "" {
-		t.Skip("a child process's test, run by TestManyProcesses, TestManyProcessesPull and TestOneWinner")
+		t.Skip("a child process's test, run by TestManyProcesses, TestManyProcessesPull, TestOneWinner, TestFailoverSynchronous and TestLinearizable")
 	}
 	index, _ := strconv.Atoi(os.Getenv(childIndex))
 	pool := testPool(t)
@@ -84,6 +84,10 @@ func TestChild(t *testing.T) {
 		childRace(t, pool, os.Getenv(childSchema), index)
 	case "pull":
 		childPull(t, pool, os.Getenv(childSchema), index)
+	case "failover":
+		childFailover(t, pool)
+	case "linearizable":
+		childLinearizable(t, pool, os.Getenv(childSchema))
 	}
 }
 
