@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -66,10 +65,7 @@ func TestManyProcessesPull(t *testing.T) {
 	}()
 
 	cmds := startChildren(t, "pull", schema, mpProcesses)
-	time.Sleep(mpRun / 2)
-	if err := cmds[0].Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killWorking(t, pool, s, cmds[0])
 	for i, c := range cmds {
 		if err := c.Wait(); i > 0 && err != nil {
 			t.Fatalf("process %d: %v", i, err)

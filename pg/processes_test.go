@@ -117,11 +117,8 @@ func TestManyProcesses(t *testing.T) {
 	}
 
 	cmds := startChildren(t, "work", schema, mpProcesses)
-	time.Sleep(mpRun / 2)
 	// Kill the first process while it works: its workers hold leases.
-	if err := cmds[0].Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killWorking(t, pool, s, cmds[0])
 	for i, c := range cmds {
 		err := c.Wait()
 		if i == 0 {
@@ -182,6 +179,30 @@ func settleKilled(t *testing.T, pool *pgxpool.Pool, s string, pid int) {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, "DELETE FROM "+s+".succeeded WHERE NOT ok AND pid = $1", pid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// killWorking kills cmd with SIGKILL halfway through the processes' run,
+// once it has been working for a while: a loaded machine may start it
+// late, and a process killed before its first lease tests nothing.
+func killWorking(t *testing.T, pool *pgxpool.Pool, s string, cmd *exec.Cmd) {
+	t.Helper()
+	time.Sleep(mpRun / 2)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+s+".attempts WHERE pid = $1",
+			cmd.Process.Pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n >= 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d made %d attempts in a minute", cmd.Process.Pid, n)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 }
