@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -174,11 +173,11 @@ func (s *privateServer) kill() error {
 	if err != nil {
 		return err
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := killPID(pid); err != nil {
 		return err
 	}
 	for _, c := range children {
-		_ = syscall.Kill(c, syscall.SIGKILL) // it may have ended with the postmaster
+		_ = killPID(c) // it may have ended with the postmaster
 	}
 	return nil
 }
