@@ -128,3 +128,24 @@ func TestQueueLimitOfRetries(t *testing.T) {
 	require.Equal(t, uint64(1), st.Retried)
 	require.Equal(t, uint64(1), st.DeadLettered)
 }
+
+// TestDepthFromAnywhere: a Pool that only works counts none of the offsets
+// others stored, and reads the depth of the whole backend from it.
+func TestDepthFromAnywhere(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	h, started, results := gated()
+	p := start(t, m.Backend(), h, worker.WithWorkers(1))
+	for off := range int64(5) { // another process's producer
+		_, err := m.Enqueue("a", off, nil)
+		require.NoError(t, err)
+	}
+	<-started // a/0 runs
+	tot, err := m.Backend().Totals(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(4), tot.Queued, "the backend's depth")
+	require.Equal(t, 0, p.Stats().Queued, "the Pool's own count")
+	results <- nil
+	<-started
+	results <- nil
+}
