@@ -88,3 +88,33 @@ func TestReadPayloadRefuses(t *testing.T) {
 		require.ErrorIs(t, err, wal.ErrInvalidSeq, "record %d", s)
 	}
 }
+
+// A snapshot taken while a payload's segment is still being written keeps
+// that segment too: once the next segment begins right after the
+// snapshot, Open counts it as covered, and must not remove it.
+func TestPayloadKeptInSegmentBeingWritten(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	open := func() *worklease.Manager {
+		l, err := wal.Open(dir, wal.WithSegmentSize(wal.MinSegmentSize))
+		require.NoError(t, err)
+		m, err := worklease.New(worklease.WithJournal(l))
+		require.NoError(t, err)
+		return m
+	}
+	m := open()
+	_, err := m.Enqueue("a", 1, []byte("small"))
+	require.NoError(t, err)
+	require.NoError(t, m.Snapshot()) // covers a/1, whose segment is the last
+	// A record too large for the segment's room starts the next one, right
+	// after the snapshot.
+	_, err = m.Enqueue("b", 1, bytes.Repeat([]byte("x"), wal.MinSegmentSize))
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+
+	m = open()
+	defer m.Close()
+	got, err := m.Payload("a", 1)
+	require.NoError(t, err)
+	require.Equal(t, []byte("small"), got)
+}

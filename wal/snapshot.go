@@ -90,11 +90,14 @@ func (l *Log) writeSnapshot(seq uint64, write func(w io.Writer) error, kept map[
 	if err := l.writeSnapshotFile(path+tempSuffix, seq, write); err != nil {
 		return err
 	}
-	// The segments to keep, among those the snapshot covers: named in the
-	// kept file before the snapshot is in place, so that Open never
-	// removes one the snapshot refers to. A kept file left by an earlier
-	// snapshot is removed once this one is in place, and read only with
-	// a snapshot no newer than itself.
+	// The segments to keep: named in the kept file before the snapshot is
+	// in place, so that Open never removes one the snapshot refers to.
+	// Those the snapshot covers are kept here; so are those it may cover
+	// once the next segment begins, the one being written included, in
+	// case a crash comes first: Open takes every segment before the last
+	// one that begins at or before the snapshot's next record as covered.
+	// A kept file left by an earlier snapshot is removed once this one is
+	// in place, and read only with a snapshot no newer than itself.
 	var keep []uint64
 	if kept != nil {
 		l.flush.Lock()
@@ -103,10 +106,9 @@ func (l *Log) writeSnapshot(seq uint64, write func(w io.Writer) error, kept map[
 				keep = append(keep, s.id)
 			}
 		}
-		segs := l.flush.segments
-		for n := 0; n < len(segs)-1 && segs[n+1].firstSeq-1 <= seq; n++ {
-			if kept[segs[n].id] {
-				keep = append(keep, segs[n].id)
+		for _, s := range l.flush.segments {
+			if s.firstSeq <= seq && kept[s.id] {
+				keep = append(keep, s.id)
 			}
 		}
 		l.flush.Unlock()
