@@ -132,17 +132,9 @@ func (m *Manager) adminCall(c *callSpec, domain string, offset int64, op func(s 
 	}
 	st := m.newStep(now)
 	var h Head
-	head, hadHead := r.state.backlog.front()
 	err = op(&r.state, &st)
 	if err == nil {
-		h.Next, h.HasNext = r.state.next()
-	}
-	// A retry's delay is its offset's, at the head of the backlog: a domain
-	// given another head (Kill of the delayed offset, Redrive) waits no more.
-	if q := m.ready.Load(); q != nil && r.listed && r.state.ready() {
-		if next, ok := r.state.backlog.front(); ok && (!hadHead || next != head) {
-			q.endDelay(r, now)
-		}
+		h.Next, h.HasNext = r.state.next(now)
 	}
 	if ferr := m.finish(sh, r, &st, nil); ferr != nil {
 		return Head{}, ferr
@@ -179,6 +171,29 @@ func (m *Manager) Kill(domain string, offset int64, reason string) (Head, error)
 	}
 	return m.adminCall(c, domain, offset, func(s *domainState, st *step) error {
 		return s.kill(&m.policy, st, offset, cause)
+	})
+}
+
+// Cancel ends offset of domain so that it never runs: an offset queued
+// (scheduled or not) leaves the backlog, and, if inFlight is set, the
+// offset in flight loses its lease, whose holder is then refused with
+// ErrLeaseRevoked, as after Kill. A cancelled offset is terminal without
+// being a dead letter: it counts as processed (TryAcquire and Enqueue
+// answer AlreadyProcessed for it, and Inspect counts it in Processed), its
+// payload goes, and it is reported as an EventCancelled and counted in
+// Stats.Cancelled. Kill is the operator's call to fail an offset instead.
+//
+// Cancel returns an error matching ErrInFlight for the offset in flight
+// without inFlight, ErrAlreadyProcessed for one that counts as processed
+// (a cancelled one too), and ErrNotQueued for any other (never seen, or a
+// dead letter); then it changes nothing. It checks its domain and offset
+// as every call does, first.
+//
+// If the domain is then idle and running with a backlog, Cancel returns
+// its head (Head.HasNext): acquire it to keep the domain moving.
+func (m *Manager) Cancel(domain string, offset int64, inFlight bool) (Head, error) {
+	return m.adminCall(&callCancel, domain, offset, func(s *domainState, st *step) error {
+		return s.cancel(&m.policy, st, offset, inFlight)
 	})
 }
 

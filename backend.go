@@ -40,9 +40,13 @@ type Backend interface {
 
 	// The pull calls: producers enqueue offsets with their payloads, and
 	// workers claim ready domains' heads and end them with Succeed,
-	// SucceedMany, ClaimNext or Retry. A backend that keeps no payloads
-	// (the Manager with a journal) refuses a payload that is not nil in
-	// Enqueue, with an error matching ErrPayloadNotJournaled. SucceedMany
+	// SucceedMany, ClaimNext or Retry. Every backend keeps payloads, up
+	// to the limit of WithMaxPayload, until their offsets succeed.
+	// EnqueueAt stores an offset that may not be granted before a time;
+	// Append stores a payload under the offset the backend assigns next
+	// in the domain, unique across all of the backend's producers, with an
+	// optional idempotency key; Cancel ends a queued or scheduled offset
+	// (or, asked to, the one in flight) so that it never runs. SucceedMany
 	// answers each claim as Succeed would; the claims of a domain named
 	// more than once may be answered in any order. ClaimNext is
 	// SucceedMany that also claims each domain's next offset for the
@@ -54,6 +58,9 @@ type Backend interface {
 	// Domains that became ready at the same instant may be claimed in any
 	// order.
 	Enqueue(ctx context.Context, domain string, offset int64, payload []byte) (AcquireStatus, error)
+	EnqueueAt(ctx context.Context, domain string, offset int64, payload []byte, notBefore time.Time) (AcquireStatus, error)
+	Append(ctx context.Context, domain string, payload []byte, opts AppendOptions) (AppendResult, error)
+	Cancel(ctx context.Context, domain string, offset int64, inFlight bool) (Head, error)
 	Claim(ctx context.Context, n int) ([]Claim, error)
 	WaitClaim(ctx context.Context, n int, poll time.Duration) ([]Claim, error)
 	Retry(ctx context.Context, domain string, tok Token, cause error, delay time.Duration) (RetryResult, error)
@@ -84,7 +91,9 @@ type Backend interface {
 	// the query for the whole listing is listed exactly once.
 	// InspectDeadLetter returns one dead letter with its payload, where the
 	// backend keeps one. Stats returns the counts of transitions, and
-	// Totals how much the backend holds; both visit every domain.
+	// Totals how much the backend holds, whoever stored it: its Queued is
+	// the depth of the whole backend, which a process that only works
+	// reads as well as a producer. Both visit every domain.
 	ListDomains(ctx context.Context, q DomainQuery) (DomainPage, error)
 	ListLeases(ctx context.Context, q LeaseQuery) (LeasePage, error)
 	ListDeadLetters(ctx context.Context, q DeadLetterQuery) (DeadLetterPage, error)
@@ -233,6 +242,27 @@ func (b managerBackend) Enqueue(ctx context.Context, domain string, offset int64
 		return 0, err
 	}
 	return b.m.Enqueue(domain, offset, payload)
+}
+
+func (b managerBackend) EnqueueAt(ctx context.Context, domain string, offset int64, payload []byte, notBefore time.Time) (AcquireStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return b.m.EnqueueAt(domain, offset, payload, notBefore)
+}
+
+func (b managerBackend) Append(ctx context.Context, domain string, payload []byte, opts AppendOptions) (AppendResult, error) {
+	if err := ctx.Err(); err != nil {
+		return AppendResult{}, err
+	}
+	return b.m.Append(domain, payload, opts)
+}
+
+func (b managerBackend) Cancel(ctx context.Context, domain string, offset int64, inFlight bool) (Head, error) {
+	if err := ctx.Err(); err != nil {
+		return Head{}, err
+	}
+	return b.m.Cancel(domain, offset, inFlight)
 }
 
 func (b managerBackend) Claim(ctx context.Context, n int) ([]Claim, error) {

@@ -110,6 +110,7 @@ func TestNewConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, worklease.Config{
 		MaxRetries: worklease.DefaultMaxRetries, Ordering: worklease.FIFO, Shards: worklease.DefaultShards,
+		MaxPayload: worklease.DefaultMaxPayload, KeyWindow: worklease.DefaultKeyWindow,
 	}, cfg)
 
 	clk := clock.NewFake(time.Unix(0, 0))

@@ -211,6 +211,19 @@ func (b *backlog) check() error {
 	return nil
 }
 
+// max returns the highest offset in the backlog, which must not be empty:
+// its back, if it is ordered.
+func (b *backlog) max() int64 {
+	if !b.unordered {
+		return b.at(b.n - 1)
+	}
+	top := b.at(0)
+	for i := 1; i < b.n; i++ {
+		top = max(top, b.at(i))
+	}
+	return top
+}
+
 // appendTo appends the backlog's offsets, front first, to dst.
 func (b *backlog) appendTo(dst []int64) []int64 {
 	for i := range b.len() {

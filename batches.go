@@ -63,6 +63,7 @@ func (m *Manager) succeedMany(spec *callSpec, claims []Claim, next bool) ([]Clai
 	}
 	errs := make([]error, len(claims))
 	var out []Claim
+	var reads []payloadRead
 	var b batch
 	var named map[string]bool // the domains of the claims so far, in a batch too long to search
 	for i := 0; i < len(claims) && b.err == nil; i++ {
@@ -85,18 +86,32 @@ func (m *Manager) succeedMany(spec *callSpec, claims []Claim, next bool) ([]Clai
 			first = !named[c.Domain]
 			named[c.Domain] = true
 		}
-		granted, ok, err := m.succeedIn(&b, spec, c.Domain, c.Token, first, next)
+		granted, pl, ok, err := m.succeedIn(&b, spec, c.Domain, c.Token, first, next)
 		errs[i] = err
 		if ok {
+			if pl.seq != 0 {
+				reads = append(reads, payloadRead{len(out), granted.Domain, granted.Offset, pl})
+			}
 			out = append(out, granted)
 		} else if err == nil && !first && len(out) > 0 {
 			// A later claim of a domain may end the lease its first
 			// claim was just answered with (a ClaimNext repeated beside
 			// that lease): the answer must not hand it out again.
-			out = slices.DeleteFunc(out, func(g Claim) bool { return g.Domain == c.Domain && g.Token == c.Token })
+			if j := slices.IndexFunc(out, func(g Claim) bool { return g.Domain == c.Domain && g.Token == c.Token }); j >= 0 {
+				out = slices.Delete(out, j, j+1)
+				reads = slices.DeleteFunc(reads, func(rd payloadRead) bool { return rd.i == j })
+				for k := range reads {
+					if reads[k].i > j {
+						reads[k].i--
+					}
+				}
+			}
 		}
 	}
 	if err := m.endBatch(&b); err != nil {
+		return nil, nil, err
+	}
+	if err := m.readPayloads(reads, func(i int) *[]byte { return &out[i].Payload }); err != nil {
 		return nil, nil, err
 	}
 	return out, errs, nil
@@ -106,13 +121,14 @@ func (m *Manager) succeedMany(spec *callSpec, claims []Claim, next bool) ([]Clai
 // claim is its domain's first of the batch, a success ends the domain's
 // streak, or, with next, carries it on with the claim of the domain's next
 // offset, which it returns.
-func (m *Manager) succeedIn(b *batch, spec *callSpec, domain string, tok Token, first, next bool) (Claim, bool, error) {
+func (m *Manager) succeedIn(b *batch, spec *callSpec, domain string, tok Token, first, next bool) (Claim, payload, bool, error) {
 	sh, r, now, err := m.enter(spec, domain, 0)
 	if r == nil {
-		return Claim{}, false, err
+		return Claim{}, payload{}, false, err
 	}
 	st := m.newStep(now)
 	var c Claim
+	var pl payload
 	granted := false
 	switch {
 	case !first:
@@ -120,13 +136,13 @@ func (m *Manager) succeedIn(b *batch, spec *callSpec, domain string, tok Token, 
 		err = r.state.succeed(&m.policy, &st, tok, &res)
 	case next:
 		if granted, err = r.state.claimNext(&m.policy, &st, tok); granted {
-			c = m.claimOf(r)
+			c, pl = m.claimOf(r)
 		}
 	default:
 		err = r.state.succeedMany(&m.policy, &st, tok)
 	}
 	m.finish(sh, r, &st, b)
-	return c, granted, spec.wrap(domain, err) // c is zero and granted false when err is not nil
+	return c, pl, granted, spec.wrap(domain, err) // c is zero and granted false when err is not nil
 }
 
 // RetryMany is Retry for each failure's lease, in the order of failures,

@@ -47,7 +47,11 @@ var (
 	callClaimNext    = callSpec{"ClaimNext", enterTimed, ErrNoLease, nil}
 	callRetry        = callSpec{"Retry", enterTimed | enterPull, ErrNoLease, ErrInvalidDuration}
 	callRetryMany    = callSpec{"RetryMany", enterTimed | enterPull, ErrNoLease, ErrInvalidDuration}
-	callEnqueue      = callSpec{"Enqueue", enterTimed | enterCreate | enterPull, nil, ErrPayloadNotJournaled}
+	callEnqueue      = callSpec{"Enqueue", enterTimed | enterCreate | enterPull, nil, nil}
+	callEnqueueAt    = callSpec{"EnqueueAt", enterTimed | enterCreate | enterPull, nil, nil}
+	callAppend       = callSpec{"Append", enterTimed | enterCreate | enterPull, nil, nil}
+	callCancel       = callSpec{"Cancel", enterTimed, ErrNotQueued, nil}
+	callPayload      = callSpec{"Payload", 0, nil, nil} // refuses only: it reads one domain without a step
 	callInspect      = callSpec{"Inspect", 0, nil, nil}
 	callForget       = callSpec{"Forget", 0, nil, nil}
 	callKill         = callSpec{"Kill", enterTimed | enterCreate, nil, nil}
@@ -217,7 +221,7 @@ func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch) error {
 		sh.expiry.sync(r)
 	}
 	if q := m.ready.Load(); q != nil {
-		q.sync(r, st.now, st.now)
+		q.sync(r, st.now)
 	}
 	var seq uint64
 	if m.journal != nil { // lastSeq sits in the record's third line: read it only if needed

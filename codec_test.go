@@ -104,7 +104,9 @@ func TestRecordBinaryForm(t *testing.T) {
 func TestRecordDecodeRejects(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ name, hex, err string }{
-		{"unknown version", "030200008002", "unknown version 3"},
+		{"unknown version", "040200008002", "unknown version 4"},
+		{"version 3 without its fields", "030200008002", "a version 3 record without the fields of version 3"},
+		{"version 2 with a field of version 3", "02020000808002" + "0474656e74", "field bits 0x8000 in a version 2 record"},
 		{"unknown field bit", "02020000800a", "field bits 0x500, but the fields make 0x100"},
 		{"attempt written as zero", "020200000100", "field bits 0x1, but the fields make 0x0"},
 		{"token written as zero", "0202000002" + "0000" + "0000000000000000", "field bits 0x2, but the fields make 0x0"},
@@ -150,6 +152,6 @@ func TestSettingsRecordBinaryForm(t *testing.T) {
 	assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, "018000010000000000000000000000")), "unknown kind 128")
 	assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, "0281000100")), "unknown kind 129")
 	// A worker pool's events are no transitions: no journal holds them.
-	assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, "0211000100")), "unknown kind 17")
 	assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, "0212000100")), "unknown kind 18")
+	assert.ErrorContains(t, rec.UnmarshalBinary(unhex(t, "0213000100")), "unknown kind 19")
 }

@@ -60,7 +60,7 @@ func managerSuite(setup managerSetup) leasetest.Suite {
 			return openChecked(t, setup, nil, opts)
 		},
 		Events:   true,
-		Payloads: setup.journal == journalNone, // a journal keeps none
+		Payloads: true,
 		Check:    func(b worklease.Backend) error { return b.(*checkedBackend).check() },
 	}
 	if setup.journal != journalNone {
@@ -432,5 +432,6 @@ func (c *eventCounts) stats() worklease.Stats {
 		OutOfOrder: n[worklease.EventOutOfOrder], Killed: n[worklease.EventKilled], Redriven: n[worklease.EventRedriven],
 		Released: n[worklease.EventReleased], Paused: n[worklease.EventPaused], Resumed: n[worklease.EventResumed],
 		Forgotten: n[worklease.EventForgotten],
+		Cancelled: n[worklease.EventCancelled],
 	}
 }

@@ -101,11 +101,43 @@ var (
 	// returns an error matching ErrInvalidClaim above its limit too.
 	ErrInvalidClaim = errors.New("worklease: claim count must be at least 1")
 
-	// ErrPayloadNotJournaled is returned by Enqueue for a payload that is
-	// not nil on a Manager with a journal, which keeps no payloads: a
-	// payload would be lost in a restart, and its offset claimed without
-	// it. Enqueue then changes nothing.
+	// ErrPayloadNotJournaled was returned by Enqueue for a payload on a
+	// Manager with a journal, before journals kept payloads.
+	//
+	// Deprecated: a journaled Manager keeps payloads in its journal; no
+	// call returns it.
 	ErrPayloadNotJournaled = errors.New("worklease: a journaled Manager keeps no payloads")
+)
+
+// Errors returned by the producers' calls (Enqueue, EnqueueAt, Append) and
+// by Cancel. Each is returned before anything changes.
+var (
+	// ErrPayloadMismatch is returned by Enqueue and EnqueueAt for an
+	// offset that is queued, in flight or failed with another payload
+	// (one stored without a payload and one with count as different),
+	// and by Append repeated with the key of an earlier Append whose
+	// payload was another: the call is refused, and the payload stored
+	// first stays. Two producers that number their own work collide
+	// this way; Append assigns offsets that never collide.
+	ErrPayloadMismatch = errors.New("worklease: offset stored with another payload")
+
+	// ErrPayloadTooLarge is returned by Enqueue, EnqueueAt and Append for
+	// a payload longer than the Manager's limit (DefaultMaxPayload, or
+	// WithMaxPayload's). Nothing is stored.
+	ErrPayloadTooLarge = errors.New("worklease: payload too large")
+
+	// ErrInvalidKey is returned by Append for an idempotency key longer
+	// than MaxKeyLen bytes.
+	ErrInvalidKey = errors.New("worklease: idempotency key too long")
+
+	// ErrNotQueued is returned by Cancel for an offset that is neither
+	// queued, scheduled nor in flight: one the domain never held, or a
+	// dead letter (Kill and Redrive are for those).
+	ErrNotQueued = errors.New("worklease: offset is not queued")
+
+	// ErrInFlight is returned by Cancel for the offset in flight unless
+	// it was asked to cancel that too (inFlight).
+	ErrInFlight = errors.New("worklease: offset is in flight")
 )
 
 // BacklogOrderError is the error TryAcquire returns when an idle domain is

@@ -9,7 +9,7 @@ import (
 
 // EventKind names a transition of a domain's state.
 //
-// The transitions' values, 1 to 16, and RecordSettings' are frozen: a
+// The transitions' values, 1 to 17, and RecordSettings' are frozen: a
 // journal stores a Record's Kind as this number (see Record.AppendBinary),
 // and the PostgreSQL backend's schema writes the same numbers in its SQL
 // and counts events by them. They are never renumbered and never reused;
@@ -79,6 +79,11 @@ const (
 	EventResumed
 	// EventForgotten: the domain and its history were dropped by Forget.
 	EventForgotten
+	// EventCancelled: Cancel ended a queued or scheduled offset, or one in
+	// flight (whose Token is the revoked lease's), which never runs: it
+	// counts as processed, and is no dead letter. Attempt is its attempts
+	// made so far.
+	EventCancelled
 
 	numEventKinds = iota // the transitions' kinds end here; journals and Stats hold no others
 )
@@ -129,6 +134,7 @@ var eventKindNames = [numKinds]string{
 	EventPaused:       "Paused",
 	EventResumed:      "Resumed",
 	EventForgotten:    "Forgotten",
+	EventCancelled:    "Cancelled",
 	EventStarted:      "Started",
 	EventLeaseLost:    "LeaseLost",
 }

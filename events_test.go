@@ -11,7 +11,7 @@ import (
 
 // TestEventKindsAreFrozen pins the values of the kinds that journals store
 // and the PostgreSQL schema writes as numbers: they are never renumbered
-// (see EventKind). A new transition takes the next number, 17.
+// (see EventKind). A new transition takes the next number, 18.
 func TestEventKindsAreFrozen(t *testing.T) {
 	t.Parallel()
 	frozen := []struct {
@@ -34,6 +34,7 @@ func TestEventKindsAreFrozen(t *testing.T) {
 		{worklease.EventPaused, 14},
 		{worklease.EventResumed, 15},
 		{worklease.EventForgotten, 16},
+		{worklease.EventCancelled, 17},
 		{worklease.RecordSettings, 128},
 	}
 	for _, f := range frozen {

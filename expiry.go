@@ -230,7 +230,7 @@ func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant, b *batch) (ex
 			Attempts:     attempts,
 			DeadLettered: s.isFailed(l.offset),
 		}
-		exp.Next, exp.HasNext = s.next()
+		exp.Next, exp.HasNext = s.next(now)
 	}
 	m.finish(sh, r, &st, b)
 	return exp, ok

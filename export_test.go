@@ -45,7 +45,7 @@ func RawToken(fence, serial, instance uint64) Token {
 }
 
 // EncodeSnapshot writes m's snapshot to w.
-func EncodeSnapshot(m *Manager, w io.Writer) error { return m.encodeSnapshot(w) }
+func EncodeSnapshot(m *Manager, w io.Writer) error { return m.encodeSnapshot(w, nil) }
 
 // TerminalRuns returns domain's terminal offsets as they are stored: the
 // processed set's runs, [lo, hi] each, in ascending order (with

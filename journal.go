@@ -1,6 +1,7 @@
 package worklease
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +53,46 @@ type Journal interface {
 	Close() error
 }
 
+// A PayloadJournal is a Journal that gives back the payloads its records
+// hold, so that a Manager keeps the bytes of a queued offset's payload
+// there, not in memory: a deep backlog then costs memory for its offsets,
+// not for their payloads. The wal package's Log is one. A Manager on a
+// Journal that is not one keeps every payload in memory too, and writes
+// them into its snapshots.
+type PayloadJournal interface {
+	Journal
+	// ReadPayload returns the Payload of the record seq, which AppendRecord
+	// took or ReplayRecords gave back with a Payload that is not nil: a
+	// copy, the caller's to keep. It may wait for I/O, and for the record
+	// to be written; the Manager calls it holding no lock, while it
+	// refers to the record (see SnapshotStateKeeping).
+	ReadPayload(seq uint64) ([]byte, error)
+	// SnapshotStateKeeping is SnapshotState for a Manager whose snapshot
+	// refers to records for their payloads: write calls keep with the
+	// sequence number of each record it refers to, and the journal then
+	// keeps those records, readable by ReadPayload now and after a
+	// restart, while it drops the others the snapshot covers. It need not
+	// give them back to ReplayRecords again.
+	SnapshotStateKeeping(write func(w io.Writer, keep func(seq uint64)) error) error
+}
+
+// A recordSizer is a Journal that says how large a record it takes: the
+// Manager takes no payload whose record would not fit (see WithMaxPayload).
+type recordSizer interface {
+	MaxRecordSize() int
+}
+
+// payloadRoom returns the longest payload whose record fits in a journal
+// that takes records of up to maxRecord bytes: a record with a payload has
+// no cause, and besides the payload, its domain (at most MaxDomainLen
+// bytes) and its key (MaxKeyLen), takes at most the 2 bytes of the version
+// and kind, the 8 of the token's instance and 19 varints (see
+// AppendBinary).
+func payloadRoom(maxRecord int) int {
+	const fixed = 2 + 8 + 19*binary.MaxVarintLen64
+	return maxRecord - fixed - MaxDomainLen - MaxKeyLen
+}
+
 // WithJournal makes the Manager journal every transition to j. New first
 // rebuilds the Manager's state by replaying j, and Close closes j. If New
 // fails replaying j, it closes j itself, unless j is in use by another
@@ -62,9 +103,12 @@ type Journal interface {
 // domain before them, are durable, as j's Wait defines it; many concurrent
 // calls share the journal's flushes. Times read back from a journal (lease
 // and dead-letter times) are the same instants, in UTC; a Manager that replays
-// them reports them in its own clock's time zone. A journal keeps no
-// payloads: Enqueue refuses them (ErrPayloadNotJournaled), and a retry's
-// delay is not journaled either (see Retry). See the wal package.
+// them reports them in its own clock's time zone. The journal keeps every
+// payload with its Enqueued record, every schedule and every retry's
+// delay: replay brings them back. A PayloadJournal (such as the wal
+// package's) also keeps the payloads' bytes for the Manager, which reads
+// them back as offsets are claimed; on any other Journal, the Manager
+// keeps them in memory too. See the wal package.
 func WithJournal(j Journal) Option {
 	return optionFunc(func(c *Config) { c.Journal = j })
 }
@@ -156,6 +200,20 @@ type Record struct {
 	// Fence: for EventForgotten, the domain's last fence, which fences of a
 	// domain of the same name stay above.
 	Fence uint64
+
+	// Payload: for EventEnqueued, what the offset was stored with; nil for
+	// nothing (an empty payload is not nil). The journal holds it until the
+	// offset succeeds or is cancelled: replay gives it back, and a
+	// PayloadJournal reads it back meanwhile.
+	Payload []byte
+	// NotBefore: for EventEnqueued, the time before which the offset may
+	// not be granted (EnqueueAt, Append's NotBefore); for the
+	// EventRequeued of a Retry with a delay, when the delay ends. Zero for
+	// none.
+	NotBefore time.Time
+	// Key: for the EventEnqueued of an Append with an idempotency key,
+	// the key.
+	Key string
 }
 
 // settingsRecord returns the RecordSettings record that states p.
@@ -166,20 +224,32 @@ func settingsRecord(p *policy) Record {
 // changeOf returns the change a journaled record holds; its domain and
 // time are the caller's to read.
 func changeOf(rec *Record) change {
-	return change{
+	c := change{
 		kind: rec.Kind, front: rec.Front, offset: rec.Offset, attempt: rec.Attempt, retries: rec.Retries, token: rec.Token,
 		acquiredAt: instantOf(rec.AcquiredAt), expiresAt: instantOf(rec.ExpiresAt), cause: causeFromText(rec.Cause),
+		notBefore: instantOf(rec.NotBefore),
 	}
+	if rec.Payload != nil || rec.Key != "" {
+		c.put = &enqueueData{payload: rec.Payload, key: rec.Key}
+		if rec.Key != "" {
+			c.put.sum = payloadSum(rec.Payload)
+		}
+	}
+	return c
 }
 
 // recordOf returns the journal record of c, a change of domain made at at.
 // A journal keeps times as Unix time; their zone does not matter.
 func recordOf(c *change, domain string, at instant) Record {
-	return Record{
+	rec := Record{
 		Kind: c.kind, Domain: domain, Offset: c.offset, Attempt: c.attempt, Retries: c.retries, Token: c.token, Front: c.front,
 		At: at.in(time.UTC), AcquiredAt: c.acquiredAt.in(time.UTC), ExpiresAt: c.expiresAt.in(time.UTC),
-		Cause: textOf(c.cause),
+		Cause: textOf(c.cause), NotBefore: c.notBefore.in(time.UTC),
 	}
+	if c.put != nil {
+		rec.Payload, rec.Key = c.put.payload, c.put.key
+	}
+	return rec
 }
 
 // The append path. A call journals its changes as it ends its step on a
@@ -205,6 +275,10 @@ func (m *Manager) journalChanges(r *domainRecord, st *step) error {
 		}
 		if err := m.appendRecord(r, rec); err != nil {
 			return err
+		}
+		if rec.Payload != nil && m.payloads != nil {
+			// The journal holds the bytes now, and gives them back.
+			r.state.heldAt(c.offset, r.lastSeq)
 		}
 		if c.kind == EventForgotten {
 			m.snapshots.forgotten(r.domain, r.lastSeq) // a snapshot under way learns of it
@@ -270,6 +344,13 @@ func (m *Manager) waitJournal(seq uint64, appendErr error) error {
 			return nil
 		}
 	}
+	return m.failJournal(err)
+}
+
+// failJournal closes the Manager for good because its journal failed with
+// err, unless it failed before, and returns why: every call returns that
+// from now on.
+func (m *Manager) failJournal(err error) error {
 	failed := fmt.Errorf("%w: %w", ErrJournalFailed, err)
 	m.failure.CompareAndSwap(nil, &failed)
 	m.open.Store(false)

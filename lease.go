@@ -36,8 +36,11 @@ type Manager struct {
 	timeline  timeline       // reads the system clock when clock is nil
 	loc       *time.Location // the clock's time zone, which reported times are in
 	observer  Observer
-	journal   Journal      // nil: state lives in memory only
-	replaying *replayState // non-nil while New replays the journal; only New's goroutine runs
+	journal   Journal        // nil: state lives in memory only
+	payloads  PayloadJournal // the journal, if it gives payloads back; nil otherwise
+	// maxPayload is the longest payload the producers' calls take.
+	maxPayload int
+	replaying  *replayState // non-nil while New replays the journal; only New's goroutine runs
 	// timed: leases may expire (WithLeaseTTL, or a lease that replay
 	// restored kept its expiry) or an observer is told when transitions
 	// happen. Then every call reads the clock. Otherwise only TryAcquire
@@ -91,6 +94,10 @@ func New(opts ...Option) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	maxPayload := cfg.MaxPayload
+	if j, ok := cfg.Journal.(recordSizer); ok {
+		maxPayload = min(maxPayload, max(0, payloadRoom(j.MaxRecordSize())))
+	}
 	n := 1 << bits.Len(uint(cfg.Shards-1)) // round up to a power of two
 	m := &Manager{
 		shards:    make([]shard, n),
@@ -103,18 +110,21 @@ func New(opts ...Option) (*Manager, error) {
 			bestEffort: cfg.BestEffortOrdering,
 			park:       cfg.ParkOnDeadLetter,
 			monotonic:  cfg.MonotonicOffsets,
+			keyWindow:  cfg.KeyWindow,
 			instance:   newInstanceID(),
 		},
-		clock:     cfg.Clock,
-		timeline:  newTimeline(),
-		loc:       time.Local,
-		observer:  cfg.Observer,
-		journal:   cfg.Journal,
-		timed:     cfg.LeaseTTL > 0 || cfg.Observer != nil,
-		expiring:  cfg.LeaseTTL > 0,
-		reporting: cfg.Observer != nil || cfg.Journal != nil,
+		maxPayload: maxPayload,
+		clock:      cfg.Clock,
+		timeline:   newTimeline(),
+		loc:        time.Local,
+		observer:   cfg.Observer,
+		journal:    cfg.Journal,
+		timed:      cfg.LeaseTTL > 0 || cfg.Observer != nil,
+		expiring:   cfg.LeaseTTL > 0,
+		reporting:  cfg.Observer != nil || cfg.Journal != nil,
 	}
 	m.plain = !m.reporting && !m.expiring
+	m.payloads, _ = cfg.Journal.(PayloadJournal)
 	if m.clock != nil {
 		m.loc = m.clock.Now().Location()
 	}

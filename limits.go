@@ -18,6 +18,25 @@ const (
 	// and after a restart. A cut Fail cause still unwraps to the caller's
 	// error.
 	MaxCauseLen = 4096
+
+	// MaxKeyLen is the longest idempotency key, in bytes, that Append
+	// accepts; a longer one is refused with ErrInvalidKey.
+	MaxKeyLen = 256
+)
+
+// Limits on payloads. A payload is read whole into memory for every
+// attempt, and a journal writes it whole with its record: an input larger
+// than a few megabytes belongs in blob storage, with a reference to it as
+// the payload.
+const (
+	// DefaultMaxPayload is the longest payload, in bytes, that Enqueue,
+	// EnqueueAt and Append accept unless WithMaxPayload says otherwise; a
+	// longer one is refused with ErrPayloadTooLarge and nothing is
+	// stored.
+	DefaultMaxPayload = 1 << 20
+
+	// MaxPayloadLimit is the highest limit WithMaxPayload accepts.
+	MaxPayloadLimit = 16 << 20
 )
 
 // MaxStreak is how many leases in a row ClaimNext grants a domain since

@@ -1,7 +1,6 @@
 package worklease
 
 import (
-	"bytes"
 	"cmp"
 	"container/heap"
 	"math"
@@ -461,14 +460,22 @@ func (m *Manager) ListDeadLetters(q DeadLetterQuery) (DeadLetterPage, error) {
 	return DeadLetterPage{}, &QueryError{Op: op, Err: ErrInvalidCursor, Detail: "no such order: " + q.Order.String()}
 }
 
-// deadLetter returns offset's dead letter in d, of domain.
-func (m *Manager) deadLetter(d *deadLetters, s *domainState, domain string, offset int64, payload bool) DeadLetter {
+// deadLetter appends offset's dead letter in d, of domain, to dls, and if
+// withPayload, its payload to reads, for the caller to read once it has
+// released the domain's lock (see readPayloads).
+func (m *Manager) deadLetter(dls []DeadLetter, reads *[]payloadRead, d *deadLetters, s *domainState, domain string, offset int64,
+	withPayload bool,
+) []DeadLetter {
 	dl := d.m[offset]
-	out := DeadLetter{Domain: domain, Offset: offset, Cause: dl.cause, Attempts: dl.attempts, At: dl.at.in(m.loc)}
-	if payload {
-		out.Payload = bytes.Clone(s.payloadOf(offset))
+	if pl, ok := s.payloadOf(offset); ok && withPayload {
+		*reads = append(*reads, payloadRead{len(dls), domain, offset, pl})
 	}
-	return out
+	return append(dls, DeadLetter{Domain: domain, Offset: offset, Cause: dl.cause, Attempts: dl.attempts, At: dl.at.in(m.loc)})
+}
+
+// readDeadLetterPayloads reads the payloads of a page's dead letters.
+func (m *Manager) readDeadLetterPayloads(page *DeadLetterPage, reads []payloadRead) error {
+	return m.readPayloads(reads, func(i int) *[]byte { return &page.DeadLetters[i].Payload })
 }
 
 // offsetsAfter returns, in order, up to n+1 of d's offsets above after: n
@@ -541,6 +548,7 @@ func (m *Manager) listDomainDeadLetters(q DeadLetterQuery, limit int) (DeadLette
 		}
 	}
 	var page DeadLetterPage
+	var reads []payloadRead
 	_, r := m.lockRecord(q.Domain, false)
 	if r == nil {
 		return page, m.absent(nil)
@@ -548,7 +556,7 @@ func (m *Manager) listDomainDeadLetters(q DeadLetterQuery, limit int) (DeadLette
 	s := &r.state
 	offs := offsetsAfter(s.failed(), after, limit)
 	for _, off := range offs[:min(len(offs), limit)] {
-		page.DeadLetters = append(page.DeadLetters, m.deadLetter(s.failed(), s, q.Domain, off, q.Payloads))
+		page.DeadLetters = m.deadLetter(page.DeadLetters, &reads, s.failed(), s, q.Domain, off, q.Payloads)
 	}
 	seq := r.lastSeq
 	r.mu.Unlock()
@@ -558,6 +566,9 @@ func (m *Manager) listDomainDeadLetters(q DeadLetterQuery, limit int) (DeadLette
 		page.Next = w.String()
 	}
 	if err := m.waitDurable(seq, nil); err != nil {
+		return DeadLetterPage{}, err
+	}
+	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
 		return DeadLetterPage{}, err
 	}
 	return page, nil
@@ -586,6 +597,7 @@ func (m *Manager) listDeadLettersByDomain(q DeadLetterQuery, limit int) (DeadLet
 		}
 	}
 	var page DeadLetterPage
+	var reads []payloadRead
 	var seq uint64
 	stopAt := int64(-1) // the offset the page stopped at within a domain
 	// take adds r's dead letters above from to the page, and reports
@@ -600,7 +612,7 @@ func (m *Manager) listDeadLettersByDomain(q DeadLetterQuery, limit int) (DeadLet
 		room := limit - len(page.DeadLetters)
 		offs := offsetsAfter(s.failed(), from, room)
 		for _, off := range offs[:min(len(offs), room)] {
-			page.DeadLetters = append(page.DeadLetters, m.deadLetter(s.failed(), s, r.domain, off, q.Payloads))
+			page.DeadLetters = m.deadLetter(page.DeadLetters, &reads, s.failed(), s, r.domain, off, q.Payloads)
 		}
 		if len(offs) > 0 {
 			seq = max(seq, r.lastSeq)
@@ -612,7 +624,7 @@ func (m *Manager) listDeadLettersByDomain(q DeadLetterQuery, limit int) (DeadLet
 		return len(page.DeadLetters) < limit
 	}
 	if pending != nil && !take(pending, after) {
-		return m.deadLettersByDomainPage(page, pos, stopAt, seq)
+		return m.deadLettersByDomainPage(page, reads, &pos, stopAt, seq)
 	}
 	looked := 0
 	last, done := m.ascend(pos, func(r *domainRecord) bool {
@@ -620,19 +632,25 @@ func (m *Manager) listDeadLettersByDomain(q DeadLetterQuery, limit int) (DeadLet
 		return take(r, -1) && looked < listBudget
 	})
 	if done {
-		return page, m.waitDurable(seq, nil)
+		return m.deadLettersByDomainPage(page, reads, nil, stopAt, seq)
 	}
-	return m.deadLettersByDomainPage(page, last, stopAt, seq)
+	return m.deadLettersByDomainPage(page, reads, &last, stopAt, seq)
 }
 
 // deadLettersByDomainPage ends a page of listDeadLettersByDomain that
-// stopped at pos, after offset stopAt of its domain (-1: after all of it).
-func (m *Manager) deadLettersByDomainPage(page DeadLetterPage, pos domainPos, stopAt int64, seq uint64) (DeadLetterPage, error) {
-	w := m.newCursor(cursorDeadLetters)
-	w.u64(uint64(stopAt))
-	pos.write(w)
-	page.Next = w.String()
+// stopped at pos, after offset stopAt of its domain (-1: after all of it),
+// or, with a nil pos, at the end; reads are its payloads to read.
+func (m *Manager) deadLettersByDomainPage(page DeadLetterPage, reads []payloadRead, pos *domainPos, stopAt int64, seq uint64) (DeadLetterPage, error) {
+	if pos != nil {
+		w := m.newCursor(cursorDeadLetters)
+		w.u64(uint64(stopAt))
+		pos.write(w)
+		page.Next = w.String()
+	}
 	if err := m.waitDurable(seq, nil); err != nil {
+		return DeadLetterPage{}, err
+	}
+	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
 		return DeadLetterPage{}, err
 	}
 	return page, nil
@@ -732,13 +750,14 @@ func (m *Manager) listDeadLettersNewestFirst(q DeadLetterQuery, limit int) (Dead
 	}
 	slices.SortFunc(best, compareNewest)
 	var page DeadLetterPage
+	var reads []payloadRead
 	for _, k := range best[:min(len(best), limit)] {
 		_, r := m.lockRecord(k.domain, false)
 		if r == nil {
 			continue
 		}
 		if d := r.state.failed(); d.contains(k.offset) && d.m[k.offset].at == k.at {
-			page.DeadLetters = append(page.DeadLetters, m.deadLetter(d, &r.state, k.domain, k.offset, q.Payloads))
+			page.DeadLetters = m.deadLetter(page.DeadLetters, &reads, d, &r.state, k.domain, k.offset, q.Payloads)
 		}
 		r.mu.Unlock()
 	}
@@ -751,6 +770,9 @@ func (m *Manager) listDeadLettersNewestFirst(q DeadLetterQuery, limit int) (Dead
 		page.Next = w.String()
 	}
 	if err := m.waitDurable(seq, nil); err != nil {
+		return DeadLetterPage{}, err
+	}
+	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
 		return DeadLetterPage{}, err
 	}
 	return page, nil
@@ -772,11 +794,12 @@ func (m *Manager) InspectDeadLetter(domain string, offset int64) (DeadLetter, er
 		}
 		return DeadLetter{}, domainError(op, domain, ErrNotDeadLettered)
 	}
-	var dl DeadLetter
+	var page DeadLetterPage
+	var reads []payloadRead
 	d := r.state.failed()
 	found := d.contains(offset)
 	if found {
-		dl = m.deadLetter(d, &r.state, domain, offset, true)
+		page.DeadLetters = m.deadLetter(nil, &reads, d, &r.state, domain, offset, true)
 	}
 	seq := r.lastSeq
 	r.mu.Unlock()
@@ -786,7 +809,10 @@ func (m *Manager) InspectDeadLetter(domain string, offset int64) (DeadLetter, er
 	if !found {
 		return DeadLetter{}, domainError(op, domain, ErrNotDeadLettered)
 	}
-	return dl, nil
+	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
+		return DeadLetter{}, err
+	}
+	return page.DeadLetters[0], nil
 }
 
 // Totals returns how much the Manager holds. It locks one domain at a

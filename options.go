@@ -47,6 +47,8 @@ type Config struct {
 	MonotonicOffsets   bool          // WithMonotonicOffsets
 	Clock              Clock         // WithClock; nil: the system clock
 	Observer           Observer      // WithObserver; nil: none
+	MaxPayload         int           // WithMaxPayload; DefaultMaxPayload unless set
+	KeyWindow          time.Duration // WithKeyWindow; DefaultKeyWindow unless set
 
 	// The in-memory Manager's own settings.
 	Shards  int     // WithShards; DefaultShards unless set
@@ -57,7 +59,7 @@ type Config struct {
 // or an error wrapping ErrInvalidConfig if a setting is out of range (New
 // returns the same error for the same options). Nil options are skipped.
 func NewConfig(opts ...Option) (Config, error) {
-	c := Config{MaxRetries: DefaultMaxRetries, Shards: DefaultShards, Ordering: FIFO}
+	c := Config{MaxRetries: DefaultMaxRetries, Shards: DefaultShards, Ordering: FIFO, MaxPayload: DefaultMaxPayload, KeyWindow: DefaultKeyWindow}
 	for _, o := range opts {
 		if o != nil {
 			o.configure(&c)
@@ -82,7 +84,40 @@ func (c *Config) validate() error {
 	if c.Ordering != FIFO && c.Ordering != LIFO {
 		return fmt.Errorf("%w: WithOrdering(%v): must be FIFO or LIFO", ErrInvalidConfig, c.Ordering)
 	}
+	if c.MaxPayload < 0 || c.MaxPayload > MaxPayloadLimit {
+		return fmt.Errorf("%w: WithMaxPayload(%d): must be between 0 and %d", ErrInvalidConfig, c.MaxPayload, MaxPayloadLimit)
+	}
+	if c.KeyWindow <= 0 {
+		return fmt.Errorf("%w: WithKeyWindow(%v): must be positive", ErrInvalidConfig, c.KeyWindow)
+	}
 	return nil
+}
+
+// WithMaxPayload sets the longest payload, in bytes, that Enqueue,
+// EnqueueAt and Append accept: a longer one is refused with an error
+// matching ErrPayloadTooLarge, and nothing is stored. The default is
+// DefaultMaxPayload (1 MiB); n may be 0 (no payloads but empty ones) to
+// MaxPayloadLimit (16 MiB), and New returns an error for any other. With
+// WithJournal, the limit is also at most what the journal's largest
+// record leaves room for, if it says how large that is (a wal.Log with
+// its default wal.WithMaxRecordSize takes a payload of DefaultMaxPayload;
+// give it a larger limit for a larger payload).
+func WithMaxPayload(n int) Option {
+	return optionFunc(func(c *Config) { c.MaxPayload = n })
+}
+
+// DefaultKeyWindow is how long an idempotency key is kept unless
+// WithKeyWindow says otherwise.
+const DefaultKeyWindow = 24 * time.Hour
+
+// WithKeyWindow sets how long Append keeps an idempotency key after the
+// call that stored it: an Append with the same key on the same domain
+// within d returns the first call's offset and stores nothing; after d the
+// key is forgotten, and such a call is a new Append. The window is read
+// against the Manager's clock, and a journal keeps keys across restarts.
+// The default is DefaultKeyWindow (24 hours); d must be positive.
+func WithKeyWindow(d time.Duration) Option {
+	return optionFunc(func(c *Config) { c.KeyWindow = d })
 }
 
 // WithMaxRetries sets how many times Fail may schedule a retry of one offset

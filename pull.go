@@ -31,37 +31,6 @@ type Failure struct {
 	Delay time.Duration
 }
 
-// Enqueue stores offset at the back of domain's backlog (the front, with
-// LIFO ordering) with payload, for Claim to lease in its turn. It never
-// grants a lease itself, even on an idle domain. The status is Enqueued,
-// also for an offset queued already, which is stored once, with the
-// payload it was first stored with; AlreadyAcquired for the offset in
-// flight; AlreadyProcessed or AlreadyFailed for a terminal one, whose
-// answer does not change (until Redrive, or Forget), so that (domain,
-// offset) is an idempotency key.
-//
-// A nil payload stores none. Enqueue keeps a copy of payload in memory
-// until the offset succeeds: while it is queued, in flight and failed, so
-// that a retry, a takeover after an expiry and a Redrive claim it with its
-// payload again. A Manager with a journal keeps no payloads: for a payload
-// that is not nil it returns an error matching ErrPayloadNotJournaled and
-// changes nothing. Enqueue checks its domain and offset as TryAcquire
-// does, first.
-func (m *Manager) Enqueue(domain string, offset int64, payload []byte) (AcquireStatus, error) {
-	refused := payload != nil && m != nil && m.journal != nil
-	kept := bytes.Clone(payload) // the caller may reuse its buffer
-	sh, r, now, err := m.enterWith(&callEnqueue, domain, offset, refused, nil)
-	if r == nil {
-		return 0, err
-	}
-	st := m.newStep(now)
-	status := r.state.enqueue(&m.policy, &st, offset, kept)
-	if err := m.finish(sh, r, &st, nil); err != nil {
-		return 0, err
-	}
-	return status, nil
-}
-
 // Claim leases the heads of up to n ready domains and returns them with
 // their payloads: domains that are idle, running, have offsets queued and
 // whose retry delay, if any, is over, the longest waiting first. A domain
@@ -80,7 +49,8 @@ func (m *Manager) Enqueue(domain string, offset int64, payload []byte) (AcquireS
 // Enqueue, Claim, WaitClaim, ClaimNext or Retry: domains ready before then, and
 // after a restart every domain ready, are claimed before those that become
 // ready later, in no particular order among themselves. A retry's delay is
-// not journaled: after a restart the offset is ready at once.
+// journaled, as are schedules (see EnqueueAt): after a restart the offset
+// is ready once they end.
 //
 // Claim returns an error wrapping ErrInvalidClaim for n below 1, and
 // ErrClosed once the Manager is closed; either way it changes nothing.
@@ -95,16 +65,23 @@ func (m *Manager) Claim(n int) ([]Claim, error) {
 		m.takeOver(now, n, &b)
 	}
 	var out []Claim
+	var reads []payloadRead
 	for len(out) < n && b.err == nil {
 		e, ok := q.pop(now)
 		if !ok {
 			break
 		}
-		if c, ok := m.claimEntry(q, &e, now, &b); ok {
+		if c, pl, ok := m.claimEntry(q, &e, now, &b); ok {
+			if pl.seq != 0 {
+				reads = append(reads, payloadRead{len(out), c.Domain, c.Offset, pl})
+			}
 			out = append(out, c)
 		}
 	}
 	if err := m.endBatch(&b); err != nil {
+		return nil, err
+	}
+	if err := m.readPayloads(reads, func(i int) *[]byte { return &out[i].Payload }); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -122,33 +99,47 @@ func (m *Manager) checkClaim(op string, n int) error {
 }
 
 // claimEntry leases the head of e's domain if e, which the queue's pop
-// returned, is still the domain's entry.
-func (m *Manager) claimEntry(q *readyQueue, e *readyEntry, now instant, b *batch) (Claim, bool) {
+// returned, is still the domain's entry. A payload the journal holds is
+// returned apart, for the caller to read once the batch has ended (see
+// claimOf).
+func (m *Manager) claimEntry(q *readyQueue, e *readyEntry, now instant, b *batch) (Claim, payload, bool) {
 	r := e.r
 	r.mu.Lock()
 	if !q.current(e) {
 		// The domain stopped being ready after it was listed: a grant took
 		// its head, say. If it is ready again, its new entry is behind.
 		r.mu.Unlock()
-		return Claim{}, false
+		return Claim{}, payload{}, false
 	}
 	st := m.newStep(now)
 	var c Claim
+	var pl payload
 	granted := r.state.claim(&m.policy, &st)
 	if granted {
-		c = m.claimOf(r)
+		c, pl = m.claimOf(r)
+	} else {
+		q.putBack(r, now) // the entry was taken, and the domain is still listed
 	}
 	m.finish(m.shardOf(m.hash(r.domain)), r, &st, b) // a domain granted leaves the queue
-	return c, granted
+	return c, pl, granted
 }
 
-// claimOf returns the Claim of r's lease. r.mu must be held, and r leased.
-func (m *Manager) claimOf(r *domainRecord) Claim {
+// claimOf returns the Claim of r's lease, with a copy of its payload if it
+// is in memory; if the journal holds it, it returns where, and the caller
+// reads it once it released the lock and the journal holds the records
+// the claim depends on (see readPayload). r.mu must be held, and r leased.
+func (m *Manager) claimOf(r *domainRecord) (Claim, payload) {
 	s := &r.state
-	return Claim{
-		Domain: r.domain, Offset: s.lease.offset, Payload: bytes.Clone(s.payloadOf(s.lease.offset)),
+	c := Claim{
+		Domain: r.domain, Offset: s.lease.offset,
 		Token: s.leaseToken(&m.policy), Attempt: s.attempts(), ExpiresAt: s.lease.expiresAt.in(m.loc),
 	}
+	pl, _ := s.payloadOf(s.lease.offset)
+	if pl.seq == 0 {
+		c.Payload = bytes.Clone(pl.data)
+		return c, payload{}
+	}
+	return c, pl
 }
 
 // takeOver revokes up to n leases that are due at now, the earliest first,
@@ -246,7 +237,8 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]C
 // error wrapping ErrInvalidDuration for a negative delay, checked after
 // the domain; either way it changes nothing but the revocation of an
 // expired lease. With a journal it writes the records of a Fail that
-// schedules a retry followed by a requeue; the delay is not journaled.
+// schedules a retry followed by a requeue, which holds the delay's end, so
+// that the delay outlives a restart.
 func (m *Manager) Retry(domain string, tok Token, cause error, delay time.Duration) (RetryResult, error) {
 	var b batch
 	res, err := m.retryIn(&b, &callRetry, &Failure{Claim: Claim{Domain: domain, Token: tok}, Cause: cause, Delay: delay})
@@ -264,11 +256,7 @@ func (m *Manager) retryIn(b *batch, c *callSpec, f *Failure) (RetryResult, error
 		return RetryResult{}, err
 	}
 	st := m.newStep(now)
-	res, err := r.state.retry(&m.policy, &st, f.Token, cause)
-	if err == nil && !res.DeadLettered {
-		// Listed now, with its delay: the step's end leaves it where it is.
-		m.ready.Load().sync(r, now, now.add(f.Delay))
-	}
-	m.finish(sh, r, &st, b)
+	res, err := r.state.retry(&m.policy, &st, f.Token, cause, f.Delay)
+	m.finish(sh, r, &st, b)           // lists the domain, ready once the delay ends
 	return res, c.wrap(f.Domain, err) // res is zero when err is not nil
 }

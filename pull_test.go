@@ -29,38 +29,46 @@ func pullNames(cs []worklease.Claim) []string {
 	return out
 }
 
-// TestEnqueueRefusesPayloadWithJournal checks that a journaled Manager,
-// which keeps no payloads, refuses one and changes nothing, and takes a
-// nil payload; and that the offsets it journals replay.
-func TestEnqueueRefusesPayloadWithJournal(t *testing.T) {
+// TestPayloadsJournaled checks that a journaled Manager keeps payloads
+// on a journal that gives none back, in memory and in its snapshots: each
+// comes back byte for byte after a restart, with and without a snapshot,
+// until its offset succeeds; a dead letter keeps its payload for Redrive.
+func TestPayloadsJournaled(t *testing.T) {
 	t.Parallel()
 	j := &memjournal.Journal{}
-	m, err := worklease.New(worklease.WithJournal(j))
+	m, err := worklease.New(worklease.WithJournal(j), worklease.WithMaxRetries(0))
 	require.NoError(t, err)
-	for _, p := range [][]byte{[]byte("x"), {}} {
-		_, err = m.Enqueue("A", 1, p)
-		require.ErrorIs(t, err, worklease.ErrPayloadNotJournaled)
+	want := map[int64][]byte{1: []byte("x"), 2: {}, 3: nil, 4: {0, 255, '\n'}}
+	for off := int64(1); off <= 4; off++ {
+		st, err := m.Enqueue("A", off, want[off])
+		require.NoError(t, err)
+		require.Equal(t, worklease.Enqueued, st)
 	}
-	domains, err := m.Domains()
+	cs, err := m.Claim(1)
 	require.NoError(t, err)
-	require.Empty(t, domains, "a refused Enqueue created its domain")
-	// The domain and offset are checked first, as every call checks them.
-	_, err = m.Enqueue("", -1, []byte("x"))
-	require.ErrorIs(t, err, worklease.ErrInvalidDomain)
-	_, err = m.Enqueue("A", -1, []byte("x"))
-	require.ErrorIs(t, err, worklease.ErrInvalidOffset)
-
-	st, err := m.Enqueue("A", 1, nil)
+	_, err = m.Fail("A", cs[0].Token, errors.New("poison")) // A/1 is a dead letter, with its payload
 	require.NoError(t, err)
-	require.Equal(t, worklease.Enqueued, st)
-	require.NoError(t, m.Close())
-	m, err = worklease.New(worklease.WithJournal(j.Reopen()))
+	for _, snap := range []bool{false, true} {
+		m, j = r2Restart(t, m, j, snap, worklease.WithMaxRetries(0))
+		for off, p := range want {
+			got, err := m.Payload("A", off)
+			require.NoError(t, err)
+			require.Equal(t, p, got, "A/%d's payload after a restart (snapshot %t)", off, snap)
+			require.Equal(t, p == nil, got == nil, "A/%d: nil and empty payloads are not the same", off)
+		}
+	}
+	cs, err = m.Claim(5)
 	require.NoError(t, err)
-	defer m.Close()
-	cs, err := m.Claim(5)
+	require.Equal(t, []string{"A/2@1"}, pullNames(cs))
+	require.Equal(t, []byte{}, cs[0].Payload)
+	_, err = m.Succeed("A", cs[0].Token)
 	require.NoError(t, err)
-	require.Equal(t, []string{"A/1@1"}, pullNames(cs))
-	require.Nil(t, cs[0].Payload)
+	got, err := m.Payload("A", 2)
+	require.NoError(t, err)
+	require.Nil(t, got, "a payload goes with its offset's success")
+	dl, err := m.InspectDeadLetter("A", 1)
+	require.NoError(t, err)
+	require.Equal(t, []byte("x"), dl.Payload)
 }
 
 // TestPayloadsLiveUntilSuccess checks where payloads live: in the domains
@@ -134,8 +142,9 @@ func TestClaimListsDomainsReadyBefore(t *testing.T) {
 }
 
 // TestRetryDelayAfterRestart checks what Retry journals: the failed attempt
-// and the requeue, which a restart replays, but not the delay, so that the
-// offset is ready at once after a restart.
+// and the requeue, with the delay's end, which a restart replays, with and
+// without a snapshot: the offset is claimed once the delay is over, not
+// before.
 func TestRetryDelayAfterRestart(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -159,6 +168,10 @@ func TestRetryDelayAfterRestart(t *testing.T) {
 		require.Equal(t, before, r2Dump(t, m), "the state after a restart (snapshot %t)", snap)
 	}
 	defer m.Close()
+	none, err = m.Claim(1)
+	require.NoError(t, err)
+	require.Empty(t, none, "claimed after a restart before the delay ended")
+	clk.Advance(time.Hour)
 	cs, err = m.Claim(1)
 	require.NoError(t, err)
 	require.Equal(t, []string{"A/1@2"}, pullNames(cs), "the retried offset after a restart")

@@ -26,10 +26,10 @@ import (
 // or in later, a min-heap by time, while a retry's delay keeps it waiting;
 // Claim takes whichever of the two heads became ready first.
 type readyQueue struct {
-	mu     sync.Mutex               // guards live, ticket, now, head and later
-	live   map[*domainRecord]uint64 // the ticket of each ready domain's entry
-	ticket uint64                   // the last ticket given; tickets start at 1
-	now    []readyEntry             // entries of domains ready at once, from head on, oldest first
+	mu     sync.Mutex                  // guards live, ticket, now, head and later
+	live   map[*domainRecord]readyLive // each ready domain's entry
+	ticket uint64                      // the last ticket given; tickets start at 1
+	now    []readyEntry                // entries of domains ready at once, from head on, oldest first
 	head   int
 	later  []readyEntry // a min-heap by (at, ticket): entries whose domain waits for a delay to end
 
@@ -37,6 +37,12 @@ type readyQueue struct {
 	signal chan struct{} // holds one wake-up, for the next waiting claim
 	done   chan struct{} // closed when the Manager closes; guarded by Manager.pullMu
 	closed bool          // done is closed; guarded by Manager.pullMu
+}
+
+// readyLive is what the queue keeps of a ready domain's entry.
+type readyLive struct {
+	ticket uint64
+	at     instant
 }
 
 // A readyEntry is a domain's place in the queue.
@@ -53,51 +59,70 @@ func (e *readyEntry) before(o *readyEntry) bool {
 }
 
 func newReadyQueue() *readyQueue {
-	return &readyQueue{live: make(map[*domainRecord]uint64), signal: make(chan struct{}, 1), done: make(chan struct{})}
+	return &readyQueue{live: make(map[*domainRecord]readyLive), signal: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// sync brings r's place in the queue up to date with its state: r, which
-// is locked, is listed if it became ready, as ready at at (later than now
-// when a retry's delay keeps it waiting), and delisted if it is no longer
-// ready. A domain that stays ready keeps its place, and its delay.
-func (q *readyQueue) sync(r *domainRecord, now, at instant) {
+// sync brings r's place in the queue up to date with its state at now: r,
+// which is locked, is listed if it became ready, as ready from now or from
+// when its state holds it back until (a schedule, a retry's delay; see
+// domainState.readyAt), and delisted if it is no longer ready. A domain
+// that stays ready keeps its place, unless what holds it back changed: it
+// then waits until the later time, or, if that ended early (an operator
+// gave the backlog another head, say), it is ready from now.
+func (q *readyQueue) sync(r *domainRecord, now instant) {
 	ready := !r.dropped && r.state.ready()
-	if ready == r.listed {
+	if !ready {
+		if r.listed {
+			r.listed, r.held = false, false
+			q.mu.Lock()
+			delete(q.live, r)
+			q.mu.Unlock()
+		}
 		return
 	}
-	r.listed = ready
-	q.mu.Lock()
-	if ready {
-		q.push(r, now, at)
-	} else {
-		delete(q.live, r)
+	due := r.state.readyAt()
+	if r.listed && !r.held && due == 0 {
+		return // listed as ready at once, and nothing holds it back
 	}
+	q.mu.Lock()
+	at := max(now, due)
+	if r.listed {
+		e := q.live[r]
+		switch {
+		case due > e.at: // held back longer
+			at = due
+		case e.at > now && due < e.at: // held back no more, or less
+		default:
+			at = e.at // its place stands
+		}
+		if at != e.at {
+			q.push(r, now, at)
+		}
+	} else {
+		r.listed = true
+		q.push(r, now, at)
+	}
+	r.held = due != 0
 	q.mu.Unlock()
 }
 
-// endDelay lists r, which is locked and listed, as ready at now if it
-// waits for a retry's delay to end: the delay was its backlog's head's,
-// which an admin call took away (Kill) or put a redriven offset before.
-// Admin calls are rare: it looks through the delayed domains.
-func (q *readyQueue) endDelay(r *domainRecord, now instant) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	ticket := q.live[r]
-	for i := range q.later {
-		if e := &q.later[i]; e.ticket == ticket {
-			if e.at > now {
-				q.push(r, now, now) // the delayed entry is stale now
-			}
-			return
-		}
+// putBack lists r, which is locked, again if it is listed, after a claim
+// took its entry and found its head not to be granted: the entry it took
+// was its last, and a listed domain must have one.
+func (q *readyQueue) putBack(r *domainRecord, now instant) {
+	if !r.listed {
+		return
 	}
+	q.mu.Lock()
+	q.push(r, now, max(now, r.state.readyAt()))
+	q.mu.Unlock()
 }
 
 // push lists r as ready at at. q.mu must be held.
 func (q *readyQueue) push(r *domainRecord, now, at instant) {
 	q.ticket++
 	e := readyEntry{r: r, at: at, ticket: q.ticket}
-	q.live[r] = e.ticket
+	q.live[r] = readyLive{e.ticket, at}
 	if at > now {
 		q.later = append(q.later, e)
 		q.up(len(q.later) - 1)
@@ -115,7 +140,7 @@ func (q *readyQueue) push(r *domainRecord, now, at instant) {
 
 // stale reports whether e is no longer its domain's entry. q.mu must be
 // held.
-func (q *readyQueue) stale(e *readyEntry) bool { return q.live[e.r] != e.ticket }
+func (q *readyQueue) stale(e *readyEntry) bool { return q.live[e.r].ticket != e.ticket }
 
 // pop removes and returns the entry Claim takes next at now: of the
 // domains ready at once and those whose delay has ended, the one that
@@ -306,9 +331,9 @@ func (q *readyQueue) check(listed int) error {
 // pullQueue returns the Manager's ready queue, making it on the first
 // call: it lists every domain ready then, and from then on every call
 // keeps the queue up to date as it releases its domain (see finish). The
-// domains ready when the queue is made are listed as ready at once, in no
-// particular order: until then the Manager does not note when a domain
-// becomes ready.
+// domains ready when the queue is made are listed as ready at once (or
+// when their schedules and retry delays end), in no particular order:
+// until then the Manager does not note when a domain becomes ready.
 func (m *Manager) pullQueue() *readyQueue {
 	if q := m.ready.Load(); q != nil && q.filled.Load() {
 		return q
@@ -328,7 +353,7 @@ func (m *Manager) pullQueue() *readyQueue {
 	m.ready.Store(q)
 	m.forEachRecord(func(_ *shard, _ string, r *domainRecord) {
 		r.mu.Lock()
-		q.sync(r, now, now)
+		q.sync(r, now)
 		r.mu.Unlock()
 	})
 	q.filled.Store(true)

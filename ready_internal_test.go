@@ -38,7 +38,10 @@ func TestReadyQueueOrder(t *testing.T) {
 	q := newReadyQueue()
 	at := func(n int64) instant { return stateAt(n) }
 	list := func(r *domainRecord, now, ready int64) {
-		q.sync(r, at(now), at(ready))
+		if ready > now { // a retry's delay, which the state keeps
+			r.state.coldPart().retryAt = at(ready)
+		}
+		q.sync(r, at(now))
 		require.True(t, r.listed, "%s is ready", r.domain)
 	}
 	a, b, c, d, e := readyRecord("a"), readyRecord("b"), readyRecord("c"), readyRecord("d"), readyRecord("e")
@@ -49,10 +52,10 @@ func TestReadyQueueOrder(t *testing.T) {
 	list(e, 6, 6)
 	// c stops being ready and becomes so again: it goes to the back.
 	c.state.backlog.popFront()
-	q.sync(c, at(7), at(7))
+	q.sync(c, at(7))
 	require.False(t, c.listed)
 	c.state.backlog.pushBack(2)
-	q.sync(c, at(7), at(7))
+	q.sync(c, at(7))
 	require.NoError(t, q.check(5))
 
 	require.Equal(t, []string{"a", "b", "e", "c"}, popAll(q, at(8)), "at 8")
@@ -73,9 +76,13 @@ func TestReadyQueueCompacts(t *testing.T) {
 	for round := range 1000 {
 		r := rs[round%len(rs)]
 		now := stateAt(int64(round))
-		q.sync(r, now, now.add(time.Duration(round%2)*time.Second))
+		if round%2 == 1 {
+			r.state.coldPart().retryAt = now.add(time.Second)
+		}
+		q.sync(r, now)
 		r.state.backlog.popFront()
-		q.sync(r, now, now)
+		r.state.endRetryDelay()
+		q.sync(r, now)
 		r.state.backlog.pushBack(1)
 	}
 	q.mu.Lock()

@@ -59,7 +59,7 @@ func (m *Manager) replay() error {
 // did so after its New had replayed the journal, settled the calls cut
 // short and switched the state to its own rule: replay does the same here.
 func (m *Manager) replaySettings(rec Record) error {
-	if rec != (Record{Kind: RecordSettings, Offset: -1, Monotonic: rec.Monotonic}) {
+	if rec.Domain != "" || rec.Offset != -1 || rec.fields()&^fieldMonotonic != 0 {
 		return errors.New("settings record with the fields of a transition")
 	}
 	m.settleAndSwitch(rec.Monotonic)
@@ -215,6 +215,9 @@ func (m *Manager) replayRecord(seq uint64, rec Record) error {
 		return err
 	}
 	s.apply(p, at, &c)
+	if rec.Payload != nil && m.payloads != nil {
+		s.heldAt(rec.Offset, seq) // the journal gives it back
+	}
 	if endsLease(rec) {
 		m.replaying.ended[rec.Domain] = l
 	}

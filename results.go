@@ -33,6 +33,12 @@ const (
 	AlreadyProcessed
 	// AlreadyFailed: the offset was given up on before; nothing changed.
 	AlreadyFailed
+	// AlreadyQueued: Enqueue, EnqueueAt or a repeated Append found the
+	// offset queued already, with the same payload; nothing changed. (An
+	// offset queued with another payload is refused with
+	// ErrPayloadMismatch.) TryAcquire never answers it: it answers
+	// Enqueued for an offset queued already, as it always has.
+	AlreadyQueued
 )
 
 var acquireStatusNames = [...]string{
@@ -41,6 +47,7 @@ var acquireStatusNames = [...]string{
 	Enqueued:         "Enqueued",
 	AlreadyProcessed: "AlreadyProcessed",
 	AlreadyFailed:    "AlreadyFailed",
+	AlreadyQueued:    "AlreadyQueued",
 }
 
 // String returns the status's name, e.g. "Acquired".
@@ -66,6 +73,19 @@ type AcquireResult struct {
 	AcquiredAt time.Time
 	ExpiresAt  time.Time
 	RetryCount int
+}
+
+// AppendResult is the outcome of Append.
+type AppendResult struct {
+	// Offset is the offset the domain assigned to the payload, or, for an
+	// Append repeated with the idempotency key of an earlier one, the
+	// offset that one was assigned.
+	Offset int64
+	// Status is Enqueued for an offset stored by this call. An Append
+	// repeated with a key stores nothing and answers with its offset's
+	// state: AlreadyQueued, AlreadyAcquired, AlreadyProcessed or
+	// AlreadyFailed.
+	Status AcquireStatus
 }
 
 // SucceedStatus says what Succeed or SucceedNext did.

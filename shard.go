@@ -30,7 +30,7 @@ type shard struct {
 	// fetch lines in pairs), so that goroutines working in neighbouring
 	// shards do not contend for the same lines. TestShardSize keeps it
 	// right.
-	_ [40]byte
+	_ [32]byte
 }
 
 // shardAlign is what a shard's size is a multiple of: two 64-byte lines.
@@ -59,6 +59,7 @@ type domainRecord struct {
 	counts  recordCounts
 	dropped bool        // Forget removed the domain: look it up again
 	listed  bool        // the Manager's ready queue lists the domain; see readyQueue.sync
+	held    bool        // the queue listed it from a time its state held it back until; see readyQueue.sync
 	dead    bool        // the shard's dead set holds the record; see syncDead
 	state   domainState // see domainState; never locks
 

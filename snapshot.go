@@ -3,6 +3,7 @@ package worklease
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -109,9 +110,18 @@ func (m *Manager) writeSnapshot() error {
 	// The journal fixes the sequence number the snapshot covers before it
 	// calls write. Every record up to it is then reflected in a domain's state
 	// by the time write locks the domain, or the domain is in s.forgotten.
+	if m.payloads != nil {
+		return m.payloads.SnapshotStateKeeping(func(w io.Writer, keep func(seq uint64)) error {
+			bw := bufio.NewWriterSize(w, 64<<10)
+			if err := m.encodeSnapshot(bw, keep); err != nil {
+				return err
+			}
+			return bw.Flush()
+		})
+	}
 	return m.journal.SnapshotState(func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 64<<10)
-		if err := m.encodeSnapshot(bw); err != nil {
+		if err := m.encodeSnapshot(bw, nil); err != nil {
 			return err
 		}
 		return bw.Flush()
@@ -120,18 +130,24 @@ func (m *Manager) writeSnapshot() error {
 
 // The snapshot format. After snapshotMagic and its version, a sequence of
 // sections, each a tag byte: snapshotDomain sections, then one
-// snapshotTrailer, then snapshotEnd. Version 2, the one encodeSnapshot
-// writes, has a byte of settings after the version (snapshotMonotonic: the
-// state is under WithMonotonicOffsets' rule, as are the records after it
-// until a RecordSettings record says otherwise), and stores the attempts
-// made by the offset in flight and by each offset a domain carries as well
-// as their failed ones. Version 1 still restores: under the rule of the
-// Manager restoring it, with the attempts made counted from the failed ones
-// (one more for the offset in flight, as many for a carried one).
+// snapshotTrailer, then snapshotEnd. Version 2 has a byte of settings
+// after the version (snapshotMonotonic: the state is under
+// WithMonotonicOffsets' rule, as are the records after it until a
+// RecordSettings record says otherwise), and stores the attempts made by
+// the offset in flight and by each offset a domain carries as well as
+// their failed ones. Version 3, the one encodeSnapshot writes, adds to
+// each domain what its producers stored: its payloads (each the bytes, or
+// the sequence number of the journal record that holds them), its
+// schedules, its retry delay and its idempotency keys (see
+// appendSnapshot). Versions 1 and 2 still restore, with none of these;
+// version 1 under the rule of the Manager restoring it, with the attempts
+// made counted from the failed ones (one more for the offset in flight,
+// as many for a carried one).
 const (
 	snapshotMagic    = "wlsnap"
 	snapshotVersion1 = 1
-	snapshotVersion  = 2
+	snapshotVersion2 = 2
+	snapshotVersion  = 3
 
 	snapshotMonotonic = 1 // the bit of the settings byte
 
@@ -143,11 +159,16 @@ const (
 	revokedNone    = 0
 	revokedExpired = 1
 	revokedByAdmin = 2
+
+	// How a payload is stored in a snapshot.
+	payloadInline = 0 // its bytes follow
+	payloadHeld   = 1 // the sequence number of the journal record holding it follows
 )
 
 // encodeSnapshot writes every domain, locking one at a time, then the
-// Manager's counters and the domains forgotten meanwhile.
-func (m *Manager) encodeSnapshot(w io.Writer) error {
+// Manager's counters and the domains forgotten meanwhile. It calls keep,
+// if not nil, with each journal record whose payload it refers to.
+func (m *Manager) encodeSnapshot(w io.Writer, keep func(seq uint64)) error {
 	// The floor as the snapshot begins: every domain created after this
 	// started at or above it (see replayState).
 	floor := m.fenceFloor.Load()
@@ -170,7 +191,7 @@ func (m *Manager) encodeSnapshot(w io.Writer) error {
 		r.mu.Lock()
 		if !r.dropped {
 			buf = append(buf, snapshotDomain)
-			buf = r.appendSnapshot(buf, &m.policy, domain)
+			buf = r.appendSnapshot(buf, &m.policy, domain, keep)
 		}
 		r.mu.Unlock()
 		flush()
@@ -195,8 +216,10 @@ func (m *Manager) encodeSnapshot(w io.Writer) error {
 	return err
 }
 
-// appendSnapshot appends one domain's state under p. r.mu must be held.
-func (r *domainRecord) appendSnapshot(b []byte, p *policy, domain string) []byte {
+// appendSnapshot appends one domain's state under p, calling keep, if not
+// nil, with each journal record that holds one of its payloads. r.mu must
+// be held.
+func (r *domainRecord) appendSnapshot(b []byte, p *policy, domain string, keep func(seq uint64)) []byte {
 	s := &r.state
 	b = appendString(b, domain)
 	b = binary.AppendUvarint(b, r.lastSeq)
@@ -251,6 +274,50 @@ func (r *domainRecord) appendSnapshot(b []byte, p *policy, domain string) []byte
 		b = binary.AppendUvarint(b, uint64(a.retries))
 		b = appendTime(b, a.acquiredAt.in(time.UTC))
 	}
+	return appendProduced(b, s, keep)
+}
+
+// appendProduced appends what version 3 adds to domain s: its payloads,
+// each an offset and either payloadInline and the bytes or payloadHeld and
+// a record's sequence number; its schedules, each an offset and a time;
+// its retry delay's end, a time; and its keys, the oldest first, each the
+// key, its offset, its payload's checksum (8 bytes, little-endian) and its
+// time.
+func appendProduced(b []byte, s *domainState, keep func(seq uint64)) []byte {
+	c := s.cold
+	if c == nil {
+		return append(b, 0, 0, 0, 0) // none of each, and no retry delay
+	}
+	b = binary.AppendUvarint(b, uint64(len(c.payloads)))
+	for off, pl := range c.payloads {
+		b = binary.AppendVarint(b, off)
+		if pl.seq != 0 {
+			b = append(b, payloadHeld)
+			b = binary.AppendUvarint(b, pl.seq)
+			if keep != nil {
+				keep(pl.seq)
+			}
+			continue
+		}
+		b = append(b, payloadInline)
+		b = binary.AppendUvarint(b, uint64(len(pl.data)))
+		b = append(b, pl.data...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(c.scheduled)))
+	for off, at := range c.scheduled {
+		b = binary.AppendVarint(b, off)
+		b = appendTime(b, at.in(time.UTC))
+	}
+	b = appendTime(b, c.retryAt.in(time.UTC))
+	keys := c.keys.all()
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, key := range keys {
+		k := c.keys.m[key]
+		b = appendString(b, key)
+		b = binary.AppendVarint(b, k.offset)
+		b = binary.LittleEndian.AppendUint64(b, k.sum)
+		b = appendTime(b, k.at.in(time.UTC))
+	}
 	return b
 }
 
@@ -265,7 +332,7 @@ func (m *Manager) restoreSnapshot(data []byte) (map[string]uint64, error) {
 	}
 	d.b = d.b[len(snapshotMagic):]
 	version := d.byte()
-	if version != snapshotVersion && version != snapshotVersion1 {
+	if version < snapshotVersion1 || version > snapshotVersion {
 		return nil, fmt.Errorf("unknown snapshot version %d", version)
 	}
 	if version > snapshotVersion1 {
@@ -423,6 +490,9 @@ func (m *Manager) restoreDomain(d *decoder, version byte, seen map[string]bool) 
 		}
 		s.carry(off, a)
 	}
+	if version >= snapshotVersion {
+		m.restoreProduced(d, s)
+	}
 	if d.err != nil {
 		return fmt.Errorf("domain %q: %w", domain, d.err)
 	}
@@ -444,4 +514,59 @@ func (m *Manager) restoreDomain(d *decoder, version byte, seen map[string]bool) 
 	}
 	sh.expiry.sync(r) // whatever the options, as replay's apply does
 	return nil
+}
+
+// restoreProduced decodes what appendProduced wrote into s.
+func (m *Manager) restoreProduced(d *decoder, s *domainState) {
+	for range d.items(3) {
+		off := d.varint()
+		var pl payload
+		switch d.byte() {
+		case payloadInline:
+			n := d.uvarint()
+			if n > uint64(len(d.b)) {
+				d.stop(fmt.Errorf("payload of %d bytes: %w", n, errShort))
+				return
+			}
+			pl.data = append(make([]byte, 0, n), d.b[:n]...)
+			d.b = d.b[n:]
+		case payloadHeld:
+			if pl.seq = d.uvarint(); pl.seq == 0 && d.err == nil {
+				d.stop(fmt.Errorf("payload of offset %d in record 0", off))
+			}
+		default:
+			d.stop(fmt.Errorf("bad payload of offset %d", off))
+		}
+		if _, dup := s.payloadOf(off); dup || d.err != nil {
+			d.stop(fmt.Errorf("bad payload of offset %d", off))
+			return
+		}
+		if pl.seq != 0 && m.payloads == nil {
+			// Written by a Manager whose journal held its payloads; this
+			// one's cannot give them back.
+			d.stop(fmt.Errorf("the payload of offset %d is in record %d, and the journal gives none back", off, pl.seq))
+			return
+		}
+		s.keepPayload(off, pl.data)
+		s.cold.payloads[off] = pl
+	}
+	for range d.items(2) {
+		off, at := d.varint(), d.instant()
+		if at == 0 || s.scheduledAt(off) != 0 {
+			d.stop(fmt.Errorf("bad schedule of offset %d", off))
+			return
+		}
+		s.schedule(off, at)
+	}
+	if at := d.instant(); at != 0 {
+		s.coldPart().retryAt = at
+	}
+	for range d.items(11) {
+		key, off, sum, at := d.string(), d.varint(), d.uint64(), d.instant()
+		if key == "" || d.err != nil {
+			d.stop(errors.New("bad idempotency key"))
+			return
+		}
+		s.keepKey(&m.replaying.policy, key, appendKey{offset: off, sum: sum, at: at})
+	}
 }

@@ -90,11 +90,26 @@ type domainCold struct {
 	revoked    Token
 	revokedErr error
 	// payloads holds what Enqueue stored with an offset, from then until
-	// the offset succeeds: while it is queued, in flight or failed, so
-	// that a retry, a takeover and a Redrive claim it with its payload.
-	// nil unless there is one. A journal keeps none (see
-	// ErrPayloadNotJournaled), so no change carries them.
-	payloads map[int64][]byte
+	// the offset succeeds or is cancelled: while it is queued, in flight
+	// or failed, so that a retry, a takeover and a Redrive claim it with
+	// its payload. nil unless there is one. An Enqueued change carries the
+	// payload, and the Manager may then leave its bytes in the journal
+	// (see payload).
+	payloads map[int64]payload
+	// scheduled holds the queued offsets that may not be granted before a
+	// time (EnqueueAt, Append with NotBefore), with their times; nil
+	// unless there is one. While the backlog's head is scheduled for
+	// later, the domain grants nothing (see headWaits).
+	scheduled map[int64]instant
+	// retryAt is when the retry delay that Retry gave the backlog's head
+	// ends, zero if none: Claim leases the domain no earlier. Unlike a
+	// schedule, it binds only Claim, and it ends as the Manager's ready
+	// queue ended it before it was state: with a grant, a Pause or Resume,
+	// and an operator's call that gives the backlog another head.
+	retryAt instant
+	// keys holds the idempotency keys of recent Appends; nil unless there
+	// is one.
+	keys *appendKeys
 }
 
 // lease is the offset in flight and its history, plus an expiry. Its token is the
@@ -151,6 +166,7 @@ type policy struct {
 	bestEffort bool          // allow acquiring a queued offset out of turn
 	park       bool          // pause a domain when one of its offsets is dead-lettered
 	monotonic  bool          // offsets only grow: processed is a watermark (WithMonotonicOffsets)
+	keyWindow  time.Duration // how long Append keeps an idempotency key (WithKeyWindow)
 	instance   uint64        // the Manager's instance, which its tokens carry
 }
 
@@ -179,7 +195,7 @@ func (s *domainState) coldPart() *domainCold {
 // trimCold drops s.cold once nothing is left in it.
 func (s *domainState) trimCold() {
 	if c := s.cold; c != nil && c.failed.m == nil && c.carried == nil && c.leaseToken.IsZero() && c.revoked.IsZero() &&
-		c.payloads == nil {
+		c.payloads == nil && c.scheduled == nil && c.retryAt == 0 && c.keys == nil {
 		s.cold = nil
 	}
 }
@@ -412,10 +428,12 @@ func (s *domainState) ready() bool { return !s.leased && !s.paused && s.backlog.
 // empty reports whether the domain has no lease and no backlog.
 func (s *domainState) empty() bool { return !s.leased && s.backlog.len() == 0 }
 
-// next reports the offset an idle, running domain will grant next: the one
-// an orchestrator must acquire to keep the domain moving.
-func (s *domainState) next() (int64, bool) {
-	if s.leased || s.paused {
+// next reports the offset an idle, running domain will grant next at now:
+// the one an orchestrator must acquire to keep the domain moving. A head
+// scheduled for later is not granted before its time, and is not
+// reported.
+func (s *domainState) next(now instant) (int64, bool) {
+	if s.leased || s.paused || s.headWaits(now) {
 		return 0, false
 	}
 	return s.backlog.front()

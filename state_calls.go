@@ -111,22 +111,39 @@ func (s *domainState) acquire(p *policy, st *step, offset int64) (AcquireStatus,
 		return AlreadyAcquired, nil
 	}
 	if s.leased || s.paused {
-		if s.applyEnqueued(offset, p.lifo) { // a duplicate makes no change
-			if c := st.note(EventEnqueued); c != nil {
-				*c = change{kind: EventEnqueued, offset: offset, front: p.lifo}
-			}
-		}
+		s.queueUp(p, st, offset)
 		return Enqueued, nil
 	}
-	// 3) No active lease: only the backlog's head may be granted.
-	if head, ok := s.backlog.front(); ok && head != offset {
-		if !p.bestEffort {
-			return 0, &BacklogOrderError{Expected: head, Got: offset}
+	// 3) No active lease: only the backlog's head may be granted, and not
+	// before its time, if it is scheduled (nor, out of turn, an offset
+	// scheduled for later).
+	if head, ok := s.backlog.front(); ok {
+		if s.cold != nil && s.headWaits(st.now) {
+			s.queueUp(p, st, offset)
+			return Enqueued, nil
 		}
-		st.add(&change{kind: EventOutOfOrder, offset: offset})
+		if head != offset {
+			if !p.bestEffort {
+				return 0, &BacklogOrderError{Expected: head, Got: offset}
+			}
+			if s.cold != nil && s.scheduledAt(offset) > st.now {
+				return Enqueued, nil // queued, and not due: out of turn it waits for its time too
+			}
+			st.add(&change{kind: EventOutOfOrder, offset: offset})
+		}
 	}
 	s.grant(p, st, offset)
 	return Acquired, nil
+}
+
+// queueUp is TryAcquire of an offset the domain does not grant now: it
+// joins the backlog, unless it is queued already, which changes nothing.
+func (s *domainState) queueUp(p *policy, st *step, offset int64) {
+	if s.applyEnqueued(offset, p.lifo) {
+		if c := st.note(EventEnqueued); c != nil {
+			*c = change{kind: EventEnqueued, offset: offset, front: p.lifo}
+		}
+	}
 }
 
 // grant leases offset under a new token, carrying on the attempts it made
@@ -244,7 +261,7 @@ func (s *domainState) fail(p *policy, st *step, tok Token, cause error, res *Fai
 // unless the domain is paused. With NextAcquired, s.lease is the lease to
 // report.
 func (s *domainState) succeedNext(p *policy, st *step, tok Token, res *SucceedResult) error {
-	if err := s.succeed(p, st, tok, res); err != nil || res.Status != NextHint || s.paused {
+	if err := s.succeed(p, st, tok, res); err != nil || res.Status != NextHint || s.paused || s.headWaits(st.now) {
 		return err
 	}
 	s.grantHead(p, st)
@@ -256,8 +273,9 @@ func (s *domainState) succeedNext(p *policy, st *step, tok Token, res *SucceedRe
 // domain with a backlog, the grant of its head. With GiveUpNextAcquired,
 // s.lease is the lease to report.
 func (s *domainState) failNext(p *policy, st *step, tok Token, cause error, res *FailResult) error {
-	// fail hints at the head only if the domain is not paused.
-	if err := s.fail(p, st, tok, cause, res); err != nil || res.Status != GiveUpNextHint {
+	// fail hints at the head only if the domain is not paused; a head
+	// scheduled for later stays a hint.
+	if err := s.fail(p, st, tok, cause, res); err != nil || res.Status != GiveUpNextHint || s.headWaits(st.now) {
 		return err
 	}
 	s.grantHead(p, st)
@@ -265,26 +283,56 @@ func (s *domainState) failNext(p *policy, st *step, tok Token, cause error, res 
 	return nil
 }
 
-// enqueue is Enqueue: acquire that never grants, even on an idle domain.
-// An offset it queues keeps payload, if not nil, until it succeeds: a
-// duplicate keeps the payload it was first queued with.
-func (s *domainState) enqueue(p *policy, st *step, offset int64, payload []byte) AcquireStatus {
+// enqueue is Enqueue and EnqueueAt: acquire that never grants, even on an
+// idle domain. An offset it queues keeps what put holds (if not nil), and
+// may be granted no earlier than notBefore, if that is after now. For an
+// offset the domain holds already it changes nothing, and returns, with
+// the offset's status, the payload the offset is stored with, if any, for
+// the caller to compare with its own: a terminal offset's payload is gone.
+func (s *domainState) enqueue(p *policy, st *step, offset int64, put *enqueueData, notBefore instant) (AcquireStatus, payload, bool) {
 	s.expireIfDue(p, st)
 	switch {
 	case s.isProcessed(p, offset):
-		return AlreadyProcessed
+		return AlreadyProcessed, payload{}, false
 	case s.isFailed(offset):
-		return AlreadyFailed
+		pl, ok := s.payloadOf(offset)
+		return AlreadyFailed, pl, ok
 	case s.leased && offset == s.lease.offset:
-		return AlreadyAcquired
+		pl, ok := s.payloadOf(offset)
+		return AlreadyAcquired, pl, ok
+	case s.backlog.contains(offset):
+		pl, ok := s.payloadOf(offset)
+		return AlreadyQueued, pl, ok
 	}
-	if s.applyEnqueued(offset, p.lifo) { // a duplicate makes no change
-		st.add(&change{kind: EventEnqueued, offset: offset, front: p.lifo})
-		if payload != nil {
-			s.keepPayload(offset, payload)
+	c := change{kind: EventEnqueued, offset: offset, front: p.lifo, put: put}
+	if notBefore > st.now {
+		c.notBefore = notBefore
+	}
+	s.make(p, st, &c)
+	return Enqueued, payload{}, false
+}
+
+// appendNext is Append: it queues the offset after every offset the domain
+// holds (see nextOffset), with put's payload and key, as enqueue would.
+// With a key that an Append within the key window was made with, it
+// changes nothing and returns that Append's offset and its status, or
+// ErrPayloadMismatch if that Append's payload was another.
+func (s *domainState) appendNext(p *policy, st *step, put *enqueueData, notBefore instant) (AppendResult, error) {
+	s.expireIfDue(p, st)
+	if put.key != "" {
+		if k, ok := s.keyed(p, put.key, st.now); ok {
+			if k.sum != put.sum {
+				return AppendResult{}, ErrPayloadMismatch
+			}
+			return AppendResult{Offset: k.offset, Status: s.stateOf(p, k.offset)}, nil
 		}
 	}
-	return Enqueued
+	offset, ok := s.nextOffset()
+	if !ok {
+		return AppendResult{}, ErrInvalidOffset // every offset up to math.MaxInt64 is taken
+	}
+	status, _, _ := s.enqueue(p, st, offset, put, notBefore)
+	return AppendResult{Offset: offset, Status: status}, nil
 }
 
 // claim is Claim on a domain the Manager found ready: if it is (see
@@ -303,7 +351,7 @@ func (s *domainState) claim(p *policy, st *step) bool {
 // whether it did.
 func (s *domainState) claimHead(p *policy, st *step) bool {
 	s.expireIfDue(p, st)
-	if !s.ready() {
+	if !s.ready() || s.headWaits(st.now) {
 		return false
 	}
 	s.grantHead(p, st)
@@ -356,9 +404,10 @@ func (s *domainState) chainedFrom(p *policy, st *step, tok Token) bool {
 
 // retry is Retry: the attempt under tok failed. With retries left, the
 // lease ends and its offset goes back to the front of the line, carrying
-// its attempts, to wait out a delay the Manager keeps; without, the offset
-// is dead-lettered, as fail would do. Either way the token is spent.
-func (s *domainState) retry(p *policy, st *step, tok Token, cause error) (RetryResult, error) {
+// its attempts, to wait out delay (see domainCold.retryAt); without, the
+// offset is dead-lettered, as fail would do. Either way the token is
+// spent.
+func (s *domainState) retry(p *policy, st *step, tok Token, cause error, delay time.Duration) (RetryResult, error) {
 	s.expireIfDue(p, st)
 	if err := s.checkToken(p, st, tok); err != nil {
 		return RetryResult{}, err
@@ -375,7 +424,11 @@ func (s *domainState) retry(p *policy, st *step, tok Token, cause error) (RetryR
 		kind: EventRetrying, offset: l.offset, attempt: retries, token: tok, cause: cause,
 		retries: retries, acquiredAt: l.acquiredAt, expiresAt: l.expiresAt,
 	})
-	s.requeue(p, st, l.offset, attempt{attempts: attempts, retries: retries, acquiredAt: l.acquiredAt})
+	c := change{kind: EventRequeued, offset: l.offset, attempt: attempts, retries: retries, acquiredAt: l.acquiredAt}
+	if delay > 0 {
+		c.notBefore = st.now.add(delay)
+	}
+	s.make(p, st, &c)
 	return RetryResult{RetryCount: retries}, nil
 }
 
@@ -476,6 +529,28 @@ func (s *domainState) kill(p *policy, st *step, offset int64, cause error) error
 	}
 	s.make(p, st, &change{kind: EventKilled, offset: offset, attempt: attempts, token: tok, cause: cause})
 	s.deadLetter(p, st, offset, attempts, tok, cause, false) // a deliberate kill does not park
+	return nil
+}
+
+// cancel is Cancel: it ends a queued or scheduled offset, and the offset
+// in flight if inFlight is set (its holder loses the lease), so that it
+// never runs. A cancelled offset counts as processed.
+func (s *domainState) cancel(p *policy, st *step, offset int64, inFlight bool) error {
+	s.expireIfDue(p, st)
+	switch {
+	case s.isProcessed(p, offset):
+		return ErrAlreadyProcessed
+	case s.leased && s.lease.offset == offset:
+		if !inFlight {
+			return ErrInFlight
+		}
+		s.make(p, st, &change{kind: EventCancelled, offset: offset, attempt: s.attempts(), token: s.leaseToken(p)})
+	case s.backlog.contains(offset):
+		a, _ := s.carriedOf(offset)
+		s.make(p, st, &change{kind: EventCancelled, offset: offset, attempt: a.attempts})
+	default:
+		return ErrNotQueued // never seen, or failed
+	}
 	return nil
 }
 

@@ -29,6 +29,13 @@ type change struct {
 	acquiredAt instant
 	expiresAt  instant
 	cause      error
+	// notBefore: for EventEnqueued, the time before which the offset may
+	// not be granted (a schedule); for EventRequeued of a Retry, when its
+	// delay ends. Zero: none.
+	notBefore instant
+	// put: for EventEnqueued, the payload and key the offset is stored
+	// with; nil for neither.
+	put *enqueueData
 }
 
 // apply changes s as c, made at now, says. It checks nothing: live calls
@@ -38,6 +45,9 @@ func (s *domainState) apply(p *policy, now instant, c *change) {
 	switch c.kind {
 	case EventEnqueued:
 		s.applyEnqueued(c.offset, c.front)
+		if c.put != nil || c.notBefore != 0 {
+			s.applyStored(p, now, c)
+		}
 	case EventAcquired:
 		s.applyAcquired(p, lease{offset: c.offset, acquiredAt: c.acquiredAt, expiresAt: c.expiresAt, retries: c.retries}, c.token, c.attempt)
 	case EventProcessed:
@@ -61,10 +71,15 @@ func (s *domainState) apply(p *policy, now instant, c *change) {
 	case EventRedriven:
 		s.removeFailed(c.offset)
 		s.queue().pushFront(c.offset)
+		s.endRetryDelay() // the backlog has another head
 	case EventPaused:
 		s.paused = true
+		s.endRetryDelay()
 	case EventResumed:
 		s.paused = false
+		s.endRetryDelay()
+	case EventCancelled:
+		s.applyCancelled(p, c)
 	}
 	// EventRejected and EventOutOfOrder change nothing: the first refuses a
 	// call, the second precedes the grant that changes the state.
@@ -82,6 +97,23 @@ func (s *domainState) applyEnqueued(offset int64, front bool) bool {
 		return s.queue().pushFront(offset)
 	}
 	return s.queue().pushBack(offset)
+}
+
+// applyStored keeps what c, an Enqueued change made at now, stores with
+// its offset besides the offset: a payload, Append's key, a schedule.
+func (s *domainState) applyStored(p *policy, now instant, c *change) {
+	if c.notBefore != 0 {
+		s.schedule(c.offset, c.notBefore)
+	}
+	if c.put == nil {
+		return
+	}
+	if c.put.payload != nil {
+		s.keepPayload(c.offset, c.put.payload)
+	}
+	if c.put.key != "" {
+		s.keepKey(p, c.put.key, appendKey{offset: c.offset, sum: c.put.sum, at: now})
+	}
 }
 
 // applyAcquired makes l, granted under tok on its attempts-th attempt, the
@@ -105,6 +137,9 @@ func (s *domainState) applyAcquired(p *policy, l lease, tok Token, attempts int)
 // serial).
 func (s *domainState) grantRare(p *policy, offset int64, tok Token) {
 	s.unqueue(offset)
+	if s.cold != nil {
+		s.endRetryDelay() // the domain is no longer ready: its delay ends
+	}
 	if tok.serial != s.issued.serial || tok.instance != p.instance {
 		s.coldPart().leaseToken = tok
 	}
@@ -122,6 +157,7 @@ func (s *domainState) unqueue(offset int64) {
 	}
 	if s.cold != nil {
 		s.dropCarried(offset)
+		s.dropScheduled(offset)
 	}
 }
 
@@ -165,6 +201,9 @@ func (s *domainState) applyRequeued(c *change) {
 	}
 	s.queue().pushFront(c.offset)
 	s.carry(c.offset, attempt{attempts: c.attempt, retries: c.retries, acquiredAt: c.acquiredAt})
+	if c.notBefore != 0 {
+		s.cold.retryAt = c.notBefore // carry made the cold part
+	}
 }
 
 // applyDeadLettered makes c's offset failed: it leaves the lease, if it is
@@ -173,9 +212,30 @@ func (s *domainState) applyDeadLettered(p *policy, at instant, c *change) {
 	if s.leased && s.lease.offset == c.offset {
 		s.release()
 	}
-	s.unqueue(c.offset)
+	s.leaveBacklog(c.offset)
 	s.coldPart().failed.add(c.offset, deadLetter{cause: deadLetterCause(c.cause), attempts: c.attempt, at: at})
 	s.markTerminal(p, c.offset, false)
+}
+
+// leaveBacklog takes offset out of the backlog, as unqueue does, and ends
+// the retry delay if offset was the head: the delay was the head's.
+func (s *domainState) leaveBacklog(offset int64) {
+	if head, ok := s.backlog.front(); ok && head == offset {
+		s.endRetryDelay()
+	}
+	s.unqueue(offset)
+}
+
+// applyCancelled makes c's offset cancelled: it leaves the lease, revoked,
+// if it is in flight, or the backlog, and counts as processed from now on;
+// its payload goes.
+func (s *domainState) applyCancelled(p *policy, c *change) {
+	if !c.token.IsZero() { // a cancel in flight
+		s.revoke(c.token, ErrLeaseRevoked)
+	}
+	s.leaveBacklog(c.offset)
+	s.markTerminal(p, c.offset, true)
+	s.dropPayload(c.offset)
 }
 
 // fits reports why c, read from a journal with the time now, cannot follow
@@ -258,6 +318,13 @@ func (s *domainState) fits(p *policy, now instant, c *change, ended int64) error
 	case EventRedriven:
 		if !s.isFailed(off) {
 			return errors.New("redrives an offset that is not failed")
+		}
+	case EventCancelled:
+		if terminal {
+			return errors.New("cancels a terminal offset")
+		}
+		if c.token.IsZero() && !s.backlog.contains(off) || !c.token.IsZero() && !holds {
+			return errors.New("cancels an offset that is neither queued nor the lease's")
 		}
 	case EventPaused, EventResumed:
 	default:

@@ -3,6 +3,7 @@ package worklease
 import (
 	"errors"
 	"maps"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -93,14 +94,21 @@ func pauseOf(paused bool) stateCall {
 var forgetCall stateCall = func(s *domainState, p *policy, st *step) (any, error) { return nil, s.forget(p, st) }
 
 func enqueueOf(off int64, payload []byte) stateCall {
-	return func(s *domainState, p *policy, st *step) (any, error) { return s.enqueue(p, st, off, payload), nil }
+	return func(s *domainState, p *policy, st *step) (any, error) {
+		var put *enqueueData
+		if payload != nil {
+			put = &enqueueData{payload: payload}
+		}
+		status, _, _ := s.enqueue(p, st, off, put, 0)
+		return status, nil
+	}
 }
 
 // claimCall is Claim on one domain: whether it granted the head.
 var claimCall stateCall = func(s *domainState, p *policy, st *step) (any, error) { return s.claim(p, st), nil }
 
 func retryOf(tok Token, cause error) stateCall {
-	return func(s *domainState, p *policy, st *step) (any, error) { return s.retry(p, st, tok, cause) }
+	return func(s *domainState, p *policy, st *step) (any, error) { return s.retry(p, st, tok, cause, 0) }
 }
 
 // touchCall is what every other call on a domain does first (Inspect, say):
@@ -235,7 +243,7 @@ func stateViewOf(p *policy, s *domainState) stateView {
 	}
 	tok, why := s.revoked()
 	v.revoked, v.revokedWhy = tok, textOf(why)
-	v.next, v.hasNext = s.next()
+	v.next, v.hasNext = s.next(math.MaxInt64) // as once every schedule is due
 	return v
 }
 
@@ -477,7 +485,7 @@ func TestStateCalls(t *testing.T) {
 			[]notedChange{{kind: EventEnqueued, offset: 2}}},
 		{"enqueue at the front with LIFO", policy{lifo: true}, calling(enqueueOf(1, nil)), enqueueOf(2, nil), Enqueued, nil,
 			[]notedChange{{kind: EventEnqueued, offset: 2, front: true}}},
-		{"enqueue of a queued offset changes nothing", policy{}, calling(enqueueOf(1, nil)), enqueueOf(1, []byte("p")), Enqueued, nil, nil},
+		{"enqueue of a queued offset changes nothing", policy{}, calling(enqueueOf(1, nil)), enqueueOf(1, []byte("p")), AlreadyQueued, nil, nil},
 		{"enqueue of the held offset", policy{}, acquire(1), enqueueOf(1, nil), AlreadyAcquired, nil, nil},
 		{"enqueue of a processed offset", policy{}, then(acquire(1), succeedOf(tok1, false)), enqueueOf(1, nil), AlreadyProcessed, nil, nil},
 		{"enqueue of a failed offset", policy{}, calling(killOf(1, errStateKilled)), enqueueOf(1, nil), AlreadyFailed, nil, nil},
@@ -900,7 +908,7 @@ func (m *stateModel) enqueue(off int64, payload []byte) (any, error) {
 	case m.inFlight(off):
 		return AlreadyAcquired, nil
 	case m.queued(off):
-		return Enqueued, nil
+		return AlreadyQueued, nil
 	}
 	if m.p.lifo {
 		m.backlog = slices.Insert(m.backlog, 0, off)
@@ -944,7 +952,7 @@ func payloadsOf(s *domainState) map[int64]string {
 	out := map[int64]string{}
 	if s.cold != nil {
 		for off, p := range s.cold.payloads {
-			out[off] = string(p)
+			out[off] = string(p.data)
 		}
 	}
 	return out

@@ -131,7 +131,34 @@ func (s *domainState) checkInvariants(p *policy) error {
 	if c.payloads != nil && len(c.payloads) == 0 {
 		bad("empty payload map kept")
 	}
-	if c.failed.m == nil && c.carried == nil && c.leaseToken.IsZero() && c.revoked.IsZero() && c.payloads == nil {
+	for off, pl := range c.payloads {
+		if (pl.data == nil) == (pl.seq == 0) {
+			bad("payload of %d kept both in memory and in the journal, or neither", off)
+		}
+	}
+	// Schedules belong to queued offsets, and a retry's delay to an idle
+	// domain with a backlog.
+	for off, at := range c.scheduled {
+		if !s.backlog.contains(off) || at == 0 {
+			bad("offset %d scheduled at %d, and not queued", off, at)
+		}
+	}
+	if c.scheduled != nil && len(c.scheduled) == 0 {
+		bad("empty schedule map kept")
+	}
+	if c.retryAt != 0 && (s.leased || s.backlog.len() == 0) {
+		bad("a retry's delay on a domain that is leased or has no backlog")
+	}
+	if ks := c.keys; ks != nil {
+		if len(ks.m) == 0 {
+			bad("empty key set kept")
+		}
+		if n := len(ks.all()); n != len(ks.m) {
+			bad("%d keys in the order they were stored, %d kept", n, len(ks.m))
+		}
+	}
+	if c.failed.m == nil && c.carried == nil && c.leaseToken.IsZero() && c.revoked.IsZero() && c.payloads == nil &&
+		c.scheduled == nil && c.retryAt == 0 && c.keys == nil {
 		bad("empty cold part kept")
 	}
 	return errors.Join(errs...)

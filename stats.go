@@ -22,6 +22,7 @@ type Stats struct {
 	Paused       uint64 // domains paused or parked
 	Resumed      uint64 // domains resumed
 	Forgotten    uint64 // domains forgotten
+	Cancelled    uint64 // offsets cancelled (see Cancel)
 }
 
 // counters are one shard's event counts: those of its forgotten domains,
@@ -182,5 +183,6 @@ func (m *Manager) Stats() Stats {
 		Paused:       sum[EventPaused],
 		Resumed:      sum[EventResumed],
 		Forgotten:    sum[EventForgotten],
+		Cancelled:    sum[EventCancelled],
 	}
 }

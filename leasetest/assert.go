@@ -100,7 +100,8 @@ var sentinels = []error{
 	worklease.ErrLeaseExpired, worklease.ErrLeaseRevoked, worklease.ErrInvalidDuration,
 	worklease.ErrInvalidOffset, worklease.ErrNotDeadLettered, worklease.ErrAlreadyProcessed,
 	worklease.ErrDomainBusy, worklease.ErrClosed, worklease.ErrInvalidDomain, worklease.ErrOffsetAhead,
-	worklease.ErrInvalidClaim, worklease.ErrPayloadNotJournaled,
+	worklease.ErrInvalidClaim, worklease.ErrPayloadMismatch, worklease.ErrPayloadTooLarge, worklease.ErrInvalidKey,
+	worklease.ErrNotQueued, worklease.ErrInFlight,
 }
 
 // mustSentinel checks that err matches want under errors.Is, and none of

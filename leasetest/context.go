@@ -15,6 +15,7 @@ func testContext(t *testing.T, s *Suite) {
 	var cases []testCase
 	for _, c := range allCalls {
 		cases = append(cases, testCase{c.name, func(t *testing.T, s *Suite) {
+			s.need(t, c.feature)
 			e := s.start(t, worklease.WithLeaseTTL(time.Minute))
 			busy(e)
 			canceled, cancel := context.WithCancel(e.ctx)

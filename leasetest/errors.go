@@ -12,105 +12,118 @@ import (
 	"github.com/worklease/worklease"
 )
 
-// domainCalls are every call that takes a domain, made on domain with
-// offset where it takes one, each returning only its error.
-var domainCalls = []struct {
-	name string
-	call func(ctx context.Context, b worklease.Backend, domain string, offset int64) error
-}{
-	{"TryAcquire", func(ctx context.Context, b worklease.Backend, d string, off int64) error {
+// A backendCall is a call made on domain with offset where it takes one,
+// returning only its error.
+type backendCall struct {
+	name    string
+	feature Feature // the part of the contract it belongs to, if a backend may lack it
+	call    func(ctx context.Context, b worklease.Backend, domain string, offset int64) error
+}
+
+// domainCalls are every call that takes a domain.
+var domainCalls = []backendCall{
+	{"TryAcquire", "", func(ctx context.Context, b worklease.Backend, d string, off int64) error {
 		_, err := b.TryAcquire(ctx, d, off)
 		return err
 	}},
-	{"Succeed", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"Succeed", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		_, err := b.Succeed(ctx, d, worklease.Token{})
 		return err
 	}},
-	{"SucceedNext", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"SucceedNext", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		_, err := b.SucceedNext(ctx, d, worklease.Token{})
 		return err
 	}},
-	{"Fail", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"Fail", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		_, err := b.Fail(ctx, d, worklease.Token{}, errors.New("x"))
 		return err
 	}},
-	{"FailNext", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"FailNext", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		_, err := b.FailNext(ctx, d, worklease.Token{}, errors.New("x"))
 		return err
 	}},
-	{"Extend", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"Extend", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		_, err := b.Extend(ctx, d, worklease.Token{}, time.Second)
 		return err
 	}},
-	{"Inspect", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"Inspect", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		_, err := b.Inspect(ctx, d)
 		return err
 	}},
-	{"Redrive", func(ctx context.Context, b worklease.Backend, d string, off int64) error {
+	{"Redrive", "", func(ctx context.Context, b worklease.Backend, d string, off int64) error {
 		_, err := b.Redrive(ctx, d, off)
 		return err
 	}},
-	{"Kill", func(ctx context.Context, b worklease.Backend, d string, off int64) error {
+	{"Kill", "", func(ctx context.Context, b worklease.Backend, d string, off int64) error {
 		_, err := b.Kill(ctx, d, off, "why")
 		return err
 	}},
-	{"ForceRelease", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"ForceRelease", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		_, err := b.ForceRelease(ctx, d)
 		return err
 	}},
-	{"Pause", func(ctx context.Context, b worklease.Backend, d string, _ int64) error { return b.Pause(ctx, d) }},
-	{"Resume", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"Pause", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error { return b.Pause(ctx, d) }},
+	{"Resume", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		_, err := b.Resume(ctx, d)
 		return err
 	}},
-	{"Forget", func(ctx context.Context, b worklease.Backend, d string, _ int64) error { return b.Forget(ctx, d) }},
-	{"Enqueue", func(ctx context.Context, b worklease.Backend, d string, off int64) error {
+	{"Forget", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error { return b.Forget(ctx, d) }},
+	{"Enqueue", "", func(ctx context.Context, b worklease.Backend, d string, off int64) error {
 		_, err := b.Enqueue(ctx, d, off, nil)
 		return err
 	}},
-	{"Retry", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"Retry", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		_, err := b.Retry(ctx, d, worklease.Token{}, errors.New("x"), time.Second)
+		return err
+	}},
+	{"EnqueueAt", FeatureEnqueueAt, func(ctx context.Context, b worklease.Backend, d string, off int64) error {
+		_, err := b.EnqueueAt(ctx, d, off, nil, epoch.Add(time.Hour))
+		return err
+	}},
+	{"Append", FeatureAppend, func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+		_, err := b.Append(ctx, d, nil, worklease.AppendOptions{Key: "k"})
+		return err
+	}},
+	{"Cancel", FeatureCancel, func(ctx context.Context, b worklease.Backend, d string, off int64) error {
+		_, err := b.Cancel(ctx, d, off, true)
 		return err
 	}},
 }
 
 // allCalls are domainCalls and the calls that take no domain.
-var allCalls = append([]struct {
-	name string
-	call func(ctx context.Context, b worklease.Backend, domain string, offset int64) error
-}{
-	{"Leases", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
+var allCalls = append([]backendCall{
+	{"Leases", "", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
 		_, err := b.Leases(ctx)
 		return err
 	}},
-	{"Domains", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
+	{"Domains", "", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
 		_, err := b.Domains(ctx)
 		return err
 	}},
-	{"DeadLetters", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"DeadLetters", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		_, err := b.DeadLetters(ctx, d)
 		return err
 	}},
-	{"Reap", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
+	{"Reap", "", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
 		_, err := b.Reap(ctx)
 		return err
 	}},
-	{"Claim", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
+	{"Claim", "", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
 		_, err := b.Claim(ctx, 1)
 		return err
 	}},
-	{"WaitClaim", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
+	{"WaitClaim", "", func(ctx context.Context, b worklease.Backend, _ string, _ int64) error {
 		_, err := b.WaitClaim(ctx, 1, time.Millisecond)
 		return err
 	}},
 	// SucceedMany's error is its own or, if it has none, its claim's: a
 	// backend may answer a claim its batch left out as Succeed would, with
 	// Succeed's error, the context's among them.
-	{"SucceedMany", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"SucceedMany", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		errs, err := b.SucceedMany(ctx, []worklease.Claim{{Domain: d}})
 		return cmp.Or(err, errors.Join(errs...))
 	}},
-	{"ClaimNext", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
+	{"ClaimNext", "", func(ctx context.Context, b worklease.Backend, d string, _ int64) error {
 		_, errs, err := b.ClaimNext(ctx, []worklease.Claim{{Domain: d}})
 		return cmp.Or(err, errors.Join(errs...))
 	}},
@@ -266,7 +279,10 @@ func testErrors(t *testing.T, s *Suite) {
 				if off < 0 {
 					name += "NegativeOffset" // the domain is checked first
 				}
-				cases = append(cases, errCase{name, nil, func(e *env, _ worklease.Token) error { return c.call(e.ctx, e.b, d, off) }, worklease.ErrInvalidDomain, nil})
+				cases = append(cases, errCase{name, nil, func(e *env, _ worklease.Token) error {
+					e.s.need(e.t, c.feature)
+					return c.call(e.ctx, e.b, d, off)
+				}, worklease.ErrInvalidDomain, nil})
 			}
 		}
 	}
@@ -356,9 +372,16 @@ func testClosed(t *testing.T, s *Suite) {
 	tok := busy(e)
 	mustNoError(t, e.b.Close(), "Close")
 	for _, c := range allCalls {
+		if s.lacks(c.feature) {
+			t.Logf("%s not called: the backend lacks %s yet (Suite.Lacks)", c.name, c.feature)
+			continue
+		}
 		mustErrorIs(t, c.call(e.ctx, e.b, "A", 1), worklease.ErrClosed, "%s after Close", c.name)
 	}
 	for _, c := range domainCalls { // the backend is open is checked first
+		if s.lacks(c.feature) {
+			continue
+		}
 		mustErrorIs(t, c.call(e.ctx, e.b, "", -5), worklease.ErrClosed, "%s with an invalid domain after Close", c.name)
 	}
 	_, err := e.b.Succeed(e.ctx, "A", tok)

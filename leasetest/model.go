@@ -115,7 +115,16 @@ type modelConfig struct {
 	park       bool
 	monotonic  bool // WithMonotonicOffsets: processed is a watermark
 	observe    bool
-	pull       bool // the pull calls are made too, as often as the others together
+	pull       bool          // the pull calls are made too, as often as the others together
+	window     time.Duration // WithKeyWindow; 0: the default
+}
+
+// keyWindow is how long Append keeps a key.
+func (c *modelConfig) keyWindow() time.Duration {
+	if c.window == 0 {
+		return worklease.DefaultKeyWindow
+	}
+	return c.window
 }
 
 func drawModelConfig(t *rapid.T, s *Suite) modelConfig {
@@ -132,6 +141,7 @@ func drawModelConfig(t *rapid.T, s *Suite) modelConfig {
 	c.observe = s.Events && rapid.Bool().Draw(t, "observe")
 	c.monotonic = rapid.Bool().Draw(t, "monotonic")
 	c.pull = rapid.Bool().Draw(t, "pull")
+	c.window = rapid.SampledFrom([]time.Duration{0, modelTTL}).Draw(t, "keyWindow")
 	return c
 }
 
@@ -157,6 +167,9 @@ func (c *modelConfig) options(clk worklease.Clock, obs worklease.Observer) []wor
 	}
 	if c.observe {
 		opts = append(opts, worklease.WithObserver(obs))
+	}
+	if c.window != 0 {
+		opts = append(opts, worklease.WithKeyWindow(c.window))
 	}
 	return opts
 }
@@ -232,6 +245,12 @@ func runModel(outer *testing.T, t *rapid.T, suite *Suite) {
 	reason := rapid.SampledFrom([]string{"poison", "operator", "", modelLongCause})
 	causes := rapid.SampledFrom([]error{nil, errors.New("attempt failed"), errors.New(""), errors.New(modelLongCause)})
 
+	var calls []backendCall // those InvalidDomain makes: not those the backend lacks
+	for _, c := range domainCalls {
+		if !suite.lacks(c.feature) {
+			calls = append(calls, c)
+		}
+	}
 	actions := map[string]func(*rapid.T){
 		"TryAcquire": func(t *rapid.T) {
 			s.tryAcquire(t, leased.Draw(t, "domain"), offset.Draw(t, "offset"))
@@ -299,7 +318,7 @@ func runModel(outer *testing.T, t *rapid.T, suite *Suite) {
 		"InvalidDomain": func(t *rapid.T) {
 			d := rapid.SampledFrom([]string{"", modelLongDomain}).Draw(t, "domain")
 			off := rapid.OneOf(offset, negative).Draw(t, "offset")
-			c := rapid.SampledFrom(domainCalls).Draw(t, "call")
+			c := rapid.SampledFrom(calls).Draw(t, "call")
 			mustSentinel(t, worklease.ErrInvalidDomain, c.call(s.ctx, s.b, d, off), "%s(%.8q…, %d)", c.name, d, off)
 			if d != "" {
 				_, err := s.b.DeadLetters(s.ctx, d)
@@ -338,7 +357,7 @@ func runModel(outer *testing.T, t *rapid.T, suite *Suite) {
 		actions["Restart"] = func(t *rapid.T) {
 			s.b = suite.Reopen(outer, s.b, s.opts...)
 			check(t, s.b != nil, "leasetest: Suite.Reopen returned nil")
-			s.model.restarted(s.clk.Now())
+			s.model.restarted()
 		}
 	}
 	if cfg.extended {
@@ -462,8 +481,9 @@ type modelEvent struct {
 	token   worklease.Token
 	cause   error
 	at      time.Time
-	// enqueued: Enqueue queued the offset, which it does on an idle,
-	// running domain too. (The model's own; no Event says so.)
+	// enqueued: the offset was queued on an idle, running domain, which
+	// Enqueue does, and TryAcquire when the backlog's head is scheduled
+	// for later. (The model's own; no Event says so.)
 	enqueued bool
 }
 
@@ -488,10 +508,13 @@ type modelDomain struct {
 	revoked    worklease.Token        // the latest lease that ended without its holder
 	revokedErr error                  // and why: ErrLeaseExpired or ErrLeaseRevoked
 
-	// The pull calls'.
-	payloads map[int64]string // what Enqueue stored with an offset, until it succeeds
-	ready    modelReady       // the domain's place among those Claim may lease
-	delay    time.Duration    // the delay Retry just gave the domain, which the next sync reads
+	// The pull calls' and the producers'.
+	payloads  map[int64]string    // what Enqueue stored with an offset, until it succeeds
+	scheduled map[int64]time.Time // queued offsets not to be granted before a time
+	retryAt   time.Time           // when the retry delay of the backlog's head ends; zero: none
+	keys      map[string]modelKey // Append's idempotency keys
+	cancelled map[int64]bool      // offsets cancelled, which count as processed without a grant
+	ready     modelReady          // the domain's place among those Claim may lease
 	// streak counts the leases ClaimNext granted in a row since a claim;
 	// streakUnsure: the backend's may be higher (see modelDomain.claimNext).
 	streak       int
@@ -527,7 +550,8 @@ func (md *modelDomain) reset() {
 	md.hw = -1
 	md.revoked, md.revokedErr = worklease.Token{}, nil
 	md.created, md.granted = false, nil
-	md.payloads, md.ready, md.delay = map[int64]string{}, modelReady{}, 0
+	md.payloads, md.scheduled, md.retryAt, md.keys, md.ready = map[int64]string{}, map[int64]time.Time{}, time.Time{}, map[string]modelKey{}, modelReady{}
+	md.cancelled = map[int64]bool{}
 	md.streakUnsure = md.streakUnsure || md.streak > 0 // Forget may or may not end a streak
 	md.streak = 0
 }
@@ -611,6 +635,7 @@ func (md *modelDomain) deadLetter(off int64, attempts int, tok worklease.Token, 
 	md.emit(worklease.EventDeadLettered, off, attempts, tok, cause, now)
 	if park && !md.paused {
 		md.paused = true
+		md.retryAt = time.Time{}
 		md.emit(worklease.EventPaused, off, 0, worklease.Token{}, cause, now)
 	}
 }
@@ -656,13 +681,25 @@ func (md *modelDomain) processedCount() int64 {
 	return md.hw - pending + 1
 }
 
-// next is the offset an idle, running domain grants next, which admin
-// calls and Reap report.
-func (md *modelDomain) next() (int64, bool) {
-	if md.leased || md.paused || len(md.backlog) == 0 {
+// next is the offset an idle, running domain grants next at now, which
+// admin calls and Reap report: none while its head is scheduled for later.
+func (md *modelDomain) next(now time.Time) (int64, bool) {
+	if md.leased || md.paused || len(md.backlog) == 0 || md.headWaits(now) {
 		return 0, false
 	}
 	return md.backlog[0], true
+}
+
+// unqueue takes the i-th offset out of the backlog, with what it carried
+// and its schedule, and the retry delay with it if it was the head.
+func (md *modelDomain) unqueue(i int) {
+	off := md.backlog[i]
+	md.backlog = slices.Delete(slices.Clone(md.backlog), i, i+1)
+	delete(md.carried, off)
+	delete(md.scheduled, off)
+	if i == 0 {
+		md.retryAt = time.Time{}
+	}
 }
 
 // hint returns the backlog's head, if any.
@@ -690,30 +727,33 @@ func (md *modelDomain) acquire(domain string, off int64, now time.Time) (worklea
 		return worklease.AcquireResult{Status: worklease.AlreadyFailed}, nil
 	case md.leased && off == md.lease.offset:
 		return md.lease.result(worklease.AlreadyAcquired), nil
-	case md.leased || md.paused:
+	case md.leased || md.paused || md.headWaits(now):
 		if !slices.Contains(md.backlog, off) {
 			if md.cfg.lifo {
 				md.backlog = slices.Insert(md.backlog, 0, off)
 			} else {
 				md.backlog = append(md.backlog, off)
 			}
-			md.emit(worklease.EventEnqueued, off, 0, worklease.Token{}, nil, now)
+			md.events = append(md.events, modelEvent{kind: worklease.EventEnqueued, offset: off, at: now, enqueued: !md.leased && !md.paused})
 		}
 		return worklease.AcquireResult{Status: worklease.Enqueued}, nil
 	}
 	if len(md.backlog) > 0 {
 		switch head := md.backlog[0]; {
 		case head == off:
-			md.backlog = md.backlog[1:]
 		case !md.cfg.bestEffort:
 			return worklease.AcquireResult{}, &worklease.BacklogOrderError{Domain: domain, Expected: head, Got: off}
+		case md.scheduled[off].After(now):
+			return worklease.AcquireResult{Status: worklease.Enqueued}, nil // out of turn, it waits for its time too
 		default:
-			if i := slices.Index(md.backlog, off); i >= 0 {
-				md.backlog = slices.Delete(md.backlog, i, i+1)
-			}
 			md.emit(worklease.EventOutOfOrder, off, 0, worklease.Token{}, nil, now)
 		}
+		if i := slices.Index(md.backlog, off); i >= 0 {
+			md.backlog = slices.Delete(slices.Clone(md.backlog), i, i+1)
+			delete(md.scheduled, off)
+		}
 	}
+	md.retryAt = time.Time{} // a grant ends the domain's delay
 	md.leased = true
 	md.lease = modelLease{offset: off, acquiredAt: now, attempts: 1}
 	md.chainedFrom, md.chainedUnsure = worklease.Token{}, false
@@ -822,7 +862,7 @@ func (md *modelDomain) fail(tok worklease.Token, cause error, now time.Time) (wo
 // and the caller records the real one with grant.
 func (md *modelDomain) succeedNext(domain string, tok worklease.Token, now time.Time) (worklease.SucceedResult, error) {
 	res, err := md.succeed(tok, now)
-	if err != nil || res.Status != worklease.NextHint || md.paused {
+	if err != nil || res.Status != worklease.NextHint || md.paused || md.headWaits(now) {
 		return res, err
 	}
 	md.acquireHead(domain, res.Next, now)
@@ -834,7 +874,7 @@ func (md *modelDomain) succeedNext(domain string, tok worklease.Token, now time.
 // leaves it.
 func (md *modelDomain) failNext(domain string, tok worklease.Token, cause error, now time.Time) (worklease.FailResult, error) {
 	res, err := md.fail(tok, cause, now)
-	if err != nil || res.Status != worklease.GiveUpNextHint {
+	if err != nil || res.Status != worklease.GiveUpNextHint || md.headWaits(now) {
 		return res, err
 	}
 	md.acquireHead(domain, res.Next, now)
@@ -925,7 +965,7 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 		return 0, false, worklease.ErrAlreadyProcessed
 	}
 	if modelHas(md.failed, off) {
-		next, ok := md.next()
+		next, ok := md.next(now)
 		return next, ok, nil
 	}
 	inFlight := md.leased && md.lease.offset == off
@@ -939,32 +979,17 @@ func (md *modelDomain) kill(off int64, reason string, now time.Time) (int64, boo
 		cause = modelKeptCause(errors.New(reason))
 	}
 	attempts, tok := 0, worklease.Token{}
-	head := md.backlog
 	if inFlight {
 		attempts, tok = md.lease.attempts, md.lease.token
 		md.endLease(tok, worklease.ErrLeaseRevoked)
 	} else if i := slices.Index(md.backlog, off); i >= 0 {
-		md.backlog = slices.Delete(slices.Clone(md.backlog), i, i+1)
 		attempts = md.carried[off].attempts
-		delete(md.carried, off)
+		md.unqueue(i) // the delay was the head's
 	}
 	md.emit(worklease.EventKilled, off, attempts, tok, cause, now)
 	md.deadLetter(off, attempts, tok, cause, now, false) // a kill never parks
-	md.endDelay(head, now)
-	next, ok := md.next()
+	next, ok := md.next(now)
 	return next, ok, nil
-}
-
-// endDelay ends the retry delay of a domain listed as ready whose backlog,
-// which was before, an admin call gave another head: the delay was the
-// head's.
-func (md *modelDomain) endDelay(before []int64, now time.Time) {
-	if !md.ready.listed || !md.isReady() || len(before) > 0 && before[0] == md.backlog[0] {
-		return
-	}
-	if now.Before(md.ready.at) {
-		md.ready.at = now
-	}
 }
 
 func (md *modelDomain) redrive(off int64, now time.Time) (int64, bool, error) {
@@ -979,11 +1004,10 @@ func (md *modelDomain) redrive(off int64, now time.Time) (int64, bool, error) {
 		return 0, false, worklease.ErrNotDeadLettered
 	}
 	delete(md.failed, off)
-	before := md.backlog
 	md.backlog = slices.Insert(slices.Clone(md.backlog), 0, off) // fresh attempts: nothing carried
+	md.retryAt = time.Time{}                                     // the delay was the old head's
 	md.emit(worklease.EventRedriven, off, 0, worklease.Token{}, nil, now)
-	md.endDelay(before, now)
-	next, ok := md.next()
+	next, ok := md.next(now)
 	return next, ok, nil
 }
 
@@ -999,7 +1023,7 @@ func (md *modelDomain) forceRelease(now time.Time) (int64, bool, error) {
 	md.emit(worklease.EventReleased, l.offset, l.attempts, l.token, nil, now)
 	md.endLease(l.token, worklease.ErrLeaseRevoked)
 	md.requeue(l.offset, modelAttempt{attempts: l.attempts, retries: l.retries, acquiredAt: l.acquiredAt}, now)
-	next, ok := md.next()
+	next, ok := md.next(now)
 	return next, ok, nil
 }
 
@@ -1008,6 +1032,7 @@ func (md *modelDomain) pause(now time.Time) {
 	md.touch(now)
 	if !md.paused {
 		md.paused = true
+		md.retryAt = time.Time{}
 		md.emit(worklease.EventPaused, -1, 0, worklease.Token{}, nil, now)
 	}
 }
@@ -1019,9 +1044,10 @@ func (md *modelDomain) resume(now time.Time) (int64, bool) {
 	md.touch(now)
 	if md.paused {
 		md.paused = false
+		md.retryAt = time.Time{}
 		md.emit(worklease.EventResumed, -1, 0, worklease.Token{}, nil, now)
 	}
-	return md.next()
+	return md.next(now)
 }
 
 // forget reports the error of Forget, and whether it dropped the domain.
@@ -1050,7 +1076,7 @@ func (l *leaseModel) reap(now time.Time) []worklease.Expiry {
 		if !md.touch(now) {
 			continue
 		}
-		next, ok := md.next()
+		next, ok := md.next(now)
 		out = append(out, worklease.Expiry{
 			Domain: d, Offset: lease.offset, Token: lease.token, Attempts: lease.attempts,
 			DeadLettered: modelHas(md.failed, lease.offset), Head: worklease.Head{Next: next, HasNext: ok},
@@ -1204,11 +1230,13 @@ func (s *modelTest) failNext(t *rapid.T, d string, tok worklease.Token, cause er
 }
 
 // requireNoHandOffGap checks what SucceedNext and FailNext promise when they
-// succeed: the domain is not left idle with a backlog unless it is paused,
-// so that TryAcquire of any offset queues it rather than refusing it.
+// succeed: the domain is not left idle with a backlog unless it is paused
+// or its head is scheduled for later, so that TryAcquire of any offset
+// queues it rather than refusing it.
 func (s *modelTest) requireNoHandOffGap(t *rapid.T, d, call string) {
 	md := s.model.domains[d]
-	check(t, md.leased || md.paused || len(md.backlog) == 0, "%q: %s left the domain idle with the backlog %v", d, call, md.backlog)
+	check(t, md.leased || md.paused || len(md.backlog) == 0 || md.headWaits(s.clk.Now()),
+		"%q: %s left the domain idle with the backlog %v", d, call, md.backlog)
 }
 
 func (s *modelTest) extend(t *rapid.T, d string, tok worklease.Token, by time.Duration) {
@@ -1726,7 +1754,7 @@ func (l *leaseModel) checkInvariants(t *rapid.T, d string) {
 		granted[off] = true
 	}
 	for off := range md.processed {
-		check(t, granted[off], "%q: processed %d was never granted", d, off)
+		check(t, granted[off] || md.cancelled[off], "%q: processed %d was never granted nor cancelled", d, off)
 	}
 	for off, dl := range md.failed {
 		// An offset killed before any grant made no attempt.
@@ -2023,6 +2051,25 @@ func (l *leaseModel) replayEvent(t *rapid.T, d string, ev, prev, next modelEvent
 			mustEqual(t, [2]any{x, ev.token}, [2]any{prev.offset, prev.token}, where)
 		}
 		r.failed[x] = true
+		r.hw = max(r.hw, x)
+	case worklease.EventCancelled:
+		check(t, !(terminal), "%s: offset is terminal", where)
+		switch {
+		case r.leased && r.offset == x:
+			current()
+			mustEqual(t, r.attempts, ev.attempt, where)
+			r.leased = false
+			r.ended++
+		case r.queued(x):
+			mustZero(t, ev.token, where)
+			mustEqual(t, r.made[x], ev.attempt, "%s: attempts of a queued offset", where)
+			delete(r.carried, x)
+			delete(r.made, x)
+			r.remove(x)
+		default:
+			t.Fatalf("%s: cancelled an offset neither queued nor in flight", where)
+		}
+		r.processed[x] = true
 		r.hw = max(r.hw, x)
 	case worklease.EventRedriven:
 		check(t, r.failed[x], "%s: offset not failed", where)

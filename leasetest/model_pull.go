@@ -2,6 +2,8 @@ package leasetest
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -21,8 +23,12 @@ import (
 // that became ready at the same instant; the order of those that became
 // ready before the backend's first pull call since it started (it may not
 // note when a domain becomes ready until then), which come before the
-// others; whether a retry's delay set before a restart survives it; and
-// the streaks of ClaimNext in the cases modelDomain.claimNext lists.
+// others; and the streaks of ClaimNext in the cases
+// modelDomain.claimNext lists. A domain is claimable from when it became
+// ready, or, if its backlog's head is scheduled for later or waits out a
+// retry's delay, from when that ends (see modelDomain.readyAt); when what
+// holds it back changes while it stays ready, it waits until the later
+// time, or, if that ended early, it is ready from then on.
 
 // modelReady is a domain's place among the domains Claim may lease.
 type modelReady struct {
@@ -32,9 +38,6 @@ type modelReady struct {
 	// call since it started: it is claimed before those that became
 	// ready later, in any order among the unranked ones.
 	unranked bool
-	// delayUnsure: its delay, set before a restart, may have ended with
-	// it: the backend may claim it before at, in any order.
-	delayUnsure bool
 }
 
 // claimable reports whether Claim at now must consider the domain, and
@@ -44,16 +47,34 @@ func (r *modelReady) claimable(now time.Time) (must, may bool) {
 		return false, false
 	}
 	must = !now.Before(r.at)
-	return must, must || r.delayUnsure
+	return must, must
 }
 
 // ranksBefore reports whether the contract puts r strictly before o among
 // the domains ready for a claim.
 func (r *modelReady) ranksBefore(o *modelReady) bool {
-	if r.delayUnsure || o.delayUnsure || r.unranked && o.unranked {
+	if r.unranked && o.unranked {
 		return false
 	}
 	return r.at.Before(o.at)
+}
+
+// headWaits reports whether the backlog's head is scheduled for after now:
+// the domain grants nothing until then.
+func (md *modelDomain) headWaits(now time.Time) bool {
+	return len(md.backlog) > 0 && md.scheduled[md.backlog[0]].After(now)
+}
+
+// readyAt is when a ready domain may be claimed at the earliest: when its
+// head's schedule, or its retry delay, ends; zero for at once.
+func (md *modelDomain) readyAt() time.Time {
+	at := md.retryAt
+	if len(md.backlog) > 0 {
+		if s := md.scheduled[md.backlog[0]]; s.After(at) {
+			at = s
+		}
+	}
+	return at
 }
 
 // ready reports whether the domain is one Claim may lease, delay aside.
@@ -66,24 +87,32 @@ func (md *modelDomain) isReady() bool { return !md.leased && !md.paused && len(m
 func (l *leaseModel) syncReady(now time.Time) {
 	for _, d := range modelAllDomains {
 		md := l.domains[d]
+		due := md.readyAt()
+		at := now
+		if due.After(now) {
+			at = due
+		}
 		switch ready := md.isReady(); {
 		case ready && !md.ready.listed:
-			md.ready = modelReady{listed: true, at: now.Add(md.delay), unranked: !l.pulling}
+			md.ready = modelReady{listed: true, at: at, unranked: !l.pulling}
+		case ready && due.After(md.ready.at): // held back longer
+			md.ready = modelReady{listed: true, at: due, unranked: !l.pulling}
+		case ready && md.ready.at.After(now) && due.Before(md.ready.at): // held back no more, or less
+			md.ready = modelReady{listed: true, at: at, unranked: !l.pulling}
 		case !ready:
 			md.ready = modelReady{}
 		}
-		md.delay = 0
 	}
 }
 
 // restarted notes a restart: the backend may have lost when its domains
-// became ready, the retry delays, and ClaimNext's streaks.
-func (l *leaseModel) restarted(now time.Time) {
+// became ready, and ClaimNext's streaks. Schedules and retry delays are
+// kept.
+func (l *leaseModel) restarted() {
 	l.pulling = false
 	for _, md := range l.domains {
 		if md.ready.listed {
 			md.ready.unranked = true
-			md.ready.delayUnsure = md.ready.delayUnsure || now.Before(md.ready.at)
 		}
 		md.streakUnsure = md.streakUnsure || md.streak > 0
 		md.streak = 0
@@ -107,7 +136,7 @@ func (md *modelDomain) claimNext(tok worklease.Token, now time.Time) (may, must 
 	if _, err := md.succeed(tok, now); err != nil {
 		return false, false, err
 	}
-	may = !md.paused && len(md.backlog) > 0 && md.streak < worklease.MaxStreak
+	may = !md.paused && len(md.backlog) > 0 && !md.headWaits(now) && md.streak < worklease.MaxStreak
 	return may, may && !md.streakUnsure, nil
 }
 
@@ -128,19 +157,28 @@ func (md *modelDomain) repeats(tok worklease.Token, now time.Time) (sure, maybe 
 	return !md.chainedUnsure, md.chainedUnsure
 }
 
-// enqueue is Enqueue on the model: TryAcquire that never grants.
-func (md *modelDomain) enqueue(off int64, payload []byte, now time.Time) worklease.AcquireStatus {
+// enqueue is Enqueue on the model, and EnqueueAt with notBefore:
+// TryAcquire that never grants, and says which state an offset the domain
+// holds is in, or that it holds it with another payload.
+func (md *modelDomain) enqueue(off int64, payload []byte, notBefore, now time.Time) (worklease.AcquireStatus, error) {
 	md.created = true
 	md.touch(now)
+	var held worklease.AcquireStatus
 	switch {
 	case md.isProcessed(off):
-		return worklease.AlreadyProcessed
+		return worklease.AlreadyProcessed, nil
 	case modelHas(md.failed, off):
-		return worklease.AlreadyFailed
+		held = worklease.AlreadyFailed
 	case md.leased && off == md.lease.offset:
-		return worklease.AlreadyAcquired
+		held = worklease.AlreadyAcquired
 	case slices.Contains(md.backlog, off):
-		return worklease.Enqueued
+		held = worklease.AlreadyQueued
+	}
+	if held != 0 {
+		if stored, ok := md.payloads[off]; ok != (payload != nil) || stored != string(payload) {
+			return 0, worklease.ErrPayloadMismatch
+		}
+		return held, nil
 	}
 	if md.cfg.lifo {
 		md.backlog = slices.Insert(md.backlog, 0, off)
@@ -150,8 +188,108 @@ func (md *modelDomain) enqueue(off int64, payload []byte, now time.Time) worklea
 	if payload != nil {
 		md.payloads[off] = string(payload)
 	}
+	if notBefore.After(now) {
+		md.scheduled[off] = notBefore
+	}
 	md.events = append(md.events, modelEvent{kind: worklease.EventEnqueued, offset: off, at: now, enqueued: true})
-	return worklease.Enqueued
+	return worklease.Enqueued, nil
+}
+
+// holds reports whether the domain holds off queued, in flight or failed.
+func (md *modelDomain) holds(off int64) bool {
+	return slices.Contains(md.backlog, off) || md.leased && md.lease.offset == off || modelHas(md.failed, off)
+}
+
+// A modelKey is what an idempotency key remembers of its Append.
+type modelKey struct {
+	offset     int64
+	payload    string
+	hasPayload bool
+	at         time.Time
+}
+
+// appendNext is Append on the model: the next offset after every one the
+// domain holds, or, for a key within its window, the first Append's.
+func (md *modelDomain) appendNext(payload []byte, key string, notBefore, now time.Time) (worklease.AppendResult, error) {
+	md.created = true
+	md.touch(now)
+	if k, ok := md.keys[key]; ok && key != "" && now.Before(k.at.Add(md.cfg.keyWindow())) {
+		if k.hasPayload != (payload != nil) || k.payload != string(payload) {
+			return worklease.AppendResult{}, worklease.ErrPayloadMismatch
+		}
+		return worklease.AppendResult{Offset: k.offset, Status: md.stateOf(k.offset)}, nil
+	}
+	top := md.hw
+	for off := range md.processed {
+		top = max(top, off)
+	}
+	for off := range md.failed {
+		top = max(top, off)
+	}
+	for _, off := range md.backlog {
+		top = max(top, off)
+	}
+	if md.leased {
+		top = max(top, md.lease.offset)
+	}
+	if top == math.MaxInt64 {
+		return worklease.AppendResult{}, worklease.ErrInvalidOffset
+	}
+	st, err := md.enqueue(top+1, payload, notBefore, now)
+	if err != nil || st != worklease.Enqueued {
+		panic(fmt.Sprintf("model: Append's offset %d was held: %v, %v", top+1, st, err))
+	}
+	if key != "" {
+		md.keys[key] = modelKey{offset: top + 1, payload: string(payload), hasPayload: payload != nil, at: now}
+	}
+	return worklease.AppendResult{Offset: top + 1, Status: worklease.Enqueued}, nil
+}
+
+// stateOf is the status of an offset the domain holds, as a repeated
+// Append reports it.
+func (md *modelDomain) stateOf(off int64) worklease.AcquireStatus {
+	switch {
+	case md.leased && md.lease.offset == off:
+		return worklease.AlreadyAcquired
+	case modelHas(md.failed, off):
+		return worklease.AlreadyFailed
+	case slices.Contains(md.backlog, off):
+		return worklease.AlreadyQueued
+	}
+	return worklease.AlreadyProcessed
+}
+
+// cancel is Cancel on the model; it returns the head, as the admin calls
+// do.
+func (md *modelDomain) cancel(off int64, inFlight bool, now time.Time) (int64, bool, error) {
+	if off < 0 {
+		return 0, false, worklease.ErrInvalidOffset
+	}
+	if !md.created {
+		return 0, false, worklease.ErrNotQueued
+	}
+	md.touch(now)
+	switch i := slices.Index(md.backlog, off); {
+	case md.isProcessed(off):
+		return 0, false, worklease.ErrAlreadyProcessed
+	case md.leased && md.lease.offset == off:
+		if !inFlight {
+			return 0, false, worklease.ErrInFlight
+		}
+		l := md.lease
+		md.emit(worklease.EventCancelled, off, l.attempts, l.token, nil, now)
+		md.endLease(l.token, worklease.ErrLeaseRevoked)
+	case i >= 0:
+		md.emit(worklease.EventCancelled, off, md.carried[off].attempts, worklease.Token{}, nil, now)
+		md.unqueue(i)
+	default:
+		return 0, false, worklease.ErrNotQueued
+	}
+	md.processed[off], md.cancelled[off] = true, true
+	md.hw = max(md.hw, off)
+	delete(md.payloads, off)
+	next, ok := md.next(now)
+	return next, ok, nil
 }
 
 // retry is Retry on the model.
@@ -176,7 +314,9 @@ func (md *modelDomain) retry(tok worklease.Token, cause error, delay time.Durati
 	md.emit(worklease.EventRetrying, l.offset, l.retries+1, tok, cause, now)
 	md.leased, md.lease = false, modelLease{} // ended by its holder: nothing is revoked
 	md.requeue(l.offset, modelAttempt{attempts: l.attempts, retries: l.retries + 1, acquiredAt: l.acquiredAt}, now)
-	md.delay = delay
+	if delay > 0 {
+		md.retryAt = now.Add(delay)
+	}
 	return worklease.RetryResult{RetryCount: l.retries + 1}, nil
 }
 
@@ -187,19 +327,21 @@ func (s *modelTest) pullActions(leased, anyDomain *rapid.Generator[string], offs
 		payloads = append(payloads, "p", "q", "empty")
 	}
 	payload := rapid.SampledFrom(payloads)
+	drawPayload := func(t *rapid.T) []byte {
+		switch name := payload.Draw(t, "payload"); name {
+		case "":
+			return nil
+		case "empty":
+			return []byte{}
+		default:
+			return []byte(name)
+		}
+	}
 	delay := rapid.SampledFrom([]time.Duration{0, 0, time.Second, 5 * time.Second, -time.Second})
 	causes := rapid.SampledFrom([]error{nil, errors.New("attempt failed")})
-	return map[string]func(*rapid.T){
+	actions := map[string]func(*rapid.T){
 		"Enqueue": func(t *rapid.T) {
-			var p []byte
-			switch name := payload.Draw(t, "payload"); name {
-			case "":
-			case "empty":
-				p = []byte{}
-			default:
-				p = []byte(name)
-			}
-			s.enqueue(t, leased.Draw(t, "domain"), offset.Draw(t, "offset"), p)
+			s.enqueue(t, leased.Draw(t, "domain"), offset.Draw(t, "offset"), drawPayload(t), time.Time{})
 		},
 		"Claim": func(t *rapid.T) {
 			s.claim(t, rapid.IntRange(1, 4).Draw(t, "n"))
@@ -250,8 +392,44 @@ func (s *modelTest) pullActions(leased, anyDomain *rapid.Generator[string], offs
 		"ClaimNextCurrent": func(t *rapid.T) {
 			s.claimNext(t, s.drawClaims(t, true))
 		},
+		// The producers' calls: EnqueueAt schedules an offset, in the past
+		// or up to a TTL ahead; Append with a key or not, now and then
+		// scheduled; Cancel of any offset the domain knows.
+		"EnqueueAt": func(t *rapid.T) {
+			at := s.clk.Now().Add(schedule.Draw(t, "notBefore"))
+			s.enqueue(t, leased.Draw(t, "domain"), offset.Draw(t, "offset"), drawPayload(t), at)
+		},
+		"Append": func(t *rapid.T) {
+			var at time.Time
+			if rapid.IntRange(0, 3).Draw(t, "scheduled") == 0 {
+				at = s.clk.Now().Add(schedule.Draw(t, "notBefore"))
+			}
+			s.append(t, leased.Draw(t, "domain"), drawPayload(t), keys.Draw(t, "key"), at)
+		},
+		"Cancel": func(t *rapid.T) {
+			d := anyDomain.Draw(t, "domain")
+			off := s.drawKnownOffset(t, d)
+			if rapid.IntRange(0, 7).Draw(t, "negative") == 0 {
+				off = -1
+			}
+			s.cancel(t, d, off, rapid.Bool().Draw(t, "inFlight"))
+		},
 	}
+	for name, f := range map[string]Feature{"EnqueueAt": FeatureEnqueueAt, "Append": FeatureAppend, "Cancel": FeatureCancel} {
+		if s.suite.lacks(f) {
+			delete(actions, name) // see Suite.Lacks
+		}
+	}
+	return actions
 }
+
+// schedule draws how far ahead of now EnqueueAt and Append schedule an
+// offset: now, before now (no schedule), or later.
+var schedule = rapid.SampledFrom([]time.Duration{0, -time.Second, time.Second, 3 * time.Second, modelTTL})
+
+// keys draws Append's idempotency key: none, or one of a few, so that
+// they repeat.
+var keys = rapid.SampledFrom([]string{"", "k1", "k2", "k3"})
 
 // drawClaims draws up to three claims, each of another domain, with the
 // lease in flight's token if current, and otherwise with drawToken's.
@@ -269,13 +447,57 @@ func (s *modelTest) drawClaims(t *rapid.T, current bool) []worklease.Claim {
 	return claims
 }
 
-func (s *modelTest) enqueue(t *rapid.T, d string, off int64, payload []byte) {
+// enqueue is Enqueue, or EnqueueAt if at is not zero.
+func (s *modelTest) enqueue(t *rapid.T, d string, off int64, payload []byte, at time.Time) {
 	md, now := s.model.domains[d], s.clk.Now()
 	s.model.pulling = true
-	want := md.enqueue(off, payload, now)
-	got, err := s.b.Enqueue(s.ctx, d, off, payload)
+	if s.suite.lacks(FeatureDuplicates) && md.holds(off) {
+		return // the answer needs the feature: see Suite.Lacks
+	}
+	due := md.due(now)
+	want, wantErr := md.enqueue(off, payload, at, now)
+	before := s.before(t, d, due, true, wantErr)
+	var got worklease.AcquireStatus
+	var err error
+	if at.IsZero() {
+		got, err = s.b.Enqueue(s.ctx, d, off, payload)
+	} else {
+		got, err = s.b.EnqueueAt(s.ctx, d, off, payload, at)
+	}
+	if wantErr != nil {
+		mustSentinel(t, wantErr, err, "Enqueue(%q, %d, %q)", d, off, payload)
+		mustZero(t, got)
+		s.requireUnchanged(t, d, before)
+		return
+	}
 	mustNoError(t, err, "Enqueue(%q, %d)", d, off)
 	mustEqual(t, want, got, "Enqueue(%q, %d)", d, off)
+}
+
+func (s *modelTest) append(t *rapid.T, d string, payload []byte, key string, at time.Time) {
+	md, now := s.model.domains[d], s.clk.Now()
+	s.model.pulling = true
+	due := md.due(now)
+	want, wantErr := md.appendNext(payload, key, at, now)
+	before := s.before(t, d, due, true, wantErr)
+	got, err := s.b.Append(s.ctx, d, payload, worklease.AppendOptions{Key: key, NotBefore: at})
+	if wantErr != nil {
+		mustSentinel(t, wantErr, err, "Append(%q, %q, %q)", d, payload, key)
+		mustZero(t, got)
+		s.requireUnchanged(t, d, before)
+		return
+	}
+	mustNoError(t, err, "Append(%q, %q, %q)", d, payload, key)
+	mustEqual(t, want, got, "Append(%q, %q, %q)", d, payload, key)
+}
+
+func (s *modelTest) cancel(t *rapid.T, d string, off int64, inFlight bool) {
+	md, now := s.model.domains[d], s.clk.Now()
+	due := md.due(now)
+	wantNext, wantOK, wantErr := md.cancel(off, inFlight, now)
+	before := s.before(t, d, due, off >= 0 && md.created, wantErr) // refused before the domain is touched
+	h, err := s.b.Cancel(s.ctx, d, off, inFlight)
+	s.requireAdmin(t, fmt.Sprintf("Cancel(%d, %t)", off, inFlight), d, before, wantNext, wantOK, wantErr, h.Next, h.HasNext, err)
 }
 
 func (s *modelTest) retry(t *rapid.T, d string, tok worklease.Token, cause error, delay time.Duration) {
@@ -514,5 +736,9 @@ func (l *leaseModel) checkPull(t *rapid.T, d string) {
 		check(t, slices.Contains(md.backlog, off) || md.leased && md.lease.offset == off || modelHas(md.failed, off),
 			"%q: payload kept for %d, neither queued, in flight nor failed", d, off)
 	}
+	for off := range md.scheduled {
+		check(t, slices.Contains(md.backlog, off), "%q: %d scheduled, and not queued", d, off)
+	}
+	check(t, md.retryAt.IsZero() || !md.leased && len(md.backlog) > 0, "%q: a retry's delay on a domain leased or without a backlog", d)
 	check(t, md.created || len(md.payloads) == 0, "%q: payloads of a domain the backend does not know", d)
 }

@@ -39,6 +39,13 @@ type Suite struct {
 	// and skips the cases that store others.
 	Payloads bool
 
+	// Lacks lists the parts of the contract the backend does not
+	// implement yet, for a backend on its way to the whole of it: each
+	// case that needs one is skipped, saying which, and the model test
+	// makes no call whose answer needs one. The rest is checked as
+	// usual. A complete backend leaves it empty.
+	Lacks []Feature
+
 	// Check, if not nil, is called with the backend after every step of
 	// the model test and at the end of every other case that passed (an
 	// error matching ErrClosed is ignored there), to check the
@@ -53,7 +60,8 @@ type Suite struct {
 // in a subtest of its own: Scenarios (the protocol, SucceedNext and
 // FailNext), Errors, TTL (Extend and ExtendMany among them), Ordering,
 // Admin, Listing (the paged listings, Stats and Totals), Pull (Enqueue, Claim, WaitClaim, Retry, RetryMany, SucceedMany
-// and ClaimNext), Monotonic, Observer, Context, Restart, Concurrency and
+// and ClaimNext), Produce (duplicates, Append and its keys, the payload
+// limit, EnqueueAt, Cancel), Monotonic, Observer, Context, Restart, Concurrency and
 // Model. The cases inside an area run in
 // parallel; the Model area's cases are rapid's. A backend that lacks a
 // capability the Suite describes has the areas that need it skipped.
@@ -64,6 +72,47 @@ func Run(t *testing.T, s Suite) {
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) { a.run(t, &s) })
+	}
+}
+
+// A Feature is a part of the contract that a backend may not implement
+// yet (see Suite.Lacks).
+type Feature string
+
+// The parts of the contract a backend may lack.
+const (
+	// FeatureDuplicates: Enqueue answers AlreadyQueued for an offset
+	// queued already, and refuses an offset held with another payload
+	// with an error matching ErrPayloadMismatch.
+	FeatureDuplicates Feature = "Duplicates"
+	// FeaturePayloadLimit: WithMaxPayload, and ErrPayloadTooLarge for a
+	// payload above the limit.
+	FeaturePayloadLimit Feature = "PayloadLimit"
+	// FeatureAppend: Append, its assigned offsets and idempotency keys.
+	FeatureAppend Feature = "Append"
+	// FeatureEnqueueAt: scheduled work, EnqueueAt and Append's NotBefore.
+	FeatureEnqueueAt Feature = "EnqueueAt"
+	// FeatureCancel: Cancel, its event and its count.
+	FeatureCancel Feature = "Cancel"
+)
+
+// lacks reports whether the backend lacks any of fs.
+func (s *Suite) lacks(fs ...Feature) bool {
+	for _, f := range fs {
+		if f != "" && slices.Contains(s.Lacks, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// need skips t if the backend lacks any of fs, naming it.
+func (s *Suite) need(t testing.TB, fs ...Feature) {
+	t.Helper()
+	for _, f := range fs {
+		if s.lacks(f) {
+			t.Skipf("the backend lacks %s yet (Suite.Lacks)", f)
+		}
 	}
 }
 
@@ -79,6 +128,7 @@ var areas = []struct {
 	{"Admin", testAdmin},
 	{"Listing", testListing},
 	{"Pull", testPull},
+	{"Produce", testProduce},
 	{"Monotonic", testMonotonic},
 	{"Observer", testObserver},
 	{"Context", testContext},

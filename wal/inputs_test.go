@@ -2,6 +2,7 @@ package wal_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -149,4 +150,54 @@ func TestJournalWithUnboundedDomains(t *testing.T) {
 	m = open()
 	check(m, 2)
 	require.NoError(t, m.Close())
+}
+
+// A Manager takes no payload whose record its Log would refuse: on a Log
+// with the smallest record limit, the longest payload that fits with a
+// domain of MaxDomainLen bytes and a key of MaxKeyLen is stored, and comes
+// back after a restart; one byte more is refused with ErrPayloadTooLarge,
+// storing nothing, and the Manager goes on.
+func TestPayloadLimitFollowsRecordLimit(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []wal.SyncMode{wal.SyncAlways, wal.SyncNone} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			open := func() *worklease.Manager {
+				j, err := wal.Open(dir, wal.WithSyncMode(mode), wal.WithMaxRecordSize(wal.MinMaxRecordSize))
+				require.NoError(t, err)
+				m, err := worklease.New(worklease.WithJournal(j))
+				require.NoError(t, err)
+				return m
+			}
+			m := open()
+			domain := strings.Repeat("d", worklease.MaxDomainLen)
+			var fits []byte
+			lo, hi := 0, wal.MinMaxRecordSize // the longest payload the Manager takes is in [lo, hi)
+			for i := 0; hi-lo > 1; i++ {
+				n := (lo + hi) / 2
+				p := make([]byte, n)
+				_, err := m.Append(domain, p, worklease.AppendOptions{Key: fmt.Sprintf("%0*d", worklease.MaxKeyLen, i)})
+				if err != nil {
+					require.ErrorIs(t, err, worklease.ErrPayloadTooLarge)
+					hi = n
+					continue
+				}
+				fits, lo = p, n
+			}
+			require.Greater(t, len(fits), 3000)
+			st, err := m.Enqueue("other", 1, []byte("x"))
+			require.NoError(t, err)
+			require.Equal(t, worklease.Enqueued, st)
+			require.NoError(t, m.Close())
+			m = open()
+			defer m.Close()
+			info, err := m.Inspect(domain)
+			require.NoError(t, err)
+			last := info.Backlog[len(info.Backlog)-1]
+			got, err := m.Payload(domain, last)
+			require.NoError(t, err)
+			require.Equal(t, fits, got)
+		})
+	}
 }

@@ -49,21 +49,36 @@ func (l *Log) AppendRecord(rec worklease.Record) (uint64, error) {
 }
 
 // recordFixedBound bounds the bytes of a worklease.Record's binary form
-// other than its strings' contents: 2 single bytes (the version and the
-// kind), 8 for the token's instance and 15 varints (the field bits, the two
-// strings' lengths, Offset, Attempt, the token's fence and domain serial,
-// two for each time, which take 8 bytes or two varints, Retries and Fence),
-// each at most binary.MaxVarintLen64 bytes. It must follow worklease's
-// codec.go; TestRecordBound checks it.
-const recordFixedBound = 2 + 8 + 15*binary.MaxVarintLen64
+// other than its strings' contents, for a record without the producers'
+// fields: 2 single bytes (the version and the kind), 8 for the token's
+// instance and 15 varints (the field bits, the two strings' lengths,
+// Offset, Attempt, the token's fence and domain serial, two for each time,
+// which take 8 bytes or two varints, Retries and Fence), each at most
+// binary.MaxVarintLen64 bytes. The producers' fields add at most
+// producedFixedBound more, besides the key's and the payload's bytes. They
+// must follow worklease's codec.go; TestRecordBound checks them.
+const (
+	recordFixedBound   = 2 + 8 + 15*binary.MaxVarintLen64
+	producedFixedBound = 4 * binary.MaxVarintLen64 // NotBefore's two, the key's length and the payload's
+)
 
 // recordBound returns an upper bound on the size of rec's binary form: at
-// most 160 bytes more than its strings, while the records of a cycle on a
-// domain with a short name take about 30 each. It is cheap enough for
-// AppendRecord, which cannot afford to encode.
+// most 160 bytes more than its strings (200 with the producers' fields,
+// besides the payload), while the records of a cycle on a domain with a
+// short name take about 30 each. It is cheap enough for AppendRecord,
+// which cannot afford to encode.
 func recordBound(rec *worklease.Record) int {
-	return recordFixedBound + len(rec.Domain) + len(rec.Cause)
+	n := recordFixedBound + len(rec.Domain) + len(rec.Cause)
+	if rec.Payload != nil || rec.Key != "" || !rec.NotBefore.IsZero() {
+		n += producedFixedBound + len(rec.Key) + len(rec.Payload)
+	}
+	return n
 }
+
+// MaxRecordSize returns the largest record the Log takes (see
+// WithMaxRecordSize). worklease.New reads it to check that the records of
+// its largest payloads fit.
+func (l *Log) MaxRecordSize() int { return l.cfg.maxRecordSize }
 
 // queueRecord is AppendRecord under SyncNone, for a record whose bound
 // fits in the maximum record size: it gives rec the next sequence number
@@ -163,6 +178,11 @@ func (l *Log) ReplayRecords(restore func(snapshot []byte) error, apply func(seq 
 // every record appended so far. With nothing new since the last snapshot it
 // does nothing. On a read-only Log it returns ErrReadOnly.
 func (l *Log) SnapshotState(write func(w io.Writer) error) error {
+	return l.snapshotState(write, nil)
+}
+
+// snapshotState is SnapshotState; kept is writeSnapshot's.
+func (l *Log) snapshotState(write func(w io.Writer) error, kept map[uint64]bool) error {
 	if l.cfg.readOnly {
 		return ErrReadOnly
 	}
@@ -176,7 +196,7 @@ func (l *Log) SnapshotState(write func(w io.Writer) error) error {
 	if last == 0 || last <= covered {
 		return nil
 	}
-	return l.WriteSnapshot(last, func(w io.Writer) error {
+	return l.writeSnapshot(last, func(w io.Writer) error {
 		if err := write(w); err != nil {
 			return err
 		}
@@ -185,7 +205,7 @@ func (l *Log) SnapshotState(write func(w io.Writer) error) error {
 		// before the snapshot can be renamed into place, so that it never
 		// describes records a crash could lose.
 		return l.waitFor(l.last.Load(), true)
-	})
+	}, kept)
 }
 
 // SnapshotDue implements worklease.Journal: it reports that the records

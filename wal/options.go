@@ -16,8 +16,12 @@ const (
 	MinSegmentSize = 1 << 10
 
 	// DefaultMaxRecordSize is the payload limit used without
-	// WithMaxRecordSize.
-	DefaultMaxRecordSize = 1 << 20
+	// WithMaxRecordSize: a worklease.Manager's record with a payload of
+	// worklease.DefaultMaxPayload bytes fits, with room for its domain,
+	// key and other fields. A Manager takes no payload larger than its
+	// Log's records leave room for: give a Manager WithMaxPayload above
+	// the default a Log with a limit that much higher too.
+	DefaultMaxRecordSize = worklease.DefaultMaxPayload + 16<<10
 	// MinMaxRecordSize is the smallest limit WithMaxRecordSize accepts:
 	// the largest record a worklease.Manager writes, one whose domain has
 	// worklease.MaxDomainLen bytes and whose cause has

@@ -58,6 +58,7 @@ func TestRecordBound(t *testing.T) {
 		Kind: worklease.EventAcquired, Domain: strings.Repeat("d", 300), Offset: math.MinInt64,
 		Attempt: -1, Token: tok, Cause: strings.Repeat("c", 200), At: far, AcquiredAt: far.Add(-time.Nanosecond),
 		Retries: -1, ExpiresAt: far, Front: true, Fence: math.MaxUint64,
+		NotBefore: far, Key: strings.Repeat("k", 100), Payload: []byte("payload"),
 	}
 	assert.LessOrEqual(t, len(binaryOf(t, widest)), recordBound(&widest))
 
@@ -80,6 +81,11 @@ func TestRecordBound(t *testing.T) {
 			ExpiresAt:  anyTime("expiresAt"),
 			Front:      rapid.Bool().Draw(t, "front"),
 			Fence:      rapid.Uint64().Draw(t, "fence"),
+			NotBefore:  anyTime("notBefore"),
+			Key:        rapid.String().Draw(t, "key"),
+		}
+		if rapid.Bool().Draw(t, "hasPayload") {
+			rec.Payload = rapid.SliceOf(rapid.Byte()).Draw(t, "payload")
 		}
 		b, err := rec.MarshalBinary()
 		if err != nil || len(b) > recordBound(&rec) {

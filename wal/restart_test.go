@@ -120,16 +120,17 @@ func TestRestartTimeRestoredLeaseOfUnboundedDomain(t *testing.T) {
 	require.NoError(t, err)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	rec := worklease.Record{Kind: worklease.EventAcquired, Offset: 1, Attempt: 1, Token: tok, At: at, AcquiredAt: at}
-	// The longest domain whose Acquired record fits the default limit.
-	rec.Domain = strings.Repeat("x", wal.DefaultMaxRecordSize-64)
+	// The longest domain whose Acquired record fits the limit.
+	const limit = 1 << 20
+	rec.Domain = strings.Repeat("x", limit-64)
 	for {
 		b, _ := rec.MarshalBinary()
-		if len(b) == wal.DefaultMaxRecordSize {
+		if len(b) == limit {
 			break
 		}
-		rec.Domain = strings.Repeat("x", len(rec.Domain)+wal.DefaultMaxRecordSize-len(b))
+		rec.Domain = strings.Repeat("x", len(rec.Domain)+limit-len(b))
 	}
-	l, err := wal.Open(dir)
+	l, err := wal.Open(dir, wal.WithMaxRecordSize(limit))
 	require.NoError(t, err)
 	seq, err := l.AppendRecord(rec)
 	require.NoError(t, err)
@@ -137,14 +138,14 @@ func TestRestartTimeRestoredLeaseOfUnboundedDomain(t *testing.T) {
 	require.NoError(t, l.Close())
 
 	// Without a TTL it opens (the lease is kept, as documented).
-	l, err = wal.Open(dir)
+	l, err = wal.Open(dir, wal.WithMaxRecordSize(limit))
 	require.NoError(t, err)
 	m, err := worklease.New(worklease.WithJournal(l))
 	require.NoError(t, err)
 	require.NoError(t, m.Close())
 
 	// With one, New must not write a record of that domain.
-	l, err = wal.Open(dir)
+	l, err = wal.Open(dir, wal.WithMaxRecordSize(limit))
 	require.NoError(t, err)
 	m, err = worklease.New(worklease.WithJournal(l), worklease.WithLeaseTTL(time.Minute))
 	require.NoError(t, err, "a lease on a domain no call accepts made New fail")

@@ -90,7 +90,7 @@ func ExamplePool_Submit() {
 	// 1 Enqueued
 	// 2 Enqueued
 	// 3 worker: queue full
-	// 2 Enqueued
+	// 2 AlreadyQueued
 	// queued: 2
 }
 
