@@ -15,7 +15,7 @@ each_module = for mod in $(MODULES); do (cd $$mod && $(1)) || exit 1; done
 # The race detector needs cgo (a C compiler); without one, tests run without it.
 RACE := $(shell [ "$$(go env CGO_ENABLED)" = 1 ] && echo -race)
 
-.PHONY: all test short example bench bench-kafka profile fuzz crash lint fmt vet staticcheck tidy cover ci screenshots
+.PHONY: all test short failover example bench bench-kafka profile fuzz crash lint fmt vet staticcheck tidy cover ci screenshots
 
 all: lint test
 
@@ -48,17 +48,22 @@ test: ## the full test suite of every module, as CI runs it
 short: ## a quicker run with fewer property-test cases
 	scripts/with-postgres scripts/with-chromium sh -c '$(call each_module,go test $(RACE) -short -count=1 ./...)'
 
+# make test runs these too, with the rest of the PostgreSQL tests.
+failover: ## the PostgreSQL failover tests (a primary and a hot standby of their own) and the linearizability check, alone
+	scripts/with-postgres sh -c 'cd pg && go test $(RACE) -count=1 -v -run="^(TestFailover|TestLinearizable|TestRebaseFences|TestEveryGrantAboveFloor)" .'
+
 example: ## the README's first command
 	go run ./examples/orchestrator
 
 # The benchmarks the performance targets name; internal/benchtable holds the
-# targets. BenchmarkMemory reports heap figures, not times, so one iteration
-# of each run is enough.
-BENCH_TIMED := ^(BenchmarkCycle|BenchmarkFloorCycle|BenchmarkFloorCycleTimeline|BenchmarkCycleParallel|BenchmarkCycleParallelHotSet|BenchmarkGlobalFloorParallel|BenchmarkFailRetry|BenchmarkEnqueueHandOff|BenchmarkSucceedNext|BenchmarkDeque)$$
+# targets. BenchmarkMemory and BenchmarkPayloadBacklog report heap figures,
+# not times, so one iteration of each run is enough; BenchmarkPayloadBacklog
+# runs once, as it writes a gigabyte of payloads to its journal.
+BENCH_TIMED := ^(BenchmarkProduce|BenchmarkCycle|BenchmarkFloorCycle|BenchmarkFloorCycleTimeline|BenchmarkCycleParallel|BenchmarkCycleParallelHotSet|BenchmarkGlobalFloorParallel|BenchmarkFailRetry|BenchmarkEnqueueHandOff|BenchmarkSucceedNext|BenchmarkDeque)$$
 # The journal's: group commit, SyncNone against no journal, and replay. They
 # run at the machine's GOMAXPROCS, as a service would: the write-behind
 # goroutine and concurrent callers need the other cores.
-BENCH_WAL := ^(BenchmarkManagerDurable|BenchmarkManagerNoSync|BenchmarkManagerInMemory|BenchmarkManagerReplay)$$
+BENCH_WAL := ^(BenchmarkManagerProduce|BenchmarkManagerDurable|BenchmarkManagerNoSync|BenchmarkManagerInMemory|BenchmarkManagerReplay)$$
 BENCHTIME ?= 500ms
 # The worker Pool's, against a hand-written loop and an unordered pool.
 BENCH_WORKER := ^(BenchmarkPoolOverhead|BenchmarkPoolThroughput)$$
@@ -109,7 +114,8 @@ bench: ## the performance benchmarks, then a table of their ratios against the t
 	    "$$bin/workleasekafka.test" -test.run='^$$' -test.bench='$(BENCH_KAFKA_1MS)' -test.benchtime=$(BENCHTIME_KAFKA_1MS) -test.count=1 && \
 	    "$$bin/workleasekafka.test" -test.run='^$$' -test.bench='$(BENCH_KAFKA_NONE)' -test.benchtime=$(BENCHTIME_KAFKA_NONE) -test.count=1; \
 	    do i=$$((i+1)); done && [ $$i -eq $(BENCH_ROUNDS) ] && \
-	  "$$bin/worklease.test" -test.run='^$$' -test.bench='^BenchmarkMemory$$' -test.benchtime=1x -test.count=5 && \
+	  "$$bin/worklease.test" -test.run='^$$' -test.bench='^(BenchmarkMemory|BenchmarkAppendKeys)$$' -test.benchtime=1x -test.count=5 && \
+	  "$$bin/wal.test" -test.run='^$$' -test.bench='^BenchmarkPayloadBacklog$$' -test.benchtime=1x -test.count=1 && \
 	  BIN=$$bin scripts/with-postgres sh -c 'i=0 && while [ $$i -lt $(BENCH_ROUNDS) ] && \
 	    "$$BIN/pg.test" -test.run="^$$" -test.bench="$(BENCH_PG)" -test.benchtime=$(BENCHTIME_PG) -test.count=1 && \
 	    "$$BIN/riverbench.test" -test.run="^$$" -test.bench="$(BENCH_RIVER)" -test.benchtime=$(BENCHTIME_RIVER) -test.count=1 && \

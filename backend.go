@@ -91,7 +91,9 @@ type Backend interface {
 	// the query for the whole listing is listed exactly once.
 	// InspectDeadLetter returns one dead letter with its payload, where the
 	// backend keeps one. Stats returns the counts of transitions, and
-	// Totals how much the backend holds; both visit every domain.
+	// Totals how much the backend holds, whoever stored it: its Queued is
+	// the depth of the whole backend, which a process that only works
+	// reads as well as a producer. Both visit every domain.
 	ListDomains(ctx context.Context, q DomainQuery) (DomainPage, error)
 	ListLeases(ctx context.Context, q LeaseQuery) (LeasePage, error)
 	ListDeadLetters(ctx context.Context, q DeadLetterQuery) (DeadLetterPage, error)

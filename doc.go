@@ -4,6 +4,12 @@
 // it, idempotence for finished work, and fencing tokens so that a stale worker
 // can never finish work it no longer owns.
 //
+// Delivery is at least once: a worker that crashes, or loses its lease,
+// after its effect and before it reports success sees the offset run
+// again, under a higher fence. So make each effect idempotent by (domain,
+// offset), and pass the lease's fence ([Token.Fence]) to storage that
+// refuses a write under a fence lower than the last it saw.
+//
 // A [Manager] is called directly from orchestrator goroutines. It does not
 // schedule, sleep or back off: the orchestrator owns timing and gets hints
 // back (a worker that asks to wait for work can, with
@@ -56,6 +62,24 @@
 // its list of ready domains only once a pull call has been made; a Manager
 // that is only pushed to pays nothing for it. The worker package runs a
 // handler on these calls, for those who would rather not write the loop.
+//
+// # Producing work
+//
+// [Manager.Enqueue] stores an offset the caller numbered; an offset the
+// domain holds already is stored once and the answer says so
+// ([AlreadyQueued] and the others), and one held with another payload is
+// refused with [ErrPayloadMismatch]. [Manager.Append] stores work that has
+// no number of its own under the domain's next offset, which it returns,
+// unique across producers, with an optional idempotency key
+// ([AppendOptions], [WithKeyWindow]); give a domain one kind of producer,
+// as assigned offsets go above whatever the domain holds.
+// [Manager.EnqueueAt] and AppendOptions.NotBefore schedule an offset, which
+// holds the domain's later offsets behind it. A payload is at most
+// [DefaultMaxPayload] bytes unless [WithMaxPayload] says otherwise
+// ([ErrPayloadTooLarge]). [Manager.Cancel] withdraws work without a dead
+// letter; [Manager.Kill] fails it. With a journal, payloads, schedules and
+// retry delays are journaled, and a [PayloadJournal] (the wal package's
+// Log) keeps the payloads' bytes out of memory.
 //
 // # States
 //
@@ -196,6 +220,8 @@
 // attempts carried over after an expiry or [Manager.ForceRelease], the
 // latest revoked token) is kept apart by the domains that have it, and a
 // domain's backlog is allocated when its first offset is queued. The
-// payloads Enqueue stores are kept apart in the same way, by the domains
-// that have them, until their offsets succeed.
+// payloads the producers store are kept apart in the same way, by the
+// domains that have them, until their offsets succeed: their bytes, or,
+// with a PayloadJournal, where the journal holds them (a million queued
+// payloads then cost about 124 MiB of heap, whatever their size).
 package worklease

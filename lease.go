@@ -275,7 +275,8 @@ func (m *Manager) Succeed(domain string, tok Token) (SucceedResult, error) {
 // TryAcquire for a queued offset.
 //
 // SucceedNext returns NoBacklog when the backlog is empty, and NextHint, as
-// Succeed does, when the domain is paused: then nothing is granted. It
+// Succeed does, when the domain is paused or the backlog's head is
+// scheduled for later (EnqueueAt): then nothing is granted. It
 // returns the same errors as Succeed, checked in the same order, and then
 // changes nothing but the revocation of an expired lease. With a journal it
 // writes the records of a Succeed followed by those of a grant.
@@ -332,8 +333,9 @@ func (m *Manager) Fail(domain string, tok Token, cause error) (FailResult, error
 // describing the new lease and FailResult.RetryCount the count the failed
 // offset reached. Otherwise it returns what Fail does: RetryScheduled (the
 // caller keeps the lease), GiveUpNoBacklog, or GiveUpParked (the domain is
-// paused, or WithParkOnDeadLetter just parked it, and nothing is granted);
-// never GiveUpNextHint.
+// paused, or WithParkOnDeadLetter just parked it, and nothing is granted),
+// or GiveUpNextHint when the backlog's head is scheduled for later
+// (EnqueueAt), which nothing may lease before its time.
 //
 // FailNext returns the same errors as Fail, checked in the same order, and
 // then changes nothing but the revocation of an expired lease. With a

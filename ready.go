@@ -31,7 +31,7 @@ type readyQueue struct {
 	ticket uint64                      // the last ticket given; tickets start at 1
 	now    []readyEntry                // entries of domains ready at once, from head on, oldest first
 	head   int
-	later  []readyEntry // a min-heap by (at, ticket): entries whose domain waits for a delay to end
+	later  []readyEntry // a min-heap by (at, ticket): entries whose domain waits for a delay to end, or became ready in the past
 
 	filled atomic.Bool   // every domain ready when the queue was made is listed
 	signal chan struct{} // holds one wake-up, for the next waiting claim
@@ -118,16 +118,20 @@ func (q *readyQueue) putBack(r *domainRecord, now instant) {
 	q.mu.Unlock()
 }
 
-// push lists r as ready at at. q.mu must be held.
+// push lists r as ready at at. q.mu must be held. An entry ready from
+// now goes at the back of now; one ready later, or from a moment already
+// past (a domain held back longer by a schedule that has ended, whose
+// place is then ahead of domains ready since), goes into later, whose
+// order is by time.
 func (q *readyQueue) push(r *domainRecord, now, at instant) {
 	q.ticket++
 	e := readyEntry{r: r, at: at, ticket: q.ticket}
 	q.live[r] = readyLive{e.ticket, at}
-	if at > now {
+	if at != now {
 		q.later = append(q.later, e)
 		q.up(len(q.later) - 1)
-		if q.later[0].ticket == e.ticket {
-			q.wake() // a waiting claim may set its timer by this delay
+		if at < now || q.later[0].ticket == e.ticket {
+			q.wake() // ready already, or a waiting claim may set its timer by this delay
 		}
 	} else {
 		q.now = append(q.now, e)

@@ -16,7 +16,7 @@ import (
 // function of the same name with the Manager's policy last.
 type statements struct {
 	tryAcquire, succeed, fail, extend, kill, redrive, forceRelease, setPaused, forget string
-	inspect, reap, leases, domains, deadLetters, deadLettersOf, stats                 string
+	inspect, inspectRead, reap, leases, domains, deadLetters, deadLettersOf, stats    string
 	enqueue, enqueueMany, claim, retry, setPriority                                   string
 	retryMany, extendMany                                                             string
 	enqueueAt, append, cancel                                                         string
@@ -68,6 +68,14 @@ func newStatements(schema string) statements {
 		claim: fmt.Sprintf("SELECT c.domain, c.off, c.payload, (c.a).* FROM %s.claim($1, $2, %s) c",
 			schema, policyRow(schema, 3)),
 		inspect: fmt.Sprintf("SELECT i.backlog, i.processed, i.failed, (i.a).* FROM %s.inspect($1, $2, %s) i", schema, policyRow(schema, 3)),
+		// $1 domain, $2 monotonic offsets: Inspect on a read-only server,
+		// which reads the domain as the server has it, in one snapshot,
+		// without locking it or ending a lease that is due.
+		inspectRead: fmt.Sprintf(`SELECT coalesce((SELECT array_agg(b.off ORDER BY b.pos) FROM %[1]s.backlog b WHERE b.domain = d.domain), '{}'),
+	least(%[1]s.processed_count(d, $2), 9223372036854775807)::bigint,
+	(SELECT count(*) FROM %[1]s.dead_letters x WHERE x.domain = d.domain),
+	d.lease_off, d.fence, d.serial, d.lease_retries, d.lease_acquired_at, d.lease_expires_at, d.paused
+FROM %[1]s.domains d WHERE d.domain = $1 AND NOT d.forgotten`, schema),
 		reap: fmt.Sprintf("SELECT r.domain, r.off, r.fence, r.serial, r.attempts, r.dead, (r.a).* FROM %s.reap($1, $2, %s) r",
 			schema, policyRow(schema, 3)),
 		leases: fmt.Sprintf("SELECT domain, lease_off, fence, serial, lease_retries, lease_acquired_at, lease_expires_at "+
@@ -117,22 +125,58 @@ func (m *Manager) call(ctx context.Context, op, statement string, args ...any) (
 	if err != nil {
 		return answer{}, err
 	}
-	defer c.Release()
+	defer c.release()
 	if err := c.QueryRow(ctx, statement, args...).Scan(a.dest()...); err != nil {
-		return answer{}, callError(op, err)
+		return answer{}, c.fail(op, err)
 	}
 	return a, nil
 }
 
+// A callConn is a connection of the pool that a call holds.
+type callConn struct {
+	*pgxpool.Conn
+	m        *Manager
+	readOnly bool // the server took no write: close the connection rather than release it
+}
+
 // conn takes a connection of the pool for a call that changes state. An
 // error taking it means the call never reached the database; the call's
-// own errors go through callError.
-func (m *Manager) conn(ctx context.Context, op string) (*pgxpool.Conn, error) {
+// own errors go through fail. Give it back with release.
+func (m *Manager) conn(ctx context.Context, op string) (*callConn, error) {
 	c, err := m.pool.Acquire(ctx)
 	if err != nil {
 		return nil, dbError(op, err)
 	}
-	return c, nil
+	return &callConn{Conn: c, m: m}, nil
+}
+
+// fail returns callError's error for err, the error of op on c, and notes
+// whether the server took no write.
+func (c *callConn) fail(op string, err error) error {
+	err = callError(op, err)
+	if errors.Is(err, ErrReadOnly) {
+		c.readOnly = true
+	}
+	return err
+}
+
+// release gives c back to the pool. A connection to a server that took
+// no write is closed instead, and so are the pool's idle connections and
+// the connection WaitClaim listens on, which may reach the same server:
+// the ones made next reach, through a connection string with
+// target_session_attrs=read-write, the server that takes writes now.
+func (c *callConn) release() {
+	if c.readOnly {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.Conn.Conn().Close(ctx) // the pool destroys a closed connection
+		for _, idle := range c.m.pool.AcquireAllIdle(ctx) {
+			_ = idle.Conn().Close(ctx)
+			idle.Release()
+		}
+		c.m.listen.reconnect()
+	}
+	c.Conn.Release()
 }
 
 // callError wraps err, the error of a call that changes state, on a

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/worklease/worklease"
 )
 
@@ -142,7 +144,10 @@ func (m *Manager) Extend(ctx context.Context, domain string, tok worklease.Token
 	return timeOf(a.expireAt), nil
 }
 
-// Inspect is worklease.Manager.Inspect.
+// Inspect is worklease.Manager.Inspect. On a read-only server (see
+// ErrReadOnly), it reads the domain as that server has it, without locking
+// it: a lease that is due stays in the answer, with its ExpiresAt past,
+// rather than being taken over.
 func (m *Manager) Inspect(ctx context.Context, domain string) (worklease.DomainInfo, error) {
 	if err := m.check("Inspect", domain, 0); err != nil {
 		return worklease.DomainInfo{}, err
@@ -156,9 +161,12 @@ func (m *Manager) Inspect(ctx context.Context, domain string) (worklease.DomainI
 	if err != nil {
 		return worklease.DomainInfo{}, err
 	}
-	defer c.Release()
+	defer c.release()
 	if err := c.QueryRow(ctx, m.sql.inspect, args...).Scan(dest...); err != nil {
-		return worklease.DomainInfo{}, callError("Inspect", err)
+		if err = c.fail("Inspect", err); errors.Is(err, ErrReadOnly) {
+			return m.inspectRead(ctx, c, domain)
+		}
+		return worklease.DomainInfo{}, err
 	}
 	if a.absent() {
 		return worklease.DomainInfo{}, nil
@@ -167,6 +175,36 @@ func (m *Manager) Inspect(ctx context.Context, domain string) (worklease.DomainI
 	info.Leased, info.Lease, info.Paused = a.leaseOff != nil, m.lease(domain, &a), a.paused
 	if len(backlog) > 0 {
 		info.Backlog = backlog
+	}
+	return info, nil
+}
+
+// inspectRead is Inspect on c, a connection to a read-only server, which
+// took no lock: it reads the domain as the server has it, without ending
+// a lease that is due (its ExpiresAt is then past), as no server that
+// takes no writes can.
+func (m *Manager) inspectRead(ctx context.Context, c *callConn, domain string) (worklease.DomainInfo, error) {
+	var info worklease.DomainInfo
+	var backlog []int64
+	var leaseOff *int64
+	var fence, serial int64
+	var retries int32
+	var acquired, expires *time.Time
+	err := c.QueryRow(ctx, m.sql.inspectRead, []byte(domain), m.cfg.MonotonicOffsets).Scan(&backlog, &info.Processed, &info.Failed,
+		&leaseOff, &fence, &serial, &retries, &acquired, &expires, &info.Paused)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return worklease.DomainInfo{}, nil
+	case err != nil:
+		return worklease.DomainInfo{}, dbError("Inspect", err)
+	}
+	if len(backlog) > 0 {
+		info.Backlog = backlog
+	}
+	if leaseOff != nil {
+		info.Leased = true
+		info.Lease = worklease.LeaseInfo{Domain: domain, Offset: *leaseOff, Token: m.token(fence, serial),
+			AcquiredAt: timeOf(acquired), ExpiresAt: timeOf(expires), RetryCount: int(retries)}
 	}
 	return info, nil
 }
@@ -376,10 +414,10 @@ func (m *Manager) reap(ctx context.Context) ([]worklease.Expiry, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer c.Release()
+	defer c.release()
 	rows, err := c.Query(ctx, m.sql.reap, append([]any{reapBatch, m.now()}, m.policy()...)...)
 	if err != nil {
-		return nil, callError("Reap", err)
+		return nil, c.fail("Reap", err)
 	}
 	defer rows.Close()
 	type reaped struct {
@@ -394,14 +432,14 @@ func (m *Manager) reap(ctx context.Context) ([]worklease.Expiry, error) {
 		var attempts int32
 		dest := append([]any{&d, &r.exp.Offset, &fence, &serial, &attempts, &r.exp.DeadLettered}, r.a.dest()...)
 		if err := rows.Scan(dest...); err != nil {
-			return nil, callError("Reap", err)
+			return nil, c.fail("Reap", err)
 		}
 		r.exp.Domain, r.exp.Token, r.exp.Attempts = string(d), m.token(fence, serial), int(attempts)
 		r.exp.Head = headOf(&r.a)
 		all = append(all, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, callError("Reap", err)
+		return nil, c.fail("Reap", err)
 	}
 	out := make([]worklease.Expiry, 0, len(all))
 	for i := range all {

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/worklease/worklease"
 )
 
@@ -78,7 +76,7 @@ func (m *Manager) claim(ctx context.Context, n int, wantMore bool) (claims []wor
 	if err != nil {
 		return nil, false, err
 	}
-	defer conn.Release()
+	defer conn.release()
 	// A claim that found ready domains but took none, as other calls had
 	// changed them since its snapshot, looks again at once.
 	// A claim that put off domains whose head is scheduled for later
@@ -105,10 +103,10 @@ func (m *Manager) claim(ctx context.Context, n int, wantMore bool) (claims []wor
 
 // claimDue is Claim when a lease is due: the schema's claim function takes
 // due leases over, then claims.
-func (m *Manager) claimDue(ctx context.Context, conn *pgxpool.Conn, n int) ([]worklease.Claim, error) {
+func (m *Manager) claimDue(ctx context.Context, conn *callConn, n int) ([]worklease.Claim, error) {
 	rows, err := conn.Query(ctx, m.sql.claim, append([]any{n, m.now()}, m.policy()...)...)
 	if err != nil {
-		return nil, callError("Claim", err)
+		return nil, conn.fail("Claim", err)
 	}
 	defer rows.Close()
 	type claimed struct {
@@ -122,13 +120,13 @@ func (m *Manager) claimDue(ctx context.Context, conn *pgxpool.Conn, n int) ([]wo
 		var c claimed
 		var d []byte
 		if err := rows.Scan(append([]any{&d, &c.off, &c.payload}, c.a.dest()...)...); err != nil {
-			return nil, callError("Claim", err)
+			return nil, conn.fail("Claim", err)
 		}
 		c.domain = string(d)
 		all = append(all, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, callError("Claim", err)
+		return nil, conn.fail("Claim", err)
 	}
 	var out []worklease.Claim
 	for i := range all {

@@ -29,10 +29,15 @@ func TestOwnConnectionsTakeThePoolsHooks(t *testing.T) {
 		return nil
 	}
 	cfg.BeforeClose = func(*pgx.Conn) { closing.Add(1) }
-	m := open(t, newPool(t, cfg), name)
+	// The pool opens all of its connections first, and never more, so
+	// that AfterConnect counts the Manager's own ones after them.
+	cfg.MinConns, cfg.MaxConns = 4, 4
+	p := newPool(t, cfg)
+	waitFor(t, "the pool never opened its connections", func() bool { return after.Load() == 4 })
+	m := open(t, p, name)
 	m.vacuum.every = 1
 
-	pooled := after.Load() // the pool's connections so far
+	pooled := after.Load() // the pool's connections
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	waited := make(chan struct{})

@@ -114,4 +114,42 @@
 // restart that shares the database. A domain's fence only grows, across
 // Forget too: a forgotten domain keeps a row with its fence and nothing
 // else, and comes back above it.
+//
+// # Failover
+//
+// A fence grows across failovers too, even one that loses commits: with
+// asynchronous replication a standby promoted to primary may lack the last
+// grants the old primary acknowledged, and with them the fences the
+// domains' rows held, which the next grants would hand out again. So every
+// grant takes its fence above the floor of the server's current timeline
+// (the number of the write-ahead log's history, which every promotion
+// raises and no lost commit takes back): (timeline - 1) * 2^40. On the
+// first timeline the floor is 0 and fences go 1, 2, 3; after a promotion a
+// domain's next fence jumps above 2^40, above every fence of the timelines
+// before, and so does the whole token, whose serial may repeat one the
+// lost commits took. Storage compares Token.Fence() as one integer, as
+// always: nothing changes for it. It costs a grant reading the timeline
+// from the name of the current write-ahead log file, in the grant's
+// UPDATE: under a microsecond of the server's time, which
+// BenchmarkPostgresCycle cannot tell apart from its noise (see
+// docs/operations.md). It holds while a
+// domain takes fewer than 2^40 grants in one timeline, and while the
+// timeline is below 8,388,609, past which grants fail. After pg_upgrade,
+// or the restore of a dump into a new cluster, the timeline starts again
+// at 1 while the domains keep their fences: the schema's owner runs
+// SELECT worklease.rebase_fences() once, which raises the floor above
+// them. It does not hold with synchronous_commit = off, under which a
+// crash of the primary alone may lose acknowledged commits without a new
+// timeline.
+//
+// On a server that takes no writes, a standby or a primary set read-only,
+// a call that writes changes nothing and returns an error matching
+// [ErrReadOnly]; the Manager closes its connections to that server, so
+// that a pool whose connection string names the primary and its standbys
+// with target_session_attrs=read-write finds the server that takes writes
+// by itself, the promoted standby after a failover. Waiting claims, the
+// connection WaitClaim listens on and the Manager's vacuums connect again
+// likewise. Inspect and the listings read a read-only server as it is.
+// docs/operations.md describes what a failover looks like to workers, and
+// what each replication mode can lose.
 package pg

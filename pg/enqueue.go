@@ -59,11 +59,11 @@ func (m *Manager) EnqueueMany(ctx context.Context, items []Item) ([]worklease.Ac
 	if err != nil {
 		return nil, err
 	}
-	defer c.Release()
+	defer c.release()
 	all, err := retryDeadlocked(func() ([]enqueued, error) {
 		all, err := m.enqueueBatch(ctx, c, b)
 		if err != nil {
-			return nil, callError(op, err)
+			return nil, c.fail(op, err)
 		}
 		return all, nil
 	})

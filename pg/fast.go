@@ -50,7 +50,7 @@ func newFastStatements(schema string) fastStatements {
 	return fastStatements{
 		// $1 domain, $2 offset, $3 now, $4 the lease TTL in microseconds (0: none).
 		acquire: fmt.Sprintf(`UPDATE %[1]s.domains x
-SET fence = x.fence + 1, lease_off = $2::bigint, lease_attempts = 1, lease_retries = 0,
+SET fence = greatest(x.fence, %[1]s.fence_floor()) + 1, lease_off = $2::bigint, lease_attempts = 1, lease_retries = 0,
 	lease_acquired_at = %[2]s,
 	lease_expires_at = %[2]s + CASE WHEN $4::bigint = 0 THEN NULL ELSE $4::bigint * interval '1 microsecond' END,
 	lease_payload = false, counts[1] = x.counts[1] + 1
@@ -77,14 +77,14 @@ func (m *Manager) tryAcquireFast(ctx context.Context, domain string, offset int6
 	if err != nil {
 		return answer{}, false, err
 	}
-	defer c.Release()
+	defer c.release()
 	err = c.QueryRow(ctx, m.fast.acquire, []byte(domain), offset, m.now(), m.ttl()).
 		Scan(&a.fence, &a.serial, &at, &a.expireAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return answer{}, false, nil
 	}
 	if err != nil {
-		return answer{}, false, callError("TryAcquire", err)
+		return answer{}, false, c.fail("TryAcquire", err)
 	}
 	a.status, a.leaseOff, a.attempts, a.acquiredAt, a.at = 1, &offset, 1, &at, &at
 	if m.cfg.Observer != nil { // only the observer reads events
@@ -105,13 +105,13 @@ func (m *Manager) succeedFast(ctx context.Context, op string, holder []any) (a a
 	if err != nil {
 		return answer{}, false, err
 	}
-	defer c.Release()
+	defer c.release()
 	err = c.QueryRow(ctx, m.fast.succeed, args...).Scan(&off, &attempts, &a.fence, &a.serial, &a.at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return answer{}, false, nil
 	}
 	if err != nil {
-		return answer{}, false, callError(op, err)
+		return answer{}, false, c.fail(op, err)
 	}
 	a.status = 1
 	if m.cfg.Observer != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/worklease/worklease"
 )
@@ -120,7 +119,7 @@ func newPullStatements(schema string) pullStatements {
 	ORDER BY d.priority DESC, d.ready_at LIMIT (SELECT $1::int) FOR UPDATE SKIP LOCKED
 ), g AS (
 	UPDATE %[1]s.domains x
-	SET fence = x.fence + CASE WHEN %[6]s THEN 1 ELSE 0 END, lease_off = CASE WHEN %[6]s THEN b.off END,
+	SET fence = CASE WHEN %[6]s THEN greatest(x.fence, %[1]s.fence_floor()) + 1 ELSE x.fence END, lease_off = CASE WHEN %[6]s THEN b.off END,
 		lease_attempts = CASE WHEN %[6]s THEN coalesce(b.carried_attempts, 0) + 1 ELSE 0 END,
 		lease_retries = CASE WHEN %[6]s THEN coalesce(b.carried_retries, 0) ELSE 0 END,
 		lease_acquired_at = CASE WHEN %[6]s THEN coalesce(b.carried_acquired_at, %[2]s) END,
@@ -212,7 +211,7 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 		processed = CASE WHEN $6::bool
 			THEN nummultirange(numrange(0, greatest(coalesce(upper(x.processed), 0), x.lease_off::numeric + 1)))
 			ELSE x.processed + nummultirange(numrange(x.lease_off, x.lease_off::numeric + 1)) END,
-		fence = x.fence + CASE WHEN %[3]s THEN 1 ELSE 0 END,
+		fence = CASE WHEN %[3]s THEN greatest(x.fence, %[1]s.fence_floor()) + 1 ELSE x.fence END,
 		lease_off = CASE WHEN %[3]s THEN t.off END,
 		lease_attempts = CASE WHEN %[3]s THEN coalesce(t.carried_attempts, 0) + 1 ELSE 0 END,
 		lease_retries = CASE WHEN %[3]s THEN coalesce(t.carried_retries, 0) ELSE 0 END,
@@ -222,7 +221,8 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 		queued = x.queued - CASE WHEN %[3]s THEN 1 ELSE 0 END,
 		ready_at = CASE WHEN NOT %[3]s AND x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, t.not_before) END,
 		streak = CASE WHEN %[3]s THEN %[9]s + 1 ELSE 0 END,
-		streak_fence = CASE WHEN %[3]s THEN x.fence + 1 ELSE 0 END,
+		streak_fence = CASE WHEN %[3]s THEN greatest(x.fence, %[1]s.fence_floor()) + 1 ELSE 0 END,
+		streak_from = CASE WHEN %[3]s THEN x.fence ELSE 0 END,
 		counts[1] = x.counts[1] + CASE WHEN %[3]s THEN 1 ELSE 0 END, counts[3] = x.counts[3] + 1
 	FROM s AS t
 	WHERE (SELECT count(*) FROM locked) > 0 AND %[7]s
@@ -250,7 +250,8 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 		repeatNext: fmt.Sprintf(`SELECT x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at
 FROM %[1]s.domains x
 LEFT JOIN %[1]s.payloads p ON x.lease_payload AND %[3]s AND p.off = x.lease_off
-WHERE %[4]s AND x.fence = $2::bigint + 1 AND x.serial = $3::bigint AND x.streak_fence = x.fence
+WHERE %[4]s AND x.serial = $3::bigint AND x.streak_fence = x.fence
+	AND (x.streak_from = $2::bigint OR x.streak_from = 0 AND x.fence = $2::bigint + 1) -- 0: granted before streak_from was kept
 	AND x.lease_off IS NOT NULL AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)`, schema, callNow(4),
 			sameDomain("p", "x"), domainIs(schema, "x", "$1")),
 	}
@@ -264,7 +265,7 @@ func (m *Manager) repeatedNext(ctx context.Context, domain string, tok worklease
 	if err != nil {
 		return worklease.Claim{}, false, err
 	}
-	defer c.Release()
+	defer c.release()
 	var off, fence, serial int64
 	var attempts int32
 	var payload []byte
@@ -275,7 +276,7 @@ func (m *Manager) repeatedNext(ctx context.Context, domain string, tok worklease
 	case errors.Is(err, pgx.ErrNoRows):
 		return worklease.Claim{}, false, nil
 	case err != nil:
-		return worklease.Claim{}, false, callError("ClaimNext", err)
+		return worklease.Claim{}, false, c.fail("ClaimNext", err)
 	}
 	return worklease.Claim{Domain: domain, Offset: off, Payload: payload, Token: m.token(fence, serial), Attempt: int(attempts),
 		ExpiresAt: timeOf(expires)}, true, nil
@@ -300,11 +301,11 @@ type fastClaim struct {
 // claimFast leases the heads of up to n ready domains in one statement;
 // with more, a claim that locked n domains looks for another that is ready
 // (an index probe, which only WaitClaim needs).
-func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int, more bool) (fastClaim, error) {
+func (m *Manager) claimFast(ctx context.Context, conn *callConn, n int, more bool) (fastClaim, error) {
 	var out fastClaim
 	rows, err := conn.Query(ctx, m.pull.claim, n, m.now(), m.ttl(), more)
 	if err != nil {
-		return out, callError("Claim", err)
+		return out, conn.fail("Claim", err)
 	}
 	defer rows.Close()
 	type ranked struct {
@@ -323,7 +324,7 @@ func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int, more
 		var at time.Time
 		if err := rows.Scan(&out.due, &locked, &out.more, &d, &off, &r.c.Payload, &fence, &serial, &attempts, &expires, &at,
 			&priority, &readyAt, &out.postponed); err != nil {
-			return fastClaim{}, callError("Claim", err)
+			return fastClaim{}, conn.fail("Claim", err)
 		}
 		if d == nil {
 			continue
@@ -338,7 +339,7 @@ func (m *Manager) claimFast(ctx context.Context, conn *pgxpool.Conn, n int, more
 		all = append(all, r)
 	}
 	if err := rows.Err(); err != nil {
-		return fastClaim{}, callError("Claim", err)
+		return fastClaim{}, conn.fail("Claim", err)
 	}
 	slices.SortFunc(all, func(a, b ranked) int {
 		if c := cmp.Compare(b.priority, a.priority); c != 0 {
@@ -371,7 +372,7 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 	if err != nil {
 		return nil, err
 	}
-	defer c.Release()
+	defer c.release()
 	var rows pgx.Rows
 	switch {
 	case next:
@@ -382,7 +383,7 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 		rows, err = c.Query(ctx, m.pull.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets)
 	}
 	if err != nil {
-		return nil, callError(op, err)
+		return nil, c.fail(op, err)
 	}
 	defer rows.Close()
 	var all []ended
@@ -398,7 +399,7 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 			dest = append(dest, &off, &payload, &fence, &serial, &attempts, &expires)
 		}
 		if err := rows.Scan(append(dest, &notified)...); err != nil {
-			return nil, callError(op, err)
+			return nil, c.fail(op, err)
 		}
 		if off != nil {
 			e.next = &worklease.Claim{Offset: *off, Payload: payload, Token: m.token(*fence, *serial), Attempt: int(*attempts), ExpiresAt: timeOf(expires)}
@@ -406,7 +407,7 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 		all = append(all, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, callError(op, err)
+		return nil, c.fail(op, err)
 	}
 	return all, nil
 }

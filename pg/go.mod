@@ -3,6 +3,7 @@ module github.com/worklease/worklease/pg
 go 1.26
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/worklease/worklease v0.0.0
 	go.uber.org/goleak v1.3.0

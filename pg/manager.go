@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/worklease/worklease"
@@ -26,6 +27,21 @@ import (
 // (worklease.WithLeaseTTL), so that later claims take them over, or find
 // them with Leases and end them with ForceRelease.
 var ErrOutcomeUnknown = errors.New("pg: outcome unknown")
+
+// ErrReadOnly is returned, wrapping the cause, by a call that reached a
+// server that takes no writes, and so changed nothing: a standby, or a
+// primary set read-only (SQLSTATE 25006, read_only_sql_transaction), or,
+// when the pool connects with target_session_attrs=read-write, no server
+// of its connection string that takes writes. The Manager then closes the
+// connection that reached such a server rather than give it back to the
+// pool, with the pool's idle connections and the one WaitClaim listens on
+// (Open closes the one it used), so that the next calls connect again:
+// through a connection string that names the primary and its standbys
+// with target_session_attrs=read-write, they find whichever server takes
+// writes, the standby promoted after a failover, say. Calls that only read
+// (Inspect, Leases, Domains, DeadLetters, Stats, Totals and the listings)
+// work on a read-only server the pool reaches.
+var ErrReadOnly = errors.New("pg: server is read-only")
 
 // DefaultSchema is the schema Open installs its tables and functions in.
 const DefaultSchema = "worklease"
@@ -236,10 +252,22 @@ func domainError(op, domain string, err error) error {
 
 // dbError wraps an error of the database.
 func dbError(op string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return err
+	case readOnly(err):
+		return fmt.Errorf("pg: %s: %w: %w", op, ErrReadOnly, err)
 	}
 	return fmt.Errorf("pg: %s: %w", op, err)
+}
+
+// readOnly reports whether err says that the server takes no writes: the
+// server refused a write (SQLSTATE 25006), or, with target_session_attrs,
+// no server of the connection string takes writes.
+func readOnly(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "25006" ||
+		errors.Is(err, pgconn.ErrReadOnlyConnection) || errors.Is(err, pgconn.ErrStandbyConnection)
 }
 
 // token returns the token of a grant with fence in the domain with serial.

@@ -45,10 +45,10 @@ func (m *Manager) callMany(ctx context.Context, op, statement string, n int, arg
 		if err != nil {
 			return nil, err
 		}
-		defer c.Release()
+		defer c.release()
 		rows, err := c.Query(ctx, statement, append(append(args, m.now()), m.policy()...)...)
 		if err != nil {
-			return nil, callError(op, err)
+			return nil, c.fail(op, err)
 		}
 		defer rows.Close()
 		out := make([]answer, n)
@@ -56,7 +56,7 @@ func (m *Manager) callMany(ctx context.Context, op, statement string, n int, arg
 			var i int64
 			var a answer
 			if err := rows.Scan(append([]any{&i}, a.dest()...)...); err != nil {
-				return nil, callError(op, err)
+				return nil, c.fail(op, err)
 			}
 			if i < 0 || i >= int64(n) {
 				return nil, fmt.Errorf("pg: %s: the database answered for item %d of %d", op, i, n)
@@ -64,7 +64,7 @@ func (m *Manager) callMany(ctx context.Context, op, statement string, n int, arg
 			out[i] = a
 		}
 		if err := rows.Err(); err != nil {
-			return nil, callError(op, err)
+			return nil, c.fail(op, err)
 		}
 		return out, nil
 	})

@@ -113,7 +113,20 @@ func upToDate(ctx context.Context, q querier, schema string, all []migration) (i
 // apply brings schema up to the last of all, the migrations in order, as
 // migrate does.
 func apply(ctx context.Context, pool *pgxpool.Pool, schema string, all []migration) (instance uint64, err error) {
-	tx, err := pool.Begin(ctx)
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, dbError("migrate", err)
+	}
+	defer func() {
+		// A connection to a server that takes no writes is closed, so
+		// that the pool connects again, to the server that does (see
+		// ErrReadOnly).
+		if errors.Is(err, ErrReadOnly) {
+			_ = c.Conn().Close(ctx)
+		}
+		c.Release()
+	}()
+	tx, err := c.Begin(ctx)
 	if err != nil {
 		return 0, dbError("migrate", err)
 	}

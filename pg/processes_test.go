@@ -24,7 +24,7 @@ import (
 // The tests below start processes of their own: the test binary again,
 // running one of the child tests with these variables set.
 const (
-	childRole   = "WORKLEASE_PG_CHILD"        // which child test to be: "work", "pull" or "race"
+	childRole   = "WORKLEASE_PG_CHILD"        // which child test to be: "work", "pull", "race", "failover" or "linearizable"
 	childSchema = "WORKLEASE_PG_CHILD_SCHEMA" // the schema the processes share
 	childIndex  = "WORKLEASE_PG_CHILD_INDEX"  // this process's number
 )
@@ -73,7 +73,7 @@ func startChildren(t *testing.T, role, schema string, n int) []*exec.Cmd {
 func TestChild(t *testing.T) {
 	role := os.Getenv(childRole)
 	if role == "" {
-		t.Skip("a child process's test, run by TestManyProcesses, TestManyProcessesPull and TestOneWinner")
+		t.Skip("a child process's test, run by TestManyProcesses, TestManyProcessesPull, TestOneWinner, TestFailoverSynchronous and TestLinearizable")
 	}
 	index, _ := strconv.Atoi(os.Getenv(childIndex))
 	pool := testPool(t)
@@ -84,6 +84,10 @@ func TestChild(t *testing.T) {
 		childRace(t, pool, os.Getenv(childSchema), index)
 	case "pull":
 		childPull(t, pool, os.Getenv(childSchema), index)
+	case "failover":
+		childFailover(t, pool)
+	case "linearizable":
+		childLinearizable(t, pool, os.Getenv(childSchema))
 	}
 }
 
@@ -113,11 +117,8 @@ func TestManyProcesses(t *testing.T) {
 	}
 
 	cmds := startChildren(t, "work", schema, mpProcesses)
-	time.Sleep(mpRun / 2)
 	// Kill the first process while it works: its workers hold leases.
-	if err := cmds[0].Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killWorking(t, pool, s, cmds[0])
 	for i, c := range cmds {
 		err := c.Wait()
 		if i == 0 {
@@ -178,6 +179,30 @@ func settleKilled(t *testing.T, pool *pgxpool.Pool, s string, pid int) {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, "DELETE FROM "+s+".succeeded WHERE NOT ok AND pid = $1", pid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// killWorking kills cmd with SIGKILL halfway through the processes' run,
+// once it has been working for a while: a loaded machine may start it
+// late, and a process killed before its first lease tests nothing.
+func killWorking(t *testing.T, pool *pgxpool.Pool, s string, cmd *exec.Cmd) {
+	t.Helper()
+	time.Sleep(mpRun / 2)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+s+".attempts WHERE pid = $1",
+			cmd.Process.Pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n >= 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d made %d attempts in a minute", cmd.Process.Pid, n)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 }

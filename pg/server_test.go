@@ -144,6 +144,7 @@ type privateServer struct {
 	bin, user string // the programs' directory; the user that runs them, if not this one
 	dir       string // the data directory's parent, which holds its socket and log
 	port      int
+	opts      string // more of the server's settings, as postgres's command-line options
 	URL       string
 }
 
@@ -153,14 +154,26 @@ type privateServer struct {
 func startPrivateServer(t *testing.T) *privateServer {
 	t.Helper()
 	s := newPrivateServer(t)
+	s.initdb(t)
 	if err := s.pgCtl("start"); err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-// newPrivateServer is startPrivateServer without the start: the server's
-// URL names a port nothing listens on until pgCtl("start").
+// initdb makes the server's data directory, for a server that is not a
+// standby's copy of another.
+func (s *privateServer) initdb(t *testing.T) {
+	t.Helper()
+	if out, err := s.command("initdb", "-D", s.data(), "-U", "worklease", "-A", "trust", "-E", "UTF8", "--no-locale").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v: %s", err, out)
+	}
+}
+
+// newPrivateServer returns a server for t, with a temporary directory and
+// a port, that it neither initializes nor starts; it is stopped and its
+// directory removed when t ends. Without a test server's programs the test
+// is skipped, or fails under CI=true.
 func newPrivateServer(t *testing.T) *privateServer {
 	t.Helper()
 	bin := os.Getenv("WORKLEASE_PG_BIN")
@@ -184,9 +197,6 @@ func newPrivateServer(t *testing.T) *privateServer {
 		if out, err := exec.Command("chown", s.user, dir).CombinedOutput(); err != nil {
 			t.Fatalf("chown: %v: %s", err, out)
 		}
-	}
-	if out, err := s.command("initdb", "-D", s.data(), "-U", "worklease", "-A", "trust", "-E", "UTF8", "--no-locale").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v: %s", err, out)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -215,7 +225,7 @@ func (s *privateServer) command(name string, args ...string) *exec.Cmd {
 func (s *privateServer) pgCtl(args ...string) error {
 	if args[0] == "start" {
 		args = append(args, "-l", filepath.Join(s.dir, "server.log"), "-t", "60",
-			"-o", fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=on", s.port, s.dir))
+			"-o", fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=on %s", s.port, s.dir, s.opts))
 	}
 	out, err := s.command("pg_ctl", append([]string{"-D", s.data(), "-w"}, args...)...).CombinedOutput()
 	if err != nil {

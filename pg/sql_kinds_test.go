@@ -46,6 +46,8 @@ var sqlKinds = map[string][]worklease.EventKind{
 	"001_init.sql retry":                         {worklease.EventRetrying, worklease.EventRequeued},
 	"001_init.sql succeed_many":                  {worklease.EventProcessed, worklease.EventProcessed},
 	"002_batches.sql enqueue_many":               {worklease.EventEnqueued, worklease.EventEnqueued, worklease.EventEnqueued},
+	"005_fences.sql _grant":                      {worklease.EventAcquired},
+	"005_fences.sql claim":                       {worklease.EventAcquired, worklease.EventAcquired, worklease.EventAcquired},
 	"006_domain_keys.sql _dead_letter":           {worklease.EventDeadLettered, worklease.EventPaused},
 	"006_domain_keys.sql _expire":                {worklease.EventExpired, worklease.EventRequeued},
 	"006_domain_keys.sql _grant":                 {worklease.EventAcquired},

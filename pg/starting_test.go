@@ -68,6 +68,7 @@ type opened struct {
 // server has started.
 func TestOpenWaitsForAServerThatStarts(t *testing.T) {
 	s := newPrivateServer(t)
+	s.initdb(t)
 	pool, tries := countedPool(t, s.URL, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -34,6 +34,19 @@ type listener struct {
 	stopped chan struct{} // closed when the listening goroutine ends
 	closed  bool          // by Close: no goroutine starts again
 	done    chan struct{} // closed by Close, which wakes every waiting claim
+	drop    func()        // closes the listening connection, which is then made again; nil while there is none
+}
+
+// reconnect closes the listening connection, if there is one: a call found
+// its server read-only, and the connection made next reaches the server
+// that takes writes, where the calls that make domains ready notify.
+func (l *listener) reconnect() {
+	l.mu.Lock()
+	drop := l.drop
+	l.mu.Unlock()
+	if drop != nil {
+		drop()
+	}
 }
 
 // closing returns the channel Close closes.
@@ -90,37 +103,64 @@ func (l *listener) close() {
 }
 
 // listenReady listens for the schema's notifications until ctx ends, on a
-// connection of its own; if the connection fails it wakes a waiter (a
-// notification may have been lost) and connects again after a pause.
+// connection of its own; if the connection fails, or reconnect closes it,
+// it wakes a waiter (a notification may have been lost) and connects
+// again, after a pause that doubles, from listenRetryMin to listenRetryMax,
+// with each try that finds no server to listen on: so that after a
+// failover waiting claims are woken again as soon as the new primary
+// takes connections, without trying a server that is down in a loop.
 func (m *Manager) listenReady(ctx context.Context, stopped chan<- struct{}) {
 	defer close(stopped)
+	pause := listenRetryMin
 	for {
-		if m.listenOnce(ctx); ctx.Err() != nil {
+		once, drop := context.WithCancel(ctx)
+		m.listen.mu.Lock()
+		m.listen.drop = drop
+		m.listen.mu.Unlock()
+		listened := m.listenOnce(once)
+		drop()
+		m.listen.mu.Lock()
+		m.listen.drop = nil
+		m.listen.mu.Unlock()
+		if ctx.Err() != nil {
 			return
 		}
 		m.listen.wake() // a notification may have been lost
+		if listened {
+			pause = listenRetryMin
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Second):
+		case <-time.After(pause):
 		}
+		pause = min(2*pause, listenRetryMax)
 	}
 }
 
+// The pauses between the listening connection's tries (see listenReady).
+const (
+	listenRetryMin = 50 * time.Millisecond
+	listenRetryMax = time.Second
+)
+
 // listenOnce connects, listens and relays notifications until the
-// connection fails or ctx ends. Waiting claims poll meanwhile.
-func (m *Manager) listenOnce(ctx context.Context) {
+// connection fails or ctx ends, and reports whether it listened. Waiting
+// claims poll meanwhile. Once it listens it wakes a waiting claim: a
+// domain may have become ready while no connection listened.
+func (m *Manager) listenOnce(ctx context.Context) (listened bool) {
 	conn, err := m.connect(ctx)
 	if err != nil {
-		return
+		return false
 	}
 	defer m.disconnect(conn)
 	if _, err := conn.Exec(ctx, "LISTEN "+readyChannel); err != nil {
-		return
+		return false
 	}
+	m.listen.wake()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return
+			return true
 		}
 		if n.Payload == m.schema {
 			m.listen.wake()

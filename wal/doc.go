@@ -108,7 +108,8 @@
 //	0000000000000001.wal      segment 1, named by its id in 16 hex digits
 //	0000000000000002.wal      segment 2; ids grow by one and never repeat
 //	snapshot                  the latest snapshot, if any
-//	*.wal.tmp, snapshot.tmp   a segment or snapshot being created; Open removes them
+//	kept                      the segments the snapshot keeps for the records it refers to, if any
+//	*.tmp                     a segment, snapshot or kept file being created; Open removes them
 //
 // # On-disk format
 //
@@ -163,6 +164,20 @@
 //	| "WLSN" | version  | seq       | data              | data len  | CRC-32C    |
 //	|        | u32 = 1  | u64       | n-28 bytes        | u64       | of 0..n-4  |
 //	+--------+----------+-----------+------ ... --------+-----------+------------+
+//
+//	kept file (n bytes), written before the snapshot it names segments for
+//	is renamed into place, and read only with a snapshot no newer:
+//	0        4          8            16          20              n-4          n
+//	+--------+----------+------------+-----------+-- ... --------+------------+
+//	| "WLKP" | version  | snapshot   | count     | segment ids   | CRC-32C    |
+//	|        | u32 = 1  | seq u64    | u32       | count × u64   | of 0..n-4  |
+//	+--------+----------+------------+-----------+-- ... --------+------------+
+//
+// A Manager's snapshot may refer to records the snapshot covers, for the
+// payloads they hold (see [Log.SnapshotStateKeeping] and
+// [Log.ReadPayload]): the segments that hold them are kept, named in the
+// kept file, and read only for those records; the other segments the
+// snapshot covers are removed.
 //
 // # Concurrency
 //

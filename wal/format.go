@@ -29,9 +29,14 @@ const (
 	snapshotHeaderSize  = 16     // magic 4, version 4, seq 8
 	snapshotTrailerSize = 12     // data length 8, CRC 4
 
+	keptMagic   = "WLKP" // first bytes of the kept file
+	keptVersion = 1      // the kept file's format this package writes and reads
+	keptHeader  = 20     // magic 4, version 4, snapshot seq 8, count 4; then the ids, 8 each, and a CRC 4
+
 	segmentSuffix = ".wal"     // a segment is named by its id: %016x.wal
 	tempSuffix    = ".tmp"     // a file being written, renamed into place once synced
 	snapshotName  = "snapshot" // the one snapshot file
+	keptName      = "kept"     // the segments the snapshot keeps for their records, if any
 	lockName      = "LOCK"     // the file that Open locks
 )
 
@@ -64,13 +69,14 @@ func parseSegmentName(name string) (uint64, bool) {
 }
 
 // isTempName reports whether name is a temporary file that the log writes
-// before renaming it into place: a segment's or the snapshot's.
+// before renaming it into place: a segment's, the snapshot's or the kept
+// file's.
 func isTempName(name string) bool {
 	base, ok := strings.CutSuffix(name, tempSuffix)
 	if !ok {
 		return false
 	}
-	if base == snapshotName {
+	if base == snapshotName || base == keptName {
 		return true
 	}
 	_, ok = parseSegmentName(base)
@@ -410,4 +416,46 @@ func decodeSnapshot(name string, b []byte) (uint64, []byte, error) {
 		return 0, nil, corrupt(name, 0, ErrBadHeader, "snapshot of sequence %d says %d data bytes, holds %d", seq, n, len(data))
 	}
 	return seq, data, nil
+}
+
+// encodeKept returns the kept file naming ids, the segments that the
+// snapshot covering seq keeps for the records it refers to.
+func encodeKept(seq uint64, ids []uint64) []byte {
+	b := make([]byte, 0, keptHeader+8*len(ids)+4)
+	b = append(b, keptMagic...)
+	b = binary.LittleEndian.AppendUint32(b, keptVersion)
+	b = binary.LittleEndian.AppendUint64(b, seq)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(ids)))
+	for _, id := range ids {
+		b = binary.LittleEndian.AppendUint64(b, id)
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// decodeKept checks a whole kept file and returns the snapshot's sequence
+// number it was written for and the segment ids it names.
+func decodeKept(b []byte) (uint64, []uint64, error) {
+	if len(b) < keptHeader+4 {
+		return 0, nil, corrupt(keptName, 0, ErrUnexpectedEOF, "kept file is %d bytes, shorter than its header", len(b))
+	}
+	if string(b[:4]) != keptMagic {
+		return 0, nil, corrupt(keptName, 0, ErrBadHeader, "bad magic %q", b[:4])
+	}
+	end := len(b) - 4
+	if got, want := crc32.Checksum(b[:end], castagnoli), binary.LittleEndian.Uint32(b[end:]); got != want {
+		return 0, nil, corrupt(keptName, int64(end), ErrInvalidRecord, "kept file checksum mismatch")
+	}
+	if v := binary.LittleEndian.Uint32(b[4:]); v != keptVersion {
+		return 0, nil, fmt.Errorf("%w: kept file version %d, this package reads %d", ErrUnsupportedVersion, v, keptVersion)
+	}
+	seq := binary.LittleEndian.Uint64(b[8:])
+	n := binary.LittleEndian.Uint32(b[16:])
+	if uint64(n)*8 != uint64(end-keptHeader) {
+		return 0, nil, corrupt(keptName, 16, ErrBadHeader, "kept file names %d segments in %d bytes", n, end-keptHeader)
+	}
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = binary.LittleEndian.Uint64(b[keptHeader+8*i:])
+	}
+	return seq, ids, nil
 }

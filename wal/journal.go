@@ -178,6 +178,11 @@ func (l *Log) ReplayRecords(restore func(snapshot []byte) error, apply func(seq 
 // every record appended so far. With nothing new since the last snapshot it
 // does nothing. On a read-only Log it returns ErrReadOnly.
 func (l *Log) SnapshotState(write func(w io.Writer) error) error {
+	return l.snapshotState(write, nil)
+}
+
+// snapshotState is SnapshotState; kept is writeSnapshot's.
+func (l *Log) snapshotState(write func(w io.Writer) error, kept map[uint64]bool) error {
 	if l.cfg.readOnly {
 		return ErrReadOnly
 	}
@@ -191,7 +196,7 @@ func (l *Log) SnapshotState(write func(w io.Writer) error) error {
 	if last == 0 || last <= covered {
 		return nil
 	}
-	return l.WriteSnapshot(last, func(w io.Writer) error {
+	return l.writeSnapshot(last, func(w io.Writer) error {
 		if err := write(w); err != nil {
 			return err
 		}
@@ -200,7 +205,7 @@ func (l *Log) SnapshotState(write func(w io.Writer) error) error {
 		// before the snapshot can be renamed into place, so that it never
 		// describes records a crash could lose.
 		return l.waitFor(l.last.Load(), true)
-	})
+	}, kept)
 }
 
 // SnapshotDue implements worklease.Journal: it reports that the records

@@ -69,6 +69,7 @@ type Log struct {
 		written      uint64     // every record up to written is in the operating system
 		synced       uint64     // every record up to synced is fsynced
 		segments     []segment  // the segment files, oldest first; the last is being written
+		kept         []segment  // segments the snapshot covers and keeps for records it refers to, oldest first (see SnapshotStateKeeping)
 		snapSeq      uint64     // sequence number the snapshot file covers; 0 when there is none
 		snapshotting bool       // a WriteSnapshot is running
 		replaying    int        // Replays running; segments are not removed while any is
@@ -86,6 +87,10 @@ type Log struct {
 		written    uint64             // last record written
 		synced     uint64             // last record fsynced
 	}
+
+	// index locates the Manager's records that hold payloads, for
+	// ReadPayload; it has a lock of its own, never held with the others.
+	index recordIndex
 
 	stopSync chan struct{} // closed by Close to stop the SyncInterval or SyncNone goroutines
 	syncDone chan struct{} // closed by syncLoop when it returns
@@ -176,8 +181,8 @@ type Stats struct {
 	Synced               uint64 // highest sequence number fsynced
 	SnapshotSeq          uint64 // sequence number the snapshot covers; 0 when there is none
 	RecordsSinceSnapshot uint64 // LastSeq - SnapshotSeq: records a replay would read
-	Segments             int    // segment files
-	LogBytes             int64  // bytes in the segment files; snapshots let the log remove them
+	Segments             int    // segment files, those the snapshot keeps for the payloads it refers to included
+	LogBytes             int64  // bytes in the segment files; snapshots let the log remove them, but for those they keep
 	Batches              uint64 // batches written since Open: each one write and at most one fsync
 	Syncs                uint64 // file fsyncs since Open, for segments and snapshots
 }
@@ -503,7 +508,7 @@ func (l *Log) Stats() Stats {
 		Written:     l.flush.written,
 		Synced:      l.flush.synced,
 		SnapshotSeq: l.flush.snapSeq,
-		Segments:    len(l.flush.segments),
+		Segments:    len(l.flush.segments) + len(l.flush.kept),
 		Batches:     l.batches.Load(),
 		Syncs:       l.syncs.Load(),
 	}
@@ -511,6 +516,9 @@ func (l *Log) Stats() Stats {
 		s.RecordsSinceSnapshot = last - s.SnapshotSeq
 	}
 	for _, seg := range l.flush.segments {
+		s.LogBytes += seg.size
+	}
+	for _, seg := range l.flush.kept {
 		s.LogBytes += seg.size
 	}
 	return s
@@ -556,6 +564,7 @@ func (l *Log) Close() error {
 			err = fmt.Errorf("wal: close %s: %w", l.w.seg.name, cerr)
 		}
 	}
+	l.index.closeAll()
 	if cerr := l.lock.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("wal: unlock %s: %w", l.dir, cerr)
 	}
@@ -721,6 +730,7 @@ func (l *Log) flushBatch(synced int64) error {
 			synced = w.seg.synced // the new segment's header
 		}
 		seg := w.seg
+		l.index.noteBatch(seg.id, seg.size, batch)
 		batch = appendCommit(batch, last, count, synced)
 		n, err := seg.f.WriteAt(batch, seg.size)
 		if err == nil && n != len(batch) {

@@ -41,7 +41,10 @@ import (
 // processed offsets are AlreadyProcessed, failed ones are dead letters, the
 // lease last granted and not finished is still held under the same token
 // and retry count, and the backlog is the offsets acknowledged as queued, in
-// order, and nothing else. The one call in flight at the kill (a "do" line
+// order, and nothing else. Offsets are queued with Enqueue and a payload of
+// up to a few KiB (segments are 32 KiB, and snapshots frequent, so that
+// payloads outlive the segments' removal): every offset acknowledged as
+// queued, and not processed, comes back with its exact bytes. The one call in flight at the kill (a "do" line
 // with no "ack") may or may not have taken effect, wholly; nothing else may
 // differ. The next child carries on from the recovered state: it finishes
 // the leases it finds, drains the backlogs, and is killed in turn.
@@ -185,9 +188,9 @@ func crashStep(m *worklease.Manager, say func(string, ...any) error, rng *rand.R
 		if err := say("do enqueue %s %d", d, off); err != nil {
 			return err
 		}
-		res, err := m.TryAcquire(d, off)
-		if err != nil || res.Status != worklease.Enqueued {
-			return fmt.Errorf("TryAcquire(%s, %d) = %v, %v", d, off, res.Status, err)
+		st, err := m.Enqueue(d, off, crashPayload(d, off))
+		if err != nil || st != worklease.Enqueued {
+			return fmt.Errorf("Enqueue(%s, %d) = %v, %v", d, off, st, err)
 		}
 		return say("ack queued %s %d", d, off)
 	default: // kill the lease's offset, or a queued one
@@ -203,6 +206,17 @@ func crashStep(m *worklease.Manager, say func(string, ...any) error, rng *rand.R
 		}
 		return say("ack failed %s %d", d, off)
 	}
+}
+
+// crashPayload returns the payload the child enqueues offset off of domain
+// d with: 0 to 4 KiB of bytes that depend on both.
+func crashPayload(d string, off int64) []byte {
+	rng := rand.New(rand.NewPCG(uint64(off), uint64(len(d))<<32|uint64(d[len(d)-1])))
+	p := make([]byte, rng.IntN(4<<10))
+	for i := range p {
+		p[i] = byte(rng.Uint32())
+	}
+	return p
 }
 
 // runCrashChild starts a child on dir, kills it, and returns every line it
@@ -260,6 +274,7 @@ type crashDomain struct {
 	backlog   []int64
 	processed map[int64]bool
 	failed    map[int64]bool
+	enqueued  map[int64]bool // offsets queued with Enqueue, which have payloads
 }
 
 func (d *crashDomain) clone() *crashDomain {
@@ -267,6 +282,7 @@ func (d *crashDomain) clone() *crashDomain {
 	c.backlog = slices.Clone(d.backlog)
 	c.processed = maps.Clone(d.processed)
 	c.failed = maps.Clone(d.failed)
+	c.enqueued = maps.Clone(d.enqueued)
 	return &c
 }
 
@@ -279,7 +295,7 @@ type crashModel struct {
 func newCrashModel() *crashModel {
 	m := &crashModel{domains: map[string]*crashDomain{}}
 	for _, d := range crashChildDomains {
-		m.domains[d] = &crashDomain{processed: map[int64]bool{}, failed: map[int64]bool{}}
+		m.domains[d] = &crashDomain{processed: map[int64]bool{}, failed: map[int64]bool{}, enqueued: map[int64]bool{}}
 	}
 	return m
 }
@@ -351,6 +367,7 @@ func (d *crashDomain) apply(kind string, args []string) error {
 		d.failed[off] = true
 	case "queued":
 		d.backlog = append(d.backlog, off)
+		d.enqueued[off] = true
 	default:
 		return fmt.Errorf("unknown acknowledgement %q", kind)
 	}
@@ -457,6 +474,26 @@ func (m *crashModel) verify(t *testing.T, dir string, inflight string) (took boo
 			res, err := mgr.TryAcquire(name, off)
 			require.NoError(t, err)
 			require.Equal(t, worklease.AlreadyProcessed, res.Status, "domain %s, offset %d was acknowledged processed", name, off)
+		}
+		// Every offset the domain holds has its payload, byte for byte;
+		// a processed one has none left.
+		held := slices.Concat(info.Backlog, failed)
+		if info.Leased {
+			held = append(held, info.Lease.Offset)
+		}
+		for _, off := range held {
+			var want []byte
+			if found.enqueued[off] {
+				want = crashPayload(name, off)
+			}
+			got, err := mgr.Payload(name, off)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "domain %s, offset %d: the payload after the kill", name, off)
+		}
+		for off := range found.processed {
+			got, err := mgr.Payload(name, off)
+			require.NoError(t, err)
+			require.Nil(t, got, "domain %s, offset %d was processed: its payload is gone", name, off)
 		}
 		if found.held && found.token.IsZero() {
 			found.token = info.Lease.Token // granted by the call in flight

@@ -68,6 +68,10 @@ func (l *Log) recover() error {
 		snapSeq = seq
 	}
 	l.flush.snapSeq = snapSeq
+	keep, err := l.readKept(names, snapSeq)
+	if err != nil {
+		return err
+	}
 
 	if len(ids) == 0 {
 		if hasSnap {
@@ -104,10 +108,28 @@ func (l *Log) recover() error {
 			break
 		}
 	}
+	for _, id := range keep {
+		if !slices.Contains(ids, id) {
+			return corrupt(segmentName(id), 0, ErrMissingSegment, "segment %s, which the snapshot keeps for its records, is missing", segmentName(id))
+		}
+	}
 	if start > 0 {
-		covered := make([]string, start)
+		var covered []string
 		for i, id := range ids[:start] {
-			covered[i] = segmentName(id)
+			if !slices.Contains(keep, id) {
+				covered = append(covered, segmentName(id))
+				continue
+			}
+			if bad[i] != nil {
+				return bad[i]
+			}
+			// Kept for the records the snapshot refers to: whole, as
+			// every segment but the last, and read by ReadPayload alone.
+			res, _, err := l.scanSegment(segmentName(id), hdrs[i], false)
+			if err != nil {
+				return err
+			}
+			l.flush.kept = append(l.flush.kept, segment{id: id, firstSeq: hdrs[i].firstSeq, size: res.end})
 		}
 		if !ro {
 			if err := l.removeFiles(covered); err != nil {
@@ -253,10 +275,20 @@ func (l *Log) scanSegment(name string, h segmentHeader, last bool) (scanResult, 
 	if err != nil {
 		return scanResult{}, nil, fmt.Errorf("wal: stat %s: %w", name, err)
 	}
-	res, err := scanFrames(f, size, h)
+	var recs []recordPos
+	res, err := scanFrames(f, size, h, func(fr frame, off int64) {
+		if fr.kind == RecordKind && len(fr.payload) > 0 && fr.payload[0] == recordVersionProduced {
+			recs = append(recs, recordPos{fr.seq, off})
+		}
+	})
 	if err != nil {
 		return res, nil, fmt.Errorf("wal: read %s: %w", name, err)
 	}
+	// Only the committed records: a torn tail's are cut.
+	for len(recs) > 0 && recs[len(recs)-1].off >= res.end {
+		recs = recs[:len(recs)-1]
+	}
+	l.index.add(h.id, recs)
 	if keep {
 		l.w.seg.size, l.w.seg.synced = res.end, res.end
 	}
@@ -280,7 +312,7 @@ func (l *Log) scanSegment(name string, h segmentHeader, last bool) (scanResult, 
 // is h, checking sequence numbers and commit markers, and stops at the end or
 // at the first bad frame. Its error is an I/O error; bad bytes are reported
 // in the result.
-func scanFrames(r io.ReaderAt, size int64, h segmentHeader) (scanResult, error) {
+func scanFrames(r io.ReaderAt, size int64, h segmentHeader, note func(f frame, off int64)) (scanResult, error) {
 	res := scanResult{end: segmentHeaderSize, lastSeq: h.firstSeq - 1, bad: -1}
 	var fr frameReader
 	fr.reset(r, segmentHeaderSize, size, h.maxRecord)
@@ -309,6 +341,9 @@ func scanFrames(r io.ReaderAt, size int64, h segmentHeader) (scanResult, error) 
 			}
 			expect++
 			pending++
+			if note != nil {
+				note(f, off)
+			}
 			continue
 		}
 		count, synced := decodeCommit(f.payload)
@@ -340,6 +375,42 @@ func (l *Log) readSnapshot() (uint64, []byte, error) {
 		return 0, nil, fmt.Errorf("wal: read %s: %w", snapshotName, err)
 	}
 	return decodeSnapshot(snapshotName, b[:n])
+}
+
+// readKept returns the segments the kept file names, if the directory's
+// names hold one written for a snapshot no older than the one of snapSeq;
+// none for an older one, which a snapshot replaced before its kept file
+// was removed. A kept file newer than the snapshot was written for one
+// that a crash kept from taking the snapshot's place: the segments it
+// names are kept, as they may be the next snapshot's too, and every
+// segment the snapshot on disk refers to is among them or not yet
+// covered by it.
+func (l *Log) readKept(names []string, snapSeq uint64) ([]uint64, error) {
+	if snapSeq == 0 || !slices.Contains(names, keptName) {
+		return nil, nil
+	}
+	f, err := l.fs.Open(filepath.Join(l.dir, keptName))
+	if err != nil {
+		return nil, fmt.Errorf("wal: open %s: %w", keptName, err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, fmt.Errorf("wal: stat %s: %w", keptName, err)
+	}
+	if size > keptHeader+4+8<<20 {
+		return nil, corrupt(keptName, 0, ErrBadHeader, "kept file of %d bytes", size)
+	}
+	b := make([]byte, size)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("wal: read %s: %w", keptName, err)
+	}
+	seq, ids, err := decodeKept(b[:n])
+	if err != nil || seq < snapSeq {
+		return nil, err
+	}
+	return ids, nil
 }
 
 // removeFiles removes the named files from the directory, then fsyncs it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"slices"
 )
@@ -32,6 +33,15 @@ import (
 // calling write, if the log was opened WithReadOnly. Segments are kept, until
 // the next WriteSnapshot or Open, while a Replay runs.
 func (l *Log) WriteSnapshot(seq uint64, write func(w io.Writer) error) error {
+	return l.writeSnapshot(seq, write, nil)
+}
+
+// writeSnapshot is WriteSnapshot; kept, if not nil, holds the segments the
+// snapshot keeps for records it refers to (see SnapshotStateKeeping),
+// which write fills in. Those among the segments the snapshot covers are
+// named in the kept file, written before the snapshot is renamed into
+// place, and stay; the others are removed.
+func (l *Log) writeSnapshot(seq uint64, write func(w io.Writer) error, kept map[uint64]bool) error {
 	if l.cfg.readOnly {
 		return ErrReadOnly
 	}
@@ -80,6 +90,36 @@ func (l *Log) WriteSnapshot(seq uint64, write func(w io.Writer) error) error {
 	if err := l.writeSnapshotFile(path+tempSuffix, seq, write); err != nil {
 		return err
 	}
+	// The segments to keep: named in the kept file before the snapshot is
+	// in place, so that Open never removes one the snapshot refers to.
+	// Those the snapshot covers are kept here; so are those it may cover
+	// once the next segment begins, the one being written included, in
+	// case a crash comes first: Open takes every segment before the last
+	// one that begins at or before the snapshot's next record as covered.
+	// A kept file left by an earlier snapshot is removed once this one is
+	// in place, and read only with a snapshot no newer than itself.
+	var keep []uint64
+	if kept != nil {
+		l.flush.Lock()
+		for _, s := range l.flush.kept {
+			if kept[s.id] {
+				keep = append(keep, s.id)
+			}
+		}
+		for _, s := range l.flush.segments {
+			if s.firstSeq <= seq && kept[s.id] {
+				keep = append(keep, s.id)
+			}
+		}
+		l.flush.Unlock()
+	}
+	keptPath := filepath.Join(l.dir, keptName)
+	if len(keep) > 0 {
+		if err := l.writeKeptFile(keptPath, seq, keep); err != nil {
+			_ = l.fs.Remove(path + tempSuffix) // Open removes it otherwise
+			return err
+		}
+	}
 	// From here on, an error leaves the directory in a state the log does
 	// not know: fail closed.
 	if err := l.fs.Rename(path+tempSuffix, path); err != nil {
@@ -89,31 +129,72 @@ func (l *Log) WriteSnapshot(seq uint64, write func(w io.Writer) error) error {
 		return l.failAndWake(fmt.Errorf("sync directory %s: %w", l.dir, err))
 	}
 
-	// Segments are removed oldest first, so a crash leaves a contiguous
-	// run of them, and a segment is taken off the list before its file is
-	// removed, so a Replay that starts now does not look for it.
+	// Segments are removed oldest first, and a segment is taken off the
+	// list before its file is removed, so a Replay that starts now does
+	// not look for it.
 	var remove []segment
 	l.flush.Lock()
 	l.flush.snapSeq = seq
+	hadKept := len(l.flush.kept) > 0
 	if l.flush.replaying == 0 {
 		segs := l.flush.segments
 		n := 0
 		for n < len(segs)-1 && segs[n+1].firstSeq-1 <= seq {
 			n++
 		}
-		remove = slices.Clone(segs[:n])
+		var stay []segment
+		for _, s := range append(slices.Clone(l.flush.kept), segs[:n]...) {
+			if slices.Contains(keep, s.id) {
+				stay = append(stay, s)
+			} else {
+				remove = append(remove, s)
+			}
+		}
+		l.flush.kept = stay
 		l.flush.segments = slices.Clone(segs[n:])
 	}
 	l.flush.Unlock()
+	ids := make([]uint64, len(remove))
+	for i, s := range remove {
+		ids[i] = s.id
+	}
+	l.index.drop(ids)
 	for _, s := range remove {
 		if err := l.fs.Remove(filepath.Join(l.dir, segmentName(s.id))); err != nil {
 			return l.failAndWake(fmt.Errorf("remove %s: %w", segmentName(s.id), err))
+		}
+	}
+	if len(keep) == 0 && (hadKept || kept != nil) {
+		// A kept file of an earlier snapshot, if any, names nothing this
+		// one needs.
+		if err := l.fs.Remove(keptPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return l.failAndWake(fmt.Errorf("remove %s: %w", keptName, err))
 		}
 	}
 	if len(remove) > 0 {
 		if err := l.fs.SyncDir(l.dir); err != nil {
 			return l.failAndWake(fmt.Errorf("sync directory %s: %w", l.dir, err))
 		}
+	}
+	return nil
+}
+
+// writeKeptFile writes the kept file at path, naming ids for the snapshot
+// of records up to seq, through a temporary file that it fsyncs and
+// renames into place, then fsyncs the directory.
+func (l *Log) writeKeptFile(path string, seq uint64, ids []uint64) error {
+	tmp := path + tempSuffix
+	f, err := l.fs.Create(tmp, l.cfg.filePerm)
+	if err != nil {
+		return fmt.Errorf("wal: create %s: %w", keptName+tempSuffix, err)
+	}
+	if err := l.finishFile(f, encodeKept(seq, ids), tmp, path); err != nil {
+		_ = f.Close()
+		_ = l.fs.Remove(tmp)
+		return fmt.Errorf("wal: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("wal: close %s: %w", keptName, err)
 	}
 	return nil
 }

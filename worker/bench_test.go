@@ -22,7 +22,7 @@ import (
 //	go test -run='^$' -bench=BenchmarkPool -count=5 ./worker
 
 // BenchmarkPoolOverhead runs a trivial handler through the Pool, and
-// through the README's pull loop over the Manager (Enqueue; WaitClaim of
+// through the contract's pull loop over the Manager (Enqueue; WaitClaim of
 // up to 10 leases, the handler on each, SucceedMany of the batch) with as
 // many goroutines: impl=pool ÷ impl=loop is the Pool's cost per job.
 func BenchmarkPoolOverhead(b *testing.B) {

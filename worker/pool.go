@@ -51,6 +51,11 @@ type Handler func(ctx context.Context, job Job) error
 // once as it has workers, each domain's in order and one at a time, with
 // retries, dead letters and lease renewal. Use New; the zero Pool is not
 // usable. Its methods are safe for concurrent use.
+//
+// A Pool holds no payload but those of the jobs its workers run: Submit
+// and Append hand the payload to the backend, which keeps it, and a
+// worker claims its next job only once it is idle, so the payloads in a
+// Pool's memory are at most one per worker.
 type Pool struct {
 	b   worklease.Backend
 	h   Handler
@@ -155,6 +160,29 @@ func (p *Pool) Submit(ctx context.Context, domain string, offset int64, payload 
 		p.q.done(k)
 	}
 	return st, err
+}
+
+// Append stores payload for domain under the offset the backend assigns,
+// the next in the domain's order (see worklease.Manager.Append), for the
+// Pool to run, and returns the backend's answer: the offset, Enqueued for
+// one it stored; for an Append repeated with the key of an earlier one
+// (opts.Key), that Append's offset and its state now. Use it for work that
+// has no offset of its own ("send an email to user 7"): the backend
+// numbers it, so that producers never collide, and, with a key, a call
+// repeated after an unknown outcome stores it once.
+//
+// The offsets Append stores run as Submit's do, each domain's in order.
+// Unlike Submit, Append takes no room in the queue that WithQueueLimit
+// bounds, which counts the offsets Submit names: read the backend's
+// depth with its Totals (Queued) to hold producers back. Append returns
+// ErrStopped once the Pool is stopping, and the backend's errors (among
+// them worklease.ErrPayloadTooLarge, and worklease.ErrPayloadMismatch for
+// a key repeated with another payload); it may be called before Run.
+func (p *Pool) Append(ctx context.Context, domain string, payload []byte, opts worklease.AppendOptions) (worklease.AppendResult, error) {
+	if p.isStopping() {
+		return worklease.AppendResult{}, ErrStopped
+	}
+	return p.b.Append(ctx, domain, payload, opts)
 }
 
 // Run runs the Pool's workers until Stop, or until ctx ends, and returns

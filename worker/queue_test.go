@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -127,4 +128,69 @@ func TestQueueLimitOfRetries(t *testing.T) {
 	st := p.Stats()
 	require.Equal(t, uint64(1), st.Retried)
 	require.Equal(t, uint64(1), st.DeadLettered)
+}
+
+// TestDepthFromAnywhere: a Pool that only works counts none of the offsets
+// others stored, and reads the depth of the whole backend from it.
+func TestDepthFromAnywhere(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	h, started, results := gated()
+	p := start(t, m.Backend(), h, worker.WithWorkers(1))
+	for off := range int64(5) { // another process's producer
+		_, err := m.Enqueue("a", off, nil)
+		require.NoError(t, err)
+	}
+	<-started // a/0 runs
+	tot, err := m.Backend().Totals(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(4), tot.Queued, "the backend's depth")
+	require.Equal(t, 0, p.Stats().Queued, "the Pool's own count")
+	results <- nil
+	<-started
+	results <- nil
+}
+
+// TestAppend: the Pool runs the offsets Append assigns, in order, with
+// their payloads; a repeated key stores nothing. While its workers are
+// busy, the rest waits in the backend: the Pool claims no more than it
+// runs, so it holds no more payloads than that.
+func TestAppend(t *testing.T) {
+	t.Parallel()
+	m := newManager(t)
+	h, started, results := gated()
+	p := start(t, m.Backend(), h, worker.WithWorkers(2))
+	ctx := context.Background()
+	for i := range 6 {
+		res, err := p.Append(ctx, "a", fmt.Appendf(nil, "email %d", i), worklease.AppendOptions{Key: fmt.Sprint(i)})
+		require.NoError(t, err)
+		require.Equal(t, worklease.AppendResult{Offset: int64(i), Status: worklease.Enqueued}, res)
+	}
+	res, err := p.Append(ctx, "a", []byte("email 2"), worklease.AppendOptions{Key: "2"})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), res.Offset, "a repeated key")
+	require.NotEqual(t, worklease.Enqueued, res.Status, "a repeated key")
+	_, err = p.Append(ctx, "b", []byte("other"), worklease.AppendOptions{})
+	require.NoError(t, err)
+	got := map[string][]string{}
+	for range 2 {
+		j := <-started
+		got[j.Domain] = append(got[j.Domain], string(j.Payload))
+	}
+	leases, err := m.Leases()
+	require.NoError(t, err)
+	require.Len(t, leases, 2, "the Pool claims only for its idle workers")
+	tot, err := m.Totals()
+	require.NoError(t, err)
+	require.Equal(t, int64(5), tot.Queued, "the rest waits in the backend")
+	for finished := 0; finished < 7; { // finish each job, and see each start
+		select {
+		case j := <-started:
+			got[j.Domain] = append(got[j.Domain], string(j.Payload))
+		case results <- nil:
+			finished++
+		}
+	}
+	require.Equal(t, []string{"email 0", "email 1", "email 2", "email 3", "email 4", "email 5"}, got["a"])
+	require.Equal(t, []string{"other"}, got["b"])
 }

@@ -9,7 +9,10 @@ type Stats struct {
 	// Queued is the offsets submitted through the Pool that it has not
 	// finished: queued in the backend, waiting out a retry's delay, or in
 	// flight. It is the count WithQueueLimit bounds, and this Pool's view
-	// of it (see WithQueueLimit).
+	// of it (see WithQueueLimit): a Pool that only works, while other
+	// processes produce, counts none. The depth of the whole backend,
+	// whoever stored its offsets, is the backend's Totals().Queued, which
+	// any process can read.
 	Queued int
 
 	Started      uint64 // handlers started

@@ -28,7 +28,9 @@ import (
 // lost (the cause is ErrRevoked), and when the Consumer stops without
 // waiting (the cause is ErrStopped). The record is then left unfinished,
 // for the partition's next owner or the next run. A handler must return
-// soon after ctx is done. The Consumer runs handlers of different keys at
+// soon after ctx is done, and must not keep ctx for work that outlives
+// it: the partition's handlers share it, and it is not cancelled when
+// one of them returns. The Consumer runs handlers of different keys at
 // once, one at a time for each key, in offset order; r is shared and must
 // not be modified.
 type Handler func(ctx context.Context, r *kgo.Record) error
@@ -45,9 +47,11 @@ type Consumer struct {
 	m     *worklease.Manager
 	pool  *worker.Pool
 	chain worker.Handler // the middleware around the handler's call
-	// pollMax is how many records one poll takes at most: no more than
-	// WithMaxUnfinished, so that polling goes past it by one poll at most.
-	pollMax int
+	// pollMin is how many records one poll may take however many the
+	// Consumer holds (it may take up to what is left below
+	// WithMaxUnfinished, if more): no more than WithMaxUnfinished, so that
+	// polling goes past it by that at most.
+	pollMin int
 	budget  *budget
 
 	// byPrefix maps the domain prefix of each partition assigned, or
@@ -69,6 +73,13 @@ type Consumer struct {
 	stopCtx context.Context // done once the Consumer stops: polling and scheduled commits end
 	stop    context.CancelFunc
 	done    chan struct{} // closed when Run has returned
+
+	// handlerCtx is what the partitions' contexts, which their handlers
+	// run with, derive from: it carries Run's context's values, and is
+	// cancelled, with ErrStopped, when the Consumer stops without waiting
+	// for the handlers. Set by Run before the Pool runs.
+	handlerCtx     context.Context
+	cancelHandlers context.CancelCauseFunc
 
 	handled, retried, deadLettered, panicked, skipped, commits atomic.Uint64
 }
@@ -98,7 +109,7 @@ func New(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, error) {
 		return nil, err
 	}
 	c := &Consumer{cfg: cfg, h: h, owned: map[topicPartition]*partition{}, done: make(chan struct{})}
-	c.pollMax = min(1000, cfg.maxUnfinished)
+	c.pollMin = min(1000, cfg.maxUnfinished)
 	c.budget = newBudget(cfg.maxUnfinished)
 	c.stopCtx, c.stop = context.WithCancel(context.Background())
 	c.byPrefix.Store(&map[string]*partition{})
@@ -182,6 +193,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	defer close(c.done)
 
+	c.handlerCtx, c.cancelHandlers = context.WithCancelCause(context.WithoutCancel(ctx))
 	poolDone := make(chan error, 1)
 	go func() { poolDone <- c.pool.Run(context.WithoutCancel(ctx)) }()
 	commitsDone := make(chan struct{})
@@ -210,8 +222,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	c.stop()
 	<-commitsDone
+	// The handlers are cancelled when grace ends, as the Pool cancels its
+	// jobs' contexts then.
+	unlinkHandlers := context.AfterFunc(grace, func() { c.cancelHandlers(ErrStopped) })
 	stopErr := c.pool.Stop(grace)
 	poolErr := <-poolDone
+	unlinkHandlers()
+	c.cancelHandlers(ErrStopped)
 	c.cl.Close()
 	_ = c.m.Close()
 	switch {
@@ -262,8 +279,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 // client is closed.
 func (c *Consumer) poll(ctx context.Context) {
 	var (
-		recs  []fetched
-		doms  []byte
+		names []string
 		leads []batchLead
 	)
 	for {
@@ -274,7 +290,9 @@ func (c *Consumer) poll(ctx context.Context) {
 			c.pauseStuck()
 			continue
 		}
-		fs := c.cl.PollRecords(ctx, c.pollMax)
+		// A poll takes all it may: the more records of a key one poll
+		// takes, the more of them go to the Pool as one job.
+		fs := c.cl.PollRecords(ctx, c.budget.room(c.pollMin))
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			c.cl.AllowRebalance()
 			return
@@ -294,18 +312,18 @@ func (c *Consumer) poll(ctx context.Context) {
 			if p == nil { // not assigned: BlockRebalanceOnPoll keeps this from happening
 				return
 			}
-			// The domains are made before the partition is locked: a key
-			// function is the application's code.
-			recs, doms = recs[:0], doms[:0]
-			for _, r := range ftp.Records {
-				from := len(doms)
-				doms = c.appendDomain(doms, p, r)
-				recs = append(recs, fetched{r, from, len(doms)})
+			// A key function's keys are taken before the partition is
+			// locked: it is the application's code.
+			names = names[:0]
+			if c.cfg.keyFunc != nil {
+				for _, r := range ftp.Records {
+					names = append(names, c.name(p, r))
+				}
 			}
 			var skipped int
-			leads, skipped = p.addAll(recs, doms, leads[:0])
+			leads, skipped = p.addAll(ftp.Records, names, leads[:0])
 			c.skipped.Add(uint64(skipped))
-			clear(recs) // keeps no records
+			clear(names)
 			for _, l := range leads {
 				c.submit(ctx, l)
 			}
@@ -652,18 +670,21 @@ func (c *Consumer) sweep() {
 	}
 	ps = append(ps, c.retired...)
 	c.mu.Unlock()
+	var forgotten, busy []string
 	for _, p := range ps {
-		var busy []string
+		forgotten, busy = forgotten[:0], busy[:0]
 		for _, d := range p.sweep() {
 			err := c.m.Forget(d)
 			switch {
 			case err == nil:
+				forgotten = append(forgotten, d)
 			case errors.Is(err, worklease.ErrDomainBusy): // more queued, or its lease not ended yet
 				busy = append(busy, d)
 			default:
 				c.report(fmt.Errorf("workleasekafka: forgetting %s: %w", d, err))
 			}
 		}
+		p.forget(forgotten)
 		p.touch(busy)
 	}
 	c.mu.Lock()

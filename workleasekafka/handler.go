@@ -2,8 +2,6 @@ package workleasekafka
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -30,24 +28,17 @@ const (
 // domain returns the domain of key's records in p: p's prefix and the key,
 // or the key's SHA-256 for a key too long for a domain.
 func (c *Consumer) domain(p *partition, key string) string {
-	return string(appendKeyDomain(nil, p, key))
+	return string(nameOf([]byte(p.prefix), p, key))
 }
 
-// appendDomain appends the domain of r in p to b.
-func (c *Consumer) appendDomain(b []byte, p *partition, r *kgo.Record) []byte {
-	if c.cfg.keyFunc != nil {
-		return appendKeyDomain(b, p, c.cfg.keyFunc(r))
-	}
-	return appendKeyDomain(b, p, r.Key)
-}
-
-func appendKeyDomain[K string | []byte](b []byte, p *partition, key K) []byte {
-	b = append(b, p.prefix...)
+// name returns the name in p of the domain of r, whose key WithKeyFunc
+// gives (see nameOf).
+func (c *Consumer) name(p *partition, r *kgo.Record) string {
+	key := c.cfg.keyFunc(r)
 	if len(p.prefix)+len(key) > worklease.MaxDomainLen {
-		sum := sha256.Sum256([]byte(key))
-		return hex.AppendEncode(append(b, '#'), sum[:])
+		return string(nameOf(nil, p, key))
 	}
-	return append(b, key...)
+	return key
 }
 
 // partitionOf returns the partition of a domain's records, or nil if it is
@@ -69,16 +60,20 @@ func (c *Consumer) partitionOf(domain string) *partition {
 // records (see partition), which runs them in order, each with attempts of
 // its own. A record that fails ends the attempt: the Pool tries the batch
 // again after its backoff, from that record.
-func (c *Consumer) handleJob(ctx context.Context, job worker.Job) error {
+//
+// The handlers run with their partition's context rather than the job's:
+// the Pool cancels a job's context only when it stops without waiting, or
+// when the job's lease is lost, which the Consumer's Manager, whose leases
+// never expire, never has; the Consumer cancels every partition's context
+// when it stops so, and a partition's when it is revoked.
+func (c *Consumer) handleJob(_ context.Context, job worker.Job) error {
 	p := c.partitionOf(job.Domain)
 	if p == nil {
 		return nil // its partition's records were all dropped
 	}
-	hctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	d, lead := job.Domain, job.Offset
 	buf := taskBufs.Get().(*[]task)
-	tasks := p.start(d, lead, cancel, (*buf)[:0])
+	hctx, tasks := p.start(c.handlerCtx, d, lead, (*buf)[:0])
 	defer func() {
 		clear(tasks) // keeps no records
 		*buf = tasks[:0]
@@ -117,19 +112,32 @@ var errNotStarted = errors.New("workleasekafka: batch stopped")
 func (c *Consumer) run(ctx context.Context, p *partition, domain string, tok worklease.Token, tasks []task) (_ int, err error) {
 	handled := 0
 	defer func() { c.handled.Add(uint64(handled)) }()
-	for i, t := range tasks {
-		if i > 0 && (p.isRevoked() || c.stopCtx.Err() != nil) {
-			return i, errNotStarted // the records left go to the next owner
+	// The attempts' contexts, made in one allocation: each attempt has its
+	// own, never reused, as a handler may keep its context.
+	actxs := make([]attemptContext, len(tasks))
+	stopped := c.stopCtx.Done()
+	for i := range tasks {
+		t := &tasks[i]
+		if i > 0 {
+			if p.isRevoked() {
+				return i, errNotStarted // the records left go to the next owner
+			}
+			select {
+			case <-stopped:
+				return i, errNotStarted
+			default:
+			}
 		}
-		if t.givenUp {
-			if err := c.giveUp(ctx, t.rec, t.cause, t.failed); err != nil {
+		if f := t.givenUp; f != nil {
+			if err := c.giveUp(ctx, t.rec, f.cause, f.failed); err != nil {
 				return i, err
 			}
 			continue
 		}
-		actx := &attemptContext{Context: ctx, rec: t.rec, attempt: t.attempt}
+		actx := &actxs[i]
+		*actx = attemptContext{Context: ctx, rec: t.rec, attempt: t.attempt}
 		if len(c.cfg.middleware) == 0 {
-			err = c.call(actx, worker.Job{})
+			err = c.handle(actx, t.rec)
 		} else {
 			err = c.runChain(actx, worker.Job{Domain: domain, Offset: t.offset, Attempt: t.attempt, Token: tok})
 		}
@@ -137,7 +145,7 @@ func (c *Consumer) run(ctx context.Context, p *partition, domain string, tok wor
 			handled++
 			continue
 		}
-		if err := c.failed(ctx, p, domain, t, err); err != nil {
+		if err := c.failed(ctx, p, domain, *t, err); err != nil {
 			return i, err
 		}
 	}
@@ -195,12 +203,18 @@ func (c *Consumer) runChain(ctx context.Context, job worker.Job) (err error) {
 }
 
 // call is the innermost handler of the chain: it runs the Consumer's
-// handler on the record ctx carries, recovering a panic as a failed attempt.
-func (c *Consumer) call(ctx context.Context, _ worker.Job) (err error) {
+// handler on the record ctx carries.
+func (c *Consumer) call(ctx context.Context, _ worker.Job) error {
 	r := RecordFromContext(ctx)
 	if r == nil {
 		return errors.New("workleasekafka: a middleware dropped the record from the context")
 	}
+	return c.handle(ctx, r)
+}
+
+// handle runs the Consumer's handler on r, with ctx, recovering a panic as
+// a failed attempt.
+func (c *Consumer) handle(ctx context.Context, r *kgo.Record) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			c.panicked.Add(1)

@@ -2,6 +2,8 @@ package workleasekafka
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/worklease/worklease"
 )
 
 // A partition is the Consumer's record of one assignment of one partition:
@@ -45,19 +48,29 @@ type partition struct {
 	mu sync.Mutex // guards everything below
 	// pending holds the records fetched from the lowest unfinished one on,
 	// in offset order (the order Kafka delivers a partition in), some of
-	// them done. Its front is never done.
+	// them done. Its front is never done. recs holds their records, each
+	// at its entry's index, nil once done or dropped: kept apart, the
+	// entries hold no pointers, which the collector then need not scan,
+	// and a window of many thousand entries costs it little.
 	pending    []entry
-	base       []entry // the array pending is a window of (see push)
-	next       int64   // one past the last record fetched; -1 before the first
-	first      int64   // the first record fetched; -1 before it
-	unfinished int     // the entries of pending neither done nor dropped
-	// open holds each domain's batch queued and not started, to which its
-	// next record is added; spare holds those started, for new batches.
-	open  map[string]*openBatch
-	spare []*openBatch
-	// running holds the batches a handler runs, by their first offset,
-	// with the cancel of the handler's context.
-	running map[int64]context.CancelCauseFunc
+	recs       []*kgo.Record
+	base       []entry       // the array pending is a window of (see push)
+	rbase      []*kgo.Record // the array recs is the same window of
+	next       int64         // one past the last record fetched; -1 before the first
+	first      int64         // the first record fetched; -1 before it
+	unfinished int           // the entries of pending neither done nor dropped
+	// keys holds the keys of the records fetched, by their domain's name
+	// in the partition (the domain past the prefix): each key's domain,
+	// made once, and its batch queued and not started. A key is let go of
+	// once the Manager forgot its domain (see forget).
+	keys map[string]*keyState
+	// running counts the batches a handler runs.
+	running int
+	// ctx is the context of the handlers of the partition's records, made
+	// by the first batch to start, and cancelled by cancelRunning; nil
+	// before.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 	// resumeAt holds, for each batch that stopped before its end, by its
 	// first offset, the record it goes on from: the records before it are
 	// done, and may be let go of already.
@@ -99,6 +112,12 @@ func (b *budget) add(k int) {
 	if k != 0 {
 		b.n.Add(int64(k))
 	}
+}
+
+// room returns how many records a poll may take: as many as are left
+// below the limit, and at least least.
+func (b *budget) room(least int) int {
+	return max(least, int(b.limit-b.n.Load()))
 }
 
 // done counts k records finished (or dropped), and wakes the poll loop if
@@ -144,11 +163,25 @@ func (b *budget) wait(ctx context.Context, stuck time.Duration) bool {
 // backlog still ends now and then, for revocations and commits to see.
 const maxBatch = 128
 
-// An openBatch is a domain's batch queued and not started.
-type openBatch struct {
-	domain     string // the map's key, for the batch's records to share
-	lead, tail int64  // its first and last records' offsets
+// A keyState is a key's in an assignment of a partition: its domain, and
+// its batch queued and not started, to which its next record is added.
+type keyState struct {
+	domain string // the partition's prefix and the key's name; immutable
+	// The open batch: its first and last records' offsets, and its size,
+	// 0 if the key has none.
+	lead, tail int64
 	size       int
+}
+
+// nameOf appends to b the name in p of the domain of key: the key itself,
+// or '#' and the hex of its SHA-256 if the prefix and the key would be
+// too long for a domain.
+func nameOf[K string | []byte](b []byte, p *partition, key K) []byte {
+	if len(p.prefix)+len(key) > worklease.MaxDomainLen {
+		sum := sha256.Sum256([]byte(key))
+		return hex.AppendEncode(append(b, '#'), sum[:])
+	}
+	return append(b, key...)
 }
 
 // A parking is the record a domain parked at, and its key.
@@ -170,8 +203,6 @@ type failure struct {
 // An entry is one fetched record of a partition.
 type entry struct {
 	offset int64
-	rec    *kgo.Record // nil once done or dropped
-	domain string
 	next   int64 // the offset of the next record of its batch; -1 if none
 	// attempts is the attempts made at it since it was fetched, or since
 	// Resume.
@@ -187,16 +218,10 @@ func newPartition(topic string, id int32, assignment uint64, b *budget) *partiti
 		topic: topic, id: id, prefix: fmt.Sprintf("%s/%d/%d/", topic, id, assignment),
 		resumeBelow: int(b.limit / 4), budget: b,
 		next: -1, first: -1, committed: -1,
-		open: map[string]*openBatch{}, running: map[int64]context.CancelCauseFunc{},
+		keys:     map[string]*keyState{},
 		resumeAt: map[int64]int64{}, failures: map[int64]failure{},
 		parked: map[string]parking{}, touched: map[string]struct{}{},
 	}
-}
-
-// A fetched record: its domain is doms[from:to] of addAll's doms.
-type fetched struct {
-	rec      *kgo.Record
-	from, to int
 }
 
 // A batchLead is a batch that addAll began: submit it.
@@ -207,9 +232,11 @@ type batchLead struct {
 
 // addAll records that recs were fetched, in offset order, and appends to
 // leads the batches they begin; it returns leads and how many records it
-// skipped as finished by the assignment's commit metadata. Records fetched
-// before, and those of a revoked partition, are ignored.
-func (p *partition) addAll(recs []fetched, doms []byte, leads []batchLead) ([]batchLead, int) {
+// skipped as finished by the assignment's commit metadata. names holds
+// the name (see nameOf) of each record's domain; if nil, a record's key
+// names it. Records fetched before, and those of a revoked partition, are
+// ignored.
+func (p *partition) addAll(recs []*kgo.Record, names []string, leads []batchLead) ([]batchLead, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	skipped, added := 0, 0
@@ -218,8 +245,7 @@ func (p *partition) addAll(recs []fetched, doms []byte, leads []batchLead) ([]ba
 			p.budget.add(added)
 		}
 	}()
-	for _, f := range recs {
-		r := f.rec
+	for i, r := range recs {
 		if p.revoked || r.Offset < p.next {
 			continue
 		}
@@ -229,58 +255,77 @@ func (p *partition) addAll(recs []fetched, doms []byte, leads []batchLead) ([]ba
 		p.next = r.Offset + 1
 		if p.skipping(r.Offset) {
 			if len(p.pending) > 0 { // kept, so that the commit's metadata still says so
-				p.push(entry{offset: r.Offset, next: -1, done: true})
+				p.push(entry{offset: r.Offset, next: -1, done: true}, nil)
 			}
 			skipped++
 			continue
 		}
 		p.unfinished++
 		added++
-		key := doms[f.from:f.to]
-		if b := p.open[string(key)]; b != nil && b.size < maxBatch {
-			if i := p.find(b.tail); i >= 0 {
+		var ks *keyState
+		switch {
+		case names != nil:
+			ks = p.keyLocked(names[i])
+		case len(p.prefix)+len(r.Key) <= worklease.MaxDomainLen:
+			if ks = p.keys[string(r.Key)]; ks == nil {
+				ks = p.keyLocked(string(r.Key))
+			}
+		default:
+			ks = p.keyLocked(string(nameOf(nil, p, r.Key)))
+		}
+		if ks.size > 0 && ks.size < maxBatch {
+			if i := p.find(ks.tail); i >= 0 {
 				p.pending[i].next = r.Offset
-				b.tail = r.Offset
-				b.size++
-				p.push(entry{offset: r.Offset, rec: r, domain: b.domain, next: -1})
+				ks.tail = r.Offset
+				ks.size++
+				p.push(entry{offset: r.Offset, next: -1}, r)
 				continue
 			}
 		}
-		d := string(key)
-		var b *openBatch
-		if n := len(p.spare); n > 0 {
-			b, p.spare = p.spare[n-1], p.spare[:n-1]
-		} else {
-			b = new(openBatch)
-		}
-		*b = openBatch{domain: d, lead: r.Offset, tail: r.Offset, size: 1}
-		p.open[d] = b
-		p.push(entry{offset: r.Offset, rec: r, domain: d, next: -1})
-		leads = append(leads, batchLead{d, r.Offset})
+		ks.lead, ks.tail, ks.size = r.Offset, r.Offset, 1
+		p.push(entry{offset: r.Offset, next: -1}, r)
+		leads = append(leads, batchLead{ks.domain, r.Offset})
 	}
 	return leads, skipped
 }
 
-// push appends e to pending. pending is a window of an array that the
-// finished records leave at its front: at the array's end, the window moves
-// back to its start, unless it fills half the array, which then doubles.
-// So the array is copied about once for every half of it appended, and
-// never left for the collector while it serves. p.mu must be held.
-func (p *partition) push(e entry) {
+// keyLocked returns the key state of the domain named name, made if
+// need be. p.mu must be held.
+func (p *partition) keyLocked(name string) *keyState {
+	if ks := p.keys[name]; ks != nil {
+		return ks
+	}
+	ks := &keyState{domain: p.prefix + name}
+	p.keys[ks.domain[len(p.prefix):]] = ks
+	return ks
+}
+
+// push appends e, of record r, to pending. pending is a window of an
+// array that the finished records leave at its front: at the array's end,
+// the window moves back to its start, unless it fills half the array,
+// which then doubles. So the array is copied about once for every half of
+// it appended, and never left for the collector while it serves. recs is
+// the same window of an array of the same size. p.mu must be held.
+func (p *partition) push(e entry, r *kgo.Record) {
 	if n := len(p.pending); n == cap(p.pending) {
-		var buf []entry
-		if n <= cap(p.base)/2 {
-			buf = p.base[:n]
-			copy(buf, p.pending)
-			clear(p.base[n:])
+		if size := cap(p.base); size > 0 && n <= size/2 {
+			copy(p.base, p.pending)
+			copy(p.rbase, p.recs)
+			// The old window's records past the new one: those before
+			// it are nil already, as finished.
+			clear(p.rbase[max(n, size-n):])
+			p.pending, p.recs = p.base[:n], p.rbase[:n]
 		} else {
-			buf = make([]entry, n, max(64, 2*cap(p.base)))
+			size = max(64, 2*size)
+			buf, rbuf := make([]entry, size), make([]*kgo.Record, size)
 			copy(buf, p.pending)
-			p.base = buf[:cap(buf)]
+			copy(rbuf, p.recs)
+			p.base, p.rbase = buf, rbuf
+			p.pending, p.recs = buf[:n], rbuf[:n]
 		}
-		p.pending = buf
 	}
 	p.pending = append(p.pending, e)
+	p.recs = append(p.recs, r)
 }
 
 // skipping reports whether offset is in skip, and drops the spans below
@@ -322,21 +367,23 @@ type task struct {
 	offset  int64
 	rec     *kgo.Record
 	attempt int // the record's, counting this one
-	failure     // given up on: produce the dead letter, without running the handler
+	// givenUp, if not nil, says that the record was given up on: produce
+	// its dead letter, without running the handler.
+	givenUp *failure
 }
 
-// start begins running the batch that begins at lead, of domain, under
-// cancel, and appends to tasks the records it has left to run, in order;
-// the batch is then no longer open to new records. If the partition was
-// revoked, it drops the batch's records unrun (the partition's backlog is
-// dropped; its next owner runs them) and appends none.
-func (p *partition) start(domain string, lead int64, cancel context.CancelCauseFunc, tasks []task) []task {
+// start begins running the batch that begins at lead, of domain, and
+// appends to tasks the records it has left to run, in order; the batch is
+// then no longer open to new records. It returns them with the context to
+// run them with: the partition's, which cancelRunning cancels, made from
+// base by the first batch. If the partition was revoked, it drops the
+// batch's records unrun (the partition's backlog is dropped; its next
+// owner runs them) and appends none.
+func (p *partition) start(base context.Context, domain string, lead int64, tasks []task) (context.Context, []task) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if b := p.open[domain]; b != nil && b.lead == lead {
-		delete(p.open, domain)
-		*b = openBatch{}
-		p.spare = append(p.spare, b)
+	if ks := p.keys[domain[len(p.prefix):]]; ks != nil && ks.size > 0 && ks.lead == lead {
+		ks.size = 0
 	}
 	at, ok := p.resumeAt[lead]
 	if !ok {
@@ -345,7 +392,7 @@ func (p *partition) start(domain string, lead int64, cancel context.CancelCauseF
 	if p.revoked {
 		delete(p.resumeAt, lead)
 		p.dropLocked(domain, at)
-		return tasks
+		return nil, tasks
 	}
 	for at >= 0 {
 		i := p.find(at)
@@ -354,9 +401,11 @@ func (p *partition) start(domain string, lead int64, cancel context.CancelCauseF
 		}
 		e := &p.pending[i]
 		if !e.done && !e.dropped {
-			t := task{offset: e.offset, rec: e.rec, attempt: int(e.attempts) + 1}
+			t := task{offset: e.offset, rec: p.recs[i], attempt: int(e.attempts) + 1}
 			if len(p.failures) > 0 {
-				t.failure = p.failures[e.offset]
+				if f, ok := p.failures[e.offset]; ok && f.givenUp {
+					t.givenUp = &f
+				}
 			}
 			tasks = append(tasks, t)
 		}
@@ -365,10 +414,13 @@ func (p *partition) start(domain string, lead int64, cancel context.CancelCauseF
 	if len(tasks) == 0 {
 		delete(p.resumeAt, lead)
 		p.touched[domain] = struct{}{}
-		return tasks
+		return nil, tasks
 	}
-	p.running[lead] = cancel
-	return tasks
+	if p.ctx == nil {
+		p.ctx, p.cancel = context.WithCancelCause(base)
+	}
+	p.running++
+	return p.ctx, tasks
 }
 
 // finish ends the running of the batch that begins at lead: its first ran
@@ -408,9 +460,9 @@ func (p *partition) finish(domain string, lead int64, tasks []task, ran int, sto
 	default:
 		delete(p.resumeAt, lead)
 	}
-	delete(p.running, lead)
+	p.running--
 	p.touched[domain] = struct{}{}
-	if len(p.running) == 0 && p.drained != nil {
+	if p.running == 0 && p.drained != nil {
 		close(p.drained)
 		p.drained = nil
 	}
@@ -428,7 +480,7 @@ func (p *partition) dropLocked(domain string, offset int64) {
 		}
 		e := &p.pending[i]
 		if !e.done && !e.dropped {
-			e.dropped, e.rec = true, nil
+			e.dropped, p.recs[i] = true, nil
 			p.unfinished--
 			dropped++
 		}
@@ -444,7 +496,7 @@ func (p *partition) dropLocked(domain string, offset int64) {
 // at the front; the caller counts it done in the budget. p.mu must be held.
 func (p *partition) doneLocked(i int) {
 	e := &p.pending[i]
-	e.done, e.rec = true, nil
+	e.done, p.recs[i] = true, nil
 	if len(p.failures) > 0 {
 		delete(p.failures, e.offset)
 	}
@@ -457,9 +509,9 @@ func (p *partition) doneLocked(i int) {
 		n++
 	}
 	// Dropping the front keeps the array until an append moves it; an
-	// append that grows it copies only the pending records.
-	clear(p.pending[:n])
-	p.pending = p.pending[n:]
+	// append that grows it copies only the pending records. The records
+	// dropped are nil already.
+	p.pending, p.recs = p.pending[n:], p.recs[n:]
 }
 
 // giveUp records that the record at offset was given up on, with cause,
@@ -531,7 +583,7 @@ func (p *partition) revoke() (drained <-chan struct{}, parked []string, paused b
 		parked = append(parked, d)
 	}
 	clear(p.parked)
-	if len(p.running) == 0 {
+	if p.running == 0 {
 		return nil, parked, paused
 	}
 	if p.drained == nil {
@@ -540,13 +592,13 @@ func (p *partition) revoke() (drained <-chan struct{}, parked []string, paused b
 	return p.drained, parked, paused
 }
 
-// cancelRunning cancels the contexts of the handlers that run its batches,
-// with cause.
+// cancelRunning cancels the context of the handlers that run its batches,
+// with cause. The partition must have been revoked: no batch starts after.
 func (p *partition) cancelRunning(cause error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, cancel := range p.running {
-		cancel(cause)
+	if p.cancel != nil {
+		p.cancel(cause)
 	}
 }
 
@@ -679,6 +731,20 @@ func (p *partition) sweep() []string {
 	return ds
 }
 
+// forget lets go of the keys of domains, which the Manager forgot, unless
+// a batch of theirs was queued since: a record of theirs fetched later
+// makes them anew.
+func (p *partition) forget(domains []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, d := range domains {
+		name := d[len(p.prefix):]
+		if ks := p.keys[name]; ks != nil && ks.size == 0 {
+			delete(p.keys, name)
+		}
+	}
+}
+
 // touch puts domains back for the next sweep.
 func (p *partition) touch(domains []string) {
 	p.mu.Lock()
@@ -693,5 +759,5 @@ func (p *partition) touch(domains []string) {
 func (p *partition) drainedAll() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.revoked && p.unfinished == 0 && len(p.running) == 0 && len(p.touched) == 0
+	return p.revoked && p.unfinished == 0 && p.running == 0 && len(p.touched) == 0
 }

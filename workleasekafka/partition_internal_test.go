@@ -1,12 +1,16 @@
 package workleasekafka
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/worklease/worklease"
 )
 
 // domainOf is the domain tests give the record at offset: one of its
@@ -18,7 +22,8 @@ func domainOf(p *partition, offset int64) string { return p.prefix + string(rune
 // "finished" (the commit metadata says so) or "ignored".
 func add(p *partition, offset int64, domain string) string {
 	n := len(p.pending)
-	leads, skipped := p.addAll([]fetched{{&kgo.Record{Offset: offset}, 0, len(domain)}}, []byte(domain), nil)
+	r := &kgo.Record{Key: []byte(strings.TrimPrefix(domain, p.prefix)), Offset: offset}
+	leads, skipped := p.addAll([]*kgo.Record{r}, nil, nil)
 	switch {
 	case skipped == 1:
 		return "finished"
@@ -42,7 +47,7 @@ func fetch(t *testing.T, p *partition, offsets ...int64) {
 // offsets of its tasks, and the tasks.
 func run(t *testing.T, p *partition, domain string, offset int64) ([]int64, []task) {
 	t.Helper()
-	tasks := p.start(domain, offset, func(error) {}, nil)
+	_, tasks := p.start(t.Context(), domain, offset, nil)
 	var offsets []int64
 	for _, tk := range tasks {
 		offsets = append(offsets, tk.offset)
@@ -245,12 +250,40 @@ func TestPartitionPark(t *testing.T) {
 	require.True(t, p.unpark(d, false))
 	_, tasks = run(t, p, d, 0)
 	assert.Equal(t, 1, tasks[0].attempt, "attempts counted afresh")
-	assert.False(t, tasks[0].givenUp)
+	assert.Nil(t, tasks[0].givenUp)
 	p.finish(d, 0, tasks, 0, true, true)
 	require.True(t, p.park(d, 0, "a", cause, 1))
 	require.True(t, p.unpark(d, true))
 	_, tasks = run(t, p, d, 0)
-	assert.True(t, tasks[0].givenUp)
-	assert.Equal(t, cause, tasks[0].cause)
-	assert.Equal(t, 1, tasks[0].failed)
+	require.NotNil(t, tasks[0].givenUp)
+	assert.Equal(t, cause, tasks[0].givenUp.cause)
+	assert.Equal(t, 1, tasks[0].givenUp.failed)
+}
+
+// A key's domain is made once in an assignment, and let go of once the
+// Manager forgot it, unless a batch of it was queued meanwhile; a key too
+// long for a domain is named by its hash.
+func TestPartitionKeys(t *testing.T) {
+	t.Parallel()
+	p := newPartition("t", 0, 1, newBudget(200))
+	d := p.prefix + "k"
+	require.Equal(t, "lead", add(p, 0, d))
+	_, tasks := run(t, p, d, 0)
+	require.Equal(t, "lead", add(p, 1, d), "the batch started: a new one")
+	p.finish(d, 0, tasks, 1, false, true)
+	p.forget([]string{d})
+	assert.Len(t, p.keys, 1, "1's batch is queued")
+	_, tasks = run(t, p, d, 1)
+	p.finish(d, 1, tasks, 1, false, true)
+	p.forget([]string{d})
+	assert.Empty(t, p.keys)
+
+	long := strings.Repeat("x", worklease.MaxDomainLen)
+	leads, _ := p.addAll([]*kgo.Record{{Key: []byte(long), Offset: 2}}, nil, nil)
+	require.Len(t, leads, 1)
+	sum := sha256.Sum256([]byte(long))
+	assert.Equal(t, p.prefix+"#"+hex.EncodeToString(sum[:]), leads[0].domain)
+	assert.LessOrEqual(t, len(leads[0].domain), worklease.MaxDomainLen)
+	leads, _ = p.addAll([]*kgo.Record{{Key: []byte(long), Offset: 3}}, nil, nil)
+	assert.Empty(t, leads, "joined its batch")
 }

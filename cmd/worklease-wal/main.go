@@ -13,6 +13,8 @@
 //	leases    the leases in flight
 //	dead      the dead letters, with their causes
 //	dump      every record after the snapshot, one per line
+//	payloads  the payloads the journal holds: domain, offset, state, bytes;
+//	          or, with -domain and -offset, one payload's bytes as stored
 //
 // Every command takes -json, and -h for its columns. Run it from the module
 // root, for example:
@@ -80,6 +82,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -87,6 +90,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -192,9 +196,30 @@ Columns: seq, kind, domain, offset (or -), token (or -; a Forgotten
 record's carries only the domain's last fence), attempt, retries, front (an
 Enqueued record went to the front), at (or -, where the Manager read no
 clock), acquired, expires (or -), cause (or -), monotonic (a Settings
-record: the records after it were written WithMonotonicOffsets). See
-worklease.Record for what each kind of record holds.`,
+record: the records after it were written WithMonotonicOffsets), not_before
+(an Enqueued record's schedule, a Requeued record's retry delay end, or -),
+key (an Append's idempotency key, or -), payload (the bytes of an Enqueued
+record's payload, or - for none). See worklease.Record for what each kind
+of record holds.`,
 		run: dump,
+	},
+	{
+		name:    "payloads",
+		summary: "the payloads the journal holds: domain, offset, state, bytes",
+		manager: true,
+		about: `One line per offset stored with a payload that has not succeeded yet,
+sorted by domain, then in the domain's order: the offset in flight, the
+backlog, then the dead letters. The bytes are read back from the records
+that hold them, in the segments the snapshot keeps.
+
+Columns: domain, offset, state (leased, queued or failed), bytes.
+
+With -domain and -offset, it writes that offset's payload to standard
+output instead, byte for byte and nothing else; with -json, one object
+with the domain, offset, state, bytes and payload_base64. Exit status 1 if
+the domain holds no payload for that offset (it succeeded, or was stored
+without one).`,
+		run: payloads,
 	},
 }
 
@@ -229,6 +254,8 @@ Flags, for every command:
               anyway; the flag matters for one an older version of the
               package wrote with the option, which records nothing (dump
               ignores it)
+  -domain, -offset
+              the offset whose payload payloads writes
   -h          print the command's usage and columns
 
 Text output is tab-separated, after a header line naming the columns; "-"
@@ -286,6 +313,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard) // errors and usage are written below
 	asJSON := fs.Bool("json", false, "")
 	monotonic := fs.Bool("monotonic", false, "")
+	domain := fs.String("domain", "", "")
+	offset := fs.Int64("offset", -1, "")
 	dirs, err := parseInterspersed(fs, args[1:])
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -302,7 +331,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	bw := bufio.NewWriter(stdout)
-	p := &printer{w: bw, warn: stderr, json: *asJSON}
+	p := &printer{w: bw, warn: stderr, json: *asJSON, domain: *domain, offset: *offset}
 	err = runCommand(c, dirs[0], *monotonic, p)
 	if ferr := bw.Flush(); err == nil {
 		err = ferr
@@ -739,11 +768,16 @@ type dumpRow struct {
 	Cause     *string         `json:"cause,omitempty"`
 	CauseB64  []byte          `json:"cause_base64,omitempty"`
 	Monotonic bool            `json:"monotonic,omitempty"`
+	NotBefore time.Time       `json:"not_before,omitzero"`
+	Key       *string         `json:"key,omitempty"`
+	KeyB64    []byte          `json:"key_base64,omitempty"`
+	Payload   *int            `json:"payload_bytes,omitempty"` // nil: none
 }
 
 func dump(j *journal, p *printer) error {
 	if !p.json {
-		p.row("seq", "kind", "domain", "offset", "token", "attempt", "retries", "front", "at", "acquired", "expires", "cause", "monotonic")
+		p.row("seq", "kind", "domain", "offset", "token", "attempt", "retries", "front", "at", "acquired", "expires", "cause", "monotonic",
+			"not_before", "key", "payload")
 	}
 	return j.log.ReplayRecords(
 		func([]byte) error { return nil }, // the snapshot is state, not records
@@ -754,6 +788,15 @@ func dump(j *journal, p *printer) error {
 			r.Domain, r.Base64 = jsonText(rec.Domain)
 			if rec.Cause != "" {
 				r.Cause, r.CauseB64 = jsonText(rec.Cause)
+			}
+			r.NotBefore = utc(rec.NotBefore)
+			if rec.Key != "" {
+				r.Key, r.KeyB64 = jsonText(rec.Key)
+			}
+			size := "-"
+			if rec.Payload != nil {
+				n := len(rec.Payload)
+				r.Payload, size = &n, strconv.Itoa(n)
 			}
 			if p.json {
 				p.object(r)
@@ -766,9 +809,111 @@ func dump(j *journal, p *printer) error {
 			p.row(strconv.FormatUint(r.Seq, 10), r.Kind, text(rec.Domain), optional(r.Offset, r.Offset >= 0), tok,
 				strconv.Itoa(r.Attempt), strconv.Itoa(r.Retries), strconv.FormatBool(r.Front),
 				timeText(r.At), timeText(r.Acquired), timeText(r.Expires), optionalText(rec.Cause),
-				strconv.FormatBool(r.Monotonic))
+				strconv.FormatBool(r.Monotonic), timeText(r.NotBefore), optionalText(rec.Key), size)
 			return p.err
 		})
+}
+
+// payloadRow is one line of payloads.
+type payloadRow struct {
+	Domain *string `json:"domain,omitempty"`
+	Base64 []byte  `json:"domain_base64,omitempty"`
+	Offset int64   `json:"offset"`
+	State  string  `json:"state"`
+	Bytes  int     `json:"bytes"`
+}
+
+func payloads(j *journal, p *printer) error {
+	if p.domain != "" || p.offset >= 0 {
+		return payload(j, p)
+	}
+	if !p.json {
+		p.row("domain", "offset", "state", "bytes")
+	}
+	var err error
+	_, derr := eachDomain(j.m, p, func(domain string, info worklease.DomainInfo) {
+		type held struct {
+			offset int64
+			state  string
+		}
+		var offs []held
+		if info.Leased {
+			offs = append(offs, held{info.Lease.Offset, "leased"})
+		}
+		for _, off := range info.Backlog {
+			offs = append(offs, held{off, "queued"})
+		}
+		if info.Failed > 0 {
+			dls, e := j.m.DeadLetters(domain)
+			if e != nil {
+				err = cmp.Or(err, e)
+				return
+			}
+			for _, dl := range dls {
+				offs = append(offs, held{dl.Offset, "failed"})
+			}
+		}
+		for _, h := range offs {
+			data, e := j.m.Payload(domain, h.offset)
+			if e != nil {
+				err = cmp.Or(err, e)
+				return
+			}
+			if data == nil {
+				continue
+			}
+			r := payloadRow{Offset: h.offset, State: h.state, Bytes: len(data)}
+			r.Domain, r.Base64 = jsonText(domain)
+			if p.json {
+				p.object(r)
+				continue
+			}
+			p.row(text(domain), strconv.FormatInt(h.offset, 10), h.state, strconv.Itoa(len(data)))
+		}
+	})
+	return cmp.Or(derr, err)
+}
+
+// stateOf is the state of offset, which domain holds with a payload, as
+// payloads names it.
+func stateOf(m *worklease.Manager, domain string, offset int64) string {
+	info, err := m.Inspect(domain)
+	switch {
+	case err != nil:
+		return ""
+	case info.Leased && info.Lease.Offset == offset:
+		return "leased"
+	case slices.Contains(info.Backlog, offset):
+		return "queued"
+	}
+	return "failed"
+}
+
+// payload is payloads with -domain and -offset: one payload's bytes.
+func payload(j *journal, p *printer) error {
+	if p.domain == "" || p.offset < 0 {
+		return errors.New("name the payload with both -domain and -offset")
+	}
+	data, err := j.m.Payload(p.domain, p.offset)
+	if err != nil {
+		return err
+	}
+	if data == nil {
+		return fmt.Errorf("%s/%d holds no payload", text(p.domain), p.offset)
+	}
+	if p.json {
+		r := struct {
+			payloadRow
+			Payload []byte `json:"payload_base64"`
+		}{payloadRow: payloadRow{Offset: p.offset, State: stateOf(j.m, p.domain, p.offset), Bytes: len(data)}, Payload: data}
+		r.Domain, r.Base64 = jsonText(p.domain)
+		p.object(r)
+		return nil
+	}
+	if p.err == nil {
+		_, p.err = p.w.Write(data)
+	}
+	return nil
 }
 
 // printer writes a command's output, as text rows or JSON objects. The
@@ -778,6 +923,10 @@ type printer struct {
 	warn io.Writer // where warnings go: stderr
 	json bool
 	err  error
+
+	// payloads' -domain and -offset; "" and -1 if not given.
+	domain string
+	offset int64
 }
 
 // warnf writes a warning line, prefixed with the tool's name.

@@ -331,13 +331,13 @@ func TestDump(t *testing.T) {
 	seq := func(i int) string { return fmt.Sprint(f.snapshot + uint64(i)) }
 	e, o, g := f.emails0.String(), f.orders4.String(), f.gone0.String()
 	assert.Equal(t, lines(
-		"seq\tkind\tdomain\toffset\ttoken\tattempt\tretries\tfront\tat\tacquired\texpires\tcause\tmonotonic",
-		seq(1)+"\tAcquired\temails\t0\t"+e+"\t1\t0\tfalse\t2001-02-03T04:05:10Z\t2001-02-03T04:05:10Z\t2001-02-03T04:06:10Z\t-\tfalse",
-		seq(2)+"\tExtended\temails\t0\t"+e+"\t1\t0\tfalse\t2001-02-03T04:05:10Z\t2001-02-03T04:05:10Z\t2001-02-03T04:10:10Z\t-\tfalse",
-		seq(3)+"\tRetrying\torders\t4\t"+o+"\t1\t1\tfalse\t2001-02-03T04:05:10Z\t2001-02-03T04:05:09Z\t2001-02-03T04:06:10Z\ttimeout\tfalse",
-		seq(4)+"\tAcquired\tgone\t0\t"+g+"\t1\t0\tfalse\t2001-02-03T04:05:10Z\t2001-02-03T04:05:10Z\t2001-02-03T04:06:10Z\t-\tfalse",
-		seq(5)+"\tProcessed\tgone\t0\t"+g+"\t1\t0\tfalse\t2001-02-03T04:05:10Z\t-\t-\t-\tfalse",
-		seq(6)+"\tForgotten\tgone\t-\t-\t0\t0\tfalse\t2001-02-03T04:05:10Z\t-\t-\t-\tfalse",
+		"seq\tkind\tdomain\toffset\ttoken\tattempt\tretries\tfront\tat\tacquired\texpires\tcause\tmonotonic\tnot_before\tkey\tpayload",
+		seq(1)+"\tAcquired\temails\t0\t"+e+"\t1\t0\tfalse\t2001-02-03T04:05:10Z\t2001-02-03T04:05:10Z\t2001-02-03T04:06:10Z\t-\tfalse\t-\t-\t-",
+		seq(2)+"\tExtended\temails\t0\t"+e+"\t1\t0\tfalse\t2001-02-03T04:05:10Z\t2001-02-03T04:05:10Z\t2001-02-03T04:10:10Z\t-\tfalse\t-\t-\t-",
+		seq(3)+"\tRetrying\torders\t4\t"+o+"\t1\t1\tfalse\t2001-02-03T04:05:10Z\t2001-02-03T04:05:09Z\t2001-02-03T04:06:10Z\ttimeout\tfalse\t-\t-\t-",
+		seq(4)+"\tAcquired\tgone\t0\t"+g+"\t1\t0\tfalse\t2001-02-03T04:05:10Z\t2001-02-03T04:05:10Z\t2001-02-03T04:06:10Z\t-\tfalse\t-\t-\t-",
+		seq(5)+"\tProcessed\tgone\t0\t"+g+"\t1\t0\tfalse\t2001-02-03T04:05:10Z\t-\t-\t-\tfalse\t-\t-\t-",
+		seq(6)+"\tForgotten\tgone\t-\t-\t0\t0\tfalse\t2001-02-03T04:05:10Z\t-\t-\t-\tfalse\t-\t-\t-",
 	), out)
 
 	code, out, _ = runTool("dump", "-json", f.dir)
@@ -485,7 +485,7 @@ func TestReplayErrors(t *testing.T) {
 		// dump decodes without replaying: it shows the culprit.
 		code, out, errOut = runTool("dump", dir)
 		require.Equal(t, 0, code, errOut)
-		assert.Contains(t, out, "\n2\tProcessed\tx\t1\t-\t0\t0\tfalse\t2001-02-03T04:05:06Z\t-\t-\t-\tfalse\n")
+		assert.Contains(t, out, "\n2\tProcessed\tx\t1\t-\t0\t0\tfalse\t2001-02-03T04:05:06Z\t-\t-\t-\tfalse\t-\t-\t-\n")
 	})
 	t.Run("undecodable", func(t *testing.T) {
 		dir := t.TempDir()
@@ -753,4 +753,65 @@ func TestJSONRoundTripsAnyBytes(t *testing.T) {
 		assert.Equal(t, moved, got)
 		assert.NotContains(t, obj, "dir")
 	})
+}
+
+// TestPayloads lists the payloads a journal holds, queued, in flight and
+// dead-lettered, across snapshots that leave their records in segments
+// the snapshot keeps, and writes one back byte for byte.
+func TestPayloads(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	l, err := wal.Open(dir, wal.WithSegmentSize(wal.MinSegmentSize), wal.WithSnapshotEvery(1<<10))
+	require.NoError(t, err)
+	m, err := worklease.New(worklease.WithJournal(l), worklease.WithClock(clock.NewFake(t0)), worklease.WithMaxRetries(0))
+	require.NoError(t, err)
+	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, 300)
+	for off, p := range [][]byte{1: []byte("first"), 2: big, 3: nil, 4: {}} {
+		if off > 0 {
+			_, err := m.Enqueue("a", int64(off), p)
+			require.NoError(t, err)
+		}
+	}
+	_, err = m.Enqueue("b\tc", 7, []byte("dead"))
+	require.NoError(t, err)
+	for i := range 200 { // records enough for segments and snapshots to come and go
+		_, err := m.Append("busy", []byte("x"), worklease.AppendOptions{})
+		require.NoError(t, err)
+		cs, err := m.Claim(1)
+		require.NoError(t, err)
+		require.Len(t, cs, 1, i)
+		if cs[0].Domain == "b\tc" {
+			_, err = m.Kill("b\tc", 7, "poison")
+			require.NoError(t, err)
+			continue
+		}
+		if cs[0].Domain == "a" && cs[0].Offset == 1 { // in flight at the end
+			continue
+		}
+		_, err = m.Succeed(cs[0].Domain, cs[0].Token)
+		require.NoError(t, err)
+	}
+	require.NoError(t, m.Close())
+	require.Contains(t, dirBytes(t, dir), "kept", "segments kept for their payloads")
+
+	code, out, errOut := runTool("payloads", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, lines(
+		"domain\toffset\tstate\tbytes",
+		"a\t1\tleased\t5",
+		"a\t2\tqueued\t1200",
+		"a\t4\tqueued\t0",
+		`"b\tc"`+"\t7\tfailed\t4",
+		"busy\t198\tqueued\t1", // appended after the last claims
+		"busy\t199\tqueued\t1",
+	), out)
+
+	code, out, errOut = runTool("payloads", "-domain", "a", "-offset", "2", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, string(big), out)
+	code, out, errOut = runTool("payloads", "-json", "-domain", "b\tc", "-offset", "7", dir)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, `{"domain":"b\tc","offset":7,"state":"failed","bytes":4,"payload_base64":"ZGVhZA=="}`+"\n", out)
+	code, _, errOut = runTool("payloads", "-domain", "a", "-offset", "3", dir)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "a/3 holds no payload")
 }

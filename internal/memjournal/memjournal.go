@@ -6,7 +6,9 @@ package memjournal
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/worklease/worklease"
@@ -18,12 +20,15 @@ var ErrInjected = errors.New("memjournal: injected failure")
 // Journal is an in-memory worklease.Journal. The zero Journal is empty and
 // ready to use. It is safe for concurrent use.
 type Journal struct {
-	mu       sync.Mutex
-	snap     []byte // the latest snapshot; nil if none
-	snapSeq  uint64 // the last record the snapshot covers
-	seqs     []uint64
-	records  []worklease.Record // after the snapshot, with seqs
-	last     uint64             // the last sequence number appended
+	mu      sync.Mutex
+	snap    []byte // the latest snapshot; nil if none
+	snapSeq uint64 // the last record the snapshot covers
+	seqs    []uint64
+	records []worklease.Record // after the snapshot, with seqs
+	// kept holds the payloads of the records the snapshot covers and
+	// refers to (see SnapshotStateKeeping), by sequence number.
+	kept     map[uint64][]byte
+	last     uint64 // the last sequence number appended
 	closed   bool
 	replayed bool   // ReplayRecords ran since the last Reopen: a Manager owns it
 	failAt   uint64 // Append of this sequence number fails; 0: never
@@ -34,7 +39,7 @@ type Journal struct {
 	snapshots     int
 }
 
-var _ worklease.Journal = (*Journal)(nil)
+var _ worklease.PayloadJournal = (*Journal)(nil)
 
 // FailAppendAt makes the Append that would get sequence number seq fail.
 func (j *Journal) FailAppendAt(seq uint64) {
@@ -112,15 +117,32 @@ func (j *Journal) ReplayRecords(restore func([]byte) error, apply func(uint64, w
 
 // SnapshotState implements worklease.Journal.
 func (j *Journal) SnapshotState(write func(io.Writer) error) error {
+	return j.SnapshotStateKeeping(func(w io.Writer, _ func(uint64)) error { return write(w) })
+}
+
+// SnapshotStateKeeping implements worklease.PayloadJournal: the payloads
+// of the records the snapshot covers are dropped, but for those write
+// names with keep, which ReadPayload goes on reading.
+func (j *Journal) SnapshotStateKeeping(write func(io.Writer, func(seq uint64)) error) error {
 	j.mu.Lock()
 	upTo := j.last
 	j.mu.Unlock()
 	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
+	keep := map[uint64]bool{}
+	if err := write(&buf, func(seq uint64) { keep[seq] = true }); err != nil {
 		return err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	kept := map[uint64][]byte{}
+	for seq := range keep {
+		if p, ok := j.kept[seq]; ok {
+			kept[seq] = p
+		} else if i, found := slices.BinarySearch(j.seqs, seq); found && seq <= upTo && j.records[i].Payload != nil {
+			kept[seq] = j.records[i].Payload
+		}
+	}
+	j.kept = kept
 	j.snap, j.snapSeq = buf.Bytes(), upTo
 	i := 0
 	for i < len(j.seqs) && j.seqs[i] <= upTo {
@@ -129,6 +151,19 @@ func (j *Journal) SnapshotState(write func(io.Writer) error) error {
 	j.seqs, j.records = j.seqs[i:], j.records[i:]
 	j.snapshots++
 	return nil
+}
+
+// ReadPayload implements worklease.PayloadJournal.
+func (j *Journal) ReadPayload(seq uint64) ([]byte, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if p, ok := j.kept[seq]; ok {
+		return bytes.Clone(p), nil
+	}
+	if i, found := slices.BinarySearch(j.seqs, seq); found && j.records[i].Payload != nil {
+		return bytes.Clone(j.records[i].Payload), nil
+	}
+	return nil, fmt.Errorf("memjournal: record %d holds no payload the journal has", seq)
 }
 
 // SnapshotDue implements worklease.Journal.

@@ -239,7 +239,7 @@ BEGIN
 	was_queued := FOUND;
 	n := coalesce(ca, 0) + 1;
 	UPDATE {{schema}}.domains x
-	SET fence = x.fence + 1, lease_off = p_off, lease_attempts = n, lease_retries = coalesce(cr, 0),
+	SET fence = greatest(x.fence, {{schema}}.fence_floor()) + 1, lease_off = p_off, lease_attempts = n, lease_retries = coalesce(cr, 0),
 		lease_acquired_at = coalesce(cat, p_now), lease_expires_at = p_now + p.ttl,
 		queued = x.queued - CASE WHEN was_queued THEN 1 ELSE 0 END,
 		lease_payload = EXISTS (SELECT FROM {{schema}}.payloads y WHERE y.key = k AND y.domain = p_domain AND y.off = p_off)
@@ -715,7 +715,7 @@ BEGIN
 		RETURNING y.domain AS dom, y.key AS k, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
 	), g AS (
 		UPDATE {{schema}}.domains x
-		SET fence = x.fence + 1, lease_off = t.off, lease_attempts = coalesce(t.carried_attempts, 0) + 1,
+		SET fence = greatest(x.fence, {{schema}}.fence_floor()) + 1, lease_off = t.off, lease_attempts = coalesce(t.carried_attempts, 0) + 1,
 			lease_retries = coalesce(t.carried_retries, 0), lease_acquired_at = coalesce(t.carried_acquired_at, p_now),
 			lease_expires_at = p_now + p.ttl, queued = x.queued - 1, ready_at = NULL,
 			lease_payload = EXISTS (SELECT FROM {{schema}}.payloads y WHERE y.key = t.k AND y.domain = t.dom AND y.off = t.off),

@@ -1,0 +1,10 @@
+package pg
+
+import "strings"
+
+// GrantOverLeases breaks m, for the linearizability test to catch: its
+// TryAcquire grants on a domain whose lease is held, as a grant that did
+// not check the row's lease would.
+func GrantOverLeases(m *Manager) {
+	m.fast.acquire = strings.Replace(m.fast.acquire, "AND x.lease_off IS NULL ", "", 1)
+}
