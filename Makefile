@@ -83,7 +83,7 @@ BENCHTIME_KAFKA_NONE ?= 1000000x
 # started once the others are done, so that its background work does not
 # weigh on them: a fixed number of cycles, as the job table's floor stores
 # one job for each.
-BENCH_PG := ^(BenchmarkPostgresCycle|BenchmarkPostgresSkipLocked|BenchmarkPostgresPullCycle|BenchmarkPostgresPullNext|BenchmarkPostgresHotDomain)$$
+BENCH_PG := ^(BenchmarkPostgresCycle|BenchmarkPostgresSkipLocked|BenchmarkPostgresPullCycle|BenchmarkPostgresPullNext|BenchmarkPostgresHotDomain|BenchmarkPostgresEnqueue)$$
 BENCHTIME_PG ?= 20000x
 # The worker Pool over the pg Manager against River, each through the API
 # its users run, burning down the same jobs: 100,000 over 1,000 domains,

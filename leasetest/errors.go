@@ -146,7 +146,7 @@ func busy(e *env) worklease.Token {
 }
 
 func testErrors(t *testing.T, s *Suite) {
-	long := strings.Repeat("d", worklease.MaxDomainLen+1)
+	long := tooLongDomain
 	type errCase struct {
 		name string
 		opts []worklease.Option
@@ -310,12 +310,6 @@ func testErrors(t *testing.T, s *Suite) {
 			var boe *worklease.BacklogOrderError
 			mustTrue(t, errors.As(err, &boe), "TryAcquire: %v is no *BacklogOrderError", err)
 			mustEqual(t, worklease.BacklogOrderError{Domain: "queued", Expected: 2, Got: 9}, *boe)
-		}},
-		testCase{"LongestDomainAccepted", func(t *testing.T, s *Suite) {
-			e := s.start(t)
-			d := strings.Repeat("d", worklease.MaxDomainLen)
-			e.succeed(d, e.acquire(d, 1, worklease.Acquired).Token)
-			mustEqual(t, []string{d}, e.domains())
 		}},
 		testCase{"Closed", testClosed},
 		testCase{"LongCauseCut", func(t *testing.T, s *Suite) {

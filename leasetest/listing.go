@@ -260,7 +260,7 @@ func testListing(t *testing.T, s *Suite) {
 				_, err = e.b.ListDeadLetters(e.ctx, worklease.DeadLetterQuery{Limit: limit})
 				mustSentinel(t, worklease.ErrInvalidLimit, err, "ListDeadLetters limit %d", limit)
 			}
-			_, err = e.b.ListDeadLetters(e.ctx, worklease.DeadLetterQuery{Domain: strings.Repeat("x", worklease.MaxDomainLen+1)})
+			_, err = e.b.ListDeadLetters(e.ctx, worklease.DeadLetterQuery{Domain: tooLongDomain})
 			mustSentinel(t, worklease.ErrInvalidDomain, err, "ListDeadLetters of a domain too long")
 			_, err = e.b.InspectDeadLetter(e.ctx, "d1", -1)
 			mustSentinel(t, worklease.ErrInvalidOffset, err, "InspectDeadLetter of a negative offset")

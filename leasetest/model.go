@@ -48,7 +48,7 @@ const (
 
 var (
 	// modelLongDomain is one byte too long for a domain.
-	modelLongDomain = strings.Repeat("d", worklease.MaxDomainLen+1)
+	modelLongDomain = tooLongDomain
 	// modelLongCause is a cause too long to keep whole, whose rune that
 	// crosses MaxCauseLen must go whole.
 	modelLongCause = strings.Repeat("x", worklease.MaxCauseLen-1) + "éé"

@@ -401,7 +401,8 @@ func (s *modelTest) pullActions(leased, anyDomain *rapid.Generator[string], offs
 		},
 		"Append": func(t *rapid.T) {
 			var at time.Time
-			if rapid.IntRange(0, 3).Draw(t, "scheduled") == 0 {
+			// A schedule needs the feature too (see Suite.Lacks).
+			if rapid.IntRange(0, 3).Draw(t, "scheduled") == 0 && !s.suite.lacks(FeatureEnqueueAt) {
 				at = s.clk.Now().Add(schedule.Draw(t, "notBefore"))
 			}
 			s.append(t, leased.Draw(t, "domain"), drawPayload(t), keys.Draw(t, "key"), at)

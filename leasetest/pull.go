@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -294,6 +295,12 @@ func testPull(t *testing.T, s *Suite) {
 			for _, n := range []int{0, -1} {
 				e.refused(worklease.ErrInvalidClaim, func() error { _, err := e.b.Claim(e.ctx, n); return err })
 				e.refused(worklease.ErrInvalidClaim, func() error { _, err := e.b.WaitClaim(e.ctx, n, time.Millisecond); return err })
+				// The error reads as one sentence: the package's name, the
+				// rule, and the call.
+				_, err := e.b.Claim(e.ctx, n)
+				mustOneSentence(t, err, fmt.Sprintf("(Claim of %d)", n))
+				_, err = e.b.WaitClaim(e.ctx, n, time.Millisecond)
+				mustOneSentence(t, err, fmt.Sprintf("(WaitClaim of %d)", n))
 			}
 		}},
 		{"SucceedMany", func(t *testing.T, s *Suite) {
@@ -867,6 +874,15 @@ func (e *env) waited(done <-chan waitResult) waitResult {
 		e.t.Fatal("WaitClaim was not woken")
 		return waitResult{}
 	}
+}
+
+// mustOneSentence checks that err, an error of a claim count, reads as one
+// sentence that ends with call: one package name, one rule.
+func mustOneSentence(t tb, err error, call string) {
+	t.Helper()
+	text := err.Error()
+	mustTrue(t, strings.Count(text, ": ") == 1 && strings.Count(text, "claim count") == 1 && strings.HasSuffix(text, " "+call),
+		"the error %q, one sentence that ends with %q", text, call)
 }
 
 // claimsByDomain returns cs by their domains.

@@ -58,7 +58,8 @@ type Suite struct {
 
 // Run runs the whole contract against the backend s describes, each area
 // in a subtest of its own: Scenarios (the protocol, SucceedNext and
-// FailNext), Errors, TTL (Extend and ExtendMany among them), Ordering,
+// FailNext), Errors, Domains (the longest domains in every call, and how
+// errors name a domain), TTL (Extend and ExtendMany among them), Ordering,
 // Admin, Listing (the paged listings, Stats and Totals), Pull (Enqueue, Claim, WaitClaim, Retry, RetryMany, SucceedMany
 // and ClaimNext), Produce (duplicates, Append and its keys, the payload
 // limit, EnqueueAt, Cancel), Monotonic, Observer, Context, Restart, Concurrency and
@@ -123,6 +124,7 @@ var areas = []struct {
 }{
 	{"Scenarios", testScenarios},
 	{"Errors", testErrors},
+	{"Domains", testDomains},
 	{"TTL", testTTL},
 	{"Ordering", testOrdering},
 	{"Admin", testAdmin},

@@ -19,6 +19,7 @@ type statements struct {
 	inspect, inspectRead, reap, leases, domains, deadLetters, deadLettersOf, stats    string
 	enqueue, enqueueMany, claim, retry, setPriority                                   string
 	retryMany, extendMany                                                             string
+	enqueueAt, append, cancel                                                         string
 }
 
 // answerColumns are the columns of an answer, in the order answer.dest
@@ -55,6 +56,9 @@ func newStatements(schema string) statements {
 		setPaused:    call("set_paused", 2),
 		forget:       call("forget", 1),
 		enqueue:      call("enqueue", 3),
+		enqueueAt:    call("enqueue_at", 4),
+		append:       call("append", 5),
+		cancel:       call("cancel", 3),
 		enqueueMany: fmt.Sprintf("SELECT e.i, (e.a).* FROM %s.enqueue_many($1, $2, $3, $4, %s) e",
 			schema, policyRow(schema, 5)),
 		retry:       call("retry", 6),
@@ -79,8 +83,8 @@ FROM %[1]s.domains d WHERE d.domain = $1 AND NOT d.forgotten`, schema),
 		domains: fmt.Sprintf("SELECT domain FROM %s.domains WHERE NOT forgotten ORDER BY domain", schema),
 		deadLetters: fmt.Sprintf("SELECT domain, off, why, cause, attempts, at FROM %s.dead_letters ORDER BY domain, off",
 			schema),
-		deadLettersOf: fmt.Sprintf("SELECT domain, off, why, cause, attempts, at FROM %s.dead_letters WHERE domain = $1 ORDER BY off",
-			schema),
+		deadLettersOf: fmt.Sprintf("SELECT d.domain, d.off, d.why, d.cause, d.attempts, d.at FROM %s.dead_letters d WHERE %s ORDER BY d.off",
+			schema, domainIs(schema, "d", "$1")),
 		stats: fmt.Sprintf("SELECT (SELECT counts FROM %[1]s.meta), coalesce((SELECT array_agg(s ORDER BY i) FROM "+
 			"(SELECT i, sum(c) AS s FROM %[1]s.domains, unnest(counts) WITH ORDINALITY AS u(c, i) GROUP BY i) t), '{}')", schema),
 	}

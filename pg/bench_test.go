@@ -298,6 +298,62 @@ func BenchmarkPostgresPullNext(b *testing.B) {
 	})
 }
 
+// BenchmarkPostgresEnqueue is the producer's side: benchWorkers workers
+// store offsets over 1,000 domains, each with a payload of 100 bytes, one
+// Enqueue a cycle, an EnqueueMany of 100 items (a cycle is the batch), or
+// one Append a cycle, whose offset the database assigns, without a key
+// and with one (append-key: each Append keeps an idempotency key). Workers
+// share domains, as producers do. items/s counts the offsets stored.
+func BenchmarkPostgresEnqueue(b *testing.B) {
+	const domains = 1000
+	payload := make([]byte, 100)
+	item := func(w, i, k int) pg.Item {
+		n := (i*benchWorkers+w)*100 + k // unique among every worker's items
+		return pg.Item{Domain: fmt.Sprintf("domain-%05d", n%domains), Offset: int64(n / domains), Payload: payload}
+	}
+	for _, mode := range []string{"batch=1", "batch=100", "append", "append-key"} {
+		b.Run(mode, func(b *testing.B) {
+			pool := benchPool(b)
+			m, _ := newManager(b, pool)
+			ctx := context.Background()
+			batch := 1
+			if mode == "batch=100" {
+				batch = 100
+			}
+			start := time.Now()
+			runWorkers(b, pool, func(w, i int, _ bool) error {
+				switch mode {
+				case "append", "append-key":
+					it := item(w, i, 0)
+					var opts worklease.AppendOptions
+					if mode == "append-key" {
+						opts.Key = fmt.Sprintf("event-%d-%d", w, i)
+					}
+					res, err := m.Append(ctx, it.Domain, it.Payload, opts)
+					if err == nil && res.Status != worklease.Enqueued {
+						err = fmt.Errorf("Append(%s): %v", it.Domain, res)
+					}
+					return err
+				case "batch=1":
+					it := item(w, i, 0)
+					st, err := m.Enqueue(ctx, it.Domain, it.Offset, it.Payload)
+					if err == nil && st != worklease.Enqueued {
+						err = fmt.Errorf("Enqueue(%s, %d): %v", it.Domain, it.Offset, st)
+					}
+					return err
+				}
+				items := make([]pg.Item, batch)
+				for k := range items {
+					items[k] = item(w, i, k)
+				}
+				_, err := m.EnqueueMany(ctx, items)
+				return err
+			})
+			b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "items/s")
+		})
+	}
+}
+
 // BenchmarkPostgresHotDomain is one domain's b.N offsets, stored before
 // the timer starts, worked through by workers that wait for work with
 // WaitClaim and end each lease with SucceedMany: with one worker, and with

@@ -475,7 +475,7 @@ func (m *Manager) Stats(ctx context.Context) (worklease.Stats, error) {
 		Requeued: n(worklease.EventRequeued), Extended: n(worklease.EventExtended), Rejected: n(worklease.EventRejected),
 		OutOfOrder: n(worklease.EventOutOfOrder), Killed: n(worklease.EventKilled), Redriven: n(worklease.EventRedriven),
 		Released: n(worklease.EventReleased), Paused: n(worklease.EventPaused), Resumed: n(worklease.EventResumed),
-		Forgotten: n(worklease.EventForgotten),
+		Forgotten: n(worklease.EventForgotten), Cancelled: n(worklease.EventCancelled),
 	}, nil
 }
 

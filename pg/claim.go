@@ -16,9 +16,19 @@ import (
 // order, its single lease, its fences and its dead letters are the
 // contract's, as with TryAcquire.
 
-// ErrInvalidClaim is returned, wrapped, by Claim for a count outside 1
-// to MaxClaim. It matches worklease.ErrInvalidClaim too.
-var ErrInvalidClaim = fmt.Errorf("pg: claim count must be 1 to MaxClaim: %w", worklease.ErrInvalidClaim)
+// ErrInvalidClaim is returned, wrapped, by Claim and WaitClaim for a count
+// outside 1 to MaxClaim. It matches worklease.ErrInvalidClaim too.
+var ErrInvalidClaim error = invalidClaim{}
+
+// invalidClaim is ErrInvalidClaim: one sentence, as the in-memory Manager's
+// ErrInvalidClaim is, that names the bounds.
+type invalidClaim struct{}
+
+func (invalidClaim) Error() string { return fmt.Sprintf("pg: claim count must be 1 to %d", MaxClaim) }
+
+// Is reports whether target is worklease.ErrInvalidClaim, so that
+// errors.Is works with either.
+func (invalidClaim) Is(target error) bool { return target == worklease.ErrInvalidClaim }
 
 // MaxClaim is the most leases one Claim grants: each locks a domain's row
 // until the claim commits.
@@ -56,7 +66,11 @@ func (m *Manager) claim(ctx context.Context, n int, wantMore bool) (claims []wor
 		return nil, false, fmt.Errorf("pg: Claim: %w", worklease.ErrClosed)
 	}
 	if n < 1 || n > MaxClaim {
-		return nil, false, fmt.Errorf("%w: %d", ErrInvalidClaim, n)
+		op := "Claim"
+		if wantMore { // only WaitClaim asks
+			op = "WaitClaim"
+		}
+		return nil, false, fmt.Errorf("%w (%s of %d)", ErrInvalidClaim, op, n)
 	}
 	conn, err := m.conn(ctx, "Claim")
 	if err != nil {
@@ -65,18 +79,24 @@ func (m *Manager) claim(ctx context.Context, n int, wantMore bool) (claims []wor
 	defer conn.release()
 	// A claim that found ready domains but took none, as other calls had
 	// changed them since its snapshot, looks again at once.
+	// A claim that put off domains whose head is scheduled for later
+	// claims again for the rest, as those are no longer ready.
 	for tries := 1; ; tries++ {
-		fast, err := retryDeadlocked(func() (fastClaim, error) { return m.claimFast(ctx, conn, n, wantMore) })
+		fast, err := retryDeadlocked(func() (fastClaim, error) { return m.claimFast(ctx, conn, n-len(claims), wantMore) })
 		switch {
 		case err != nil:
-			return nil, false, err
+			return claims, false, err
 		case fast.due: // the claim function takes due leases over first
-			claims, err := retryDeadlocked(func() ([]worklease.Claim, error) { return m.claimDue(ctx, conn, n) })
-			m.noteGrants(len(claims))
+			due, err := retryDeadlocked(func() ([]worklease.Claim, error) { return m.claimDue(ctx, conn, n-len(claims)) })
+			m.noteGrants(len(due))
+			claims = append(claims, due...)
 			return claims, len(claims) == n, err
+		case fast.postponed > 0 && len(claims)+len(fast.claims) < n:
+			m.noteGrants(len(fast.claims))
+			claims = append(claims, fast.claims...)
 		case len(fast.claims) > 0 || fast.skipped == 0 || tries == 3:
 			m.noteGrants(len(fast.claims))
-			return fast.claims, fast.more || fast.skipped > 0, nil
+			return append(claims, fast.claims...), fast.more || fast.skipped > 0, nil
 		}
 	}
 }

@@ -57,11 +57,10 @@ func TestConformance(t *testing.T) {
 		},
 		Events:   true,
 		Payloads: true,
-		// The producers' calls are not in this backend yet.
-		Lacks: []leasetest.Feature{
-			leasetest.FeatureDuplicates, leasetest.FeaturePayloadLimit, leasetest.FeatureAppend,
-			leasetest.FeatureEnqueueAt, leasetest.FeatureCancel,
-		},
+		// EnqueueAt (and Append's NotBefore) schedule as the contract
+		// says, but the order in which claims take domains whose
+		// scheduled heads fell due is not yet the model's in every case.
+		Lacks: []leasetest.Feature{leasetest.FeatureEnqueueAt},
 		Check: func(b worklease.Backend) error {
 			mu.Lock()
 			schema := schemas[b]
@@ -78,10 +77,10 @@ func TestConformance(t *testing.T) {
 func checkRows(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	s := pgx.Identifier{schema}.Sanitize()
 	rows, err := pool.Query(ctx, "SELECT d.domain, d.queued, d.failed, "+
-		"(SELECT count(*) FROM "+s+".backlog b WHERE b.domain = d.domain), "+
-		"(SELECT count(*) FROM "+s+".dead_letters f WHERE f.domain = d.domain), "+
+		"(SELECT count(*) FROM "+s+".backlog b WHERE b.key = d.key AND b.domain = d.domain), "+
+		"(SELECT count(*) FROM "+s+".dead_letters f WHERE f.key = d.key AND f.domain = d.domain), "+
 		"d.lease_payload IS DISTINCT FROM (d.lease_off IS NOT NULL AND "+
-		"EXISTS (SELECT FROM "+s+".payloads p WHERE p.domain = d.domain AND p.off = d.lease_off)), "+
+		"EXISTS (SELECT FROM "+s+".payloads p WHERE p.key = d.key AND p.domain = d.domain AND p.off = d.lease_off)), "+
 		"(d.ready_at IS NOT NULL) <> (d.lease_off IS NULL AND d.queued > 0 AND NOT d.paused) "+
 		"FROM "+s+".domains d")
 	if err != nil {

@@ -9,24 +9,28 @@ import (
 
 // Enqueue stores offset at the back of domain's backlog (the front, with
 // LIFO ordering) with payload, for Claim to lease in its turn. It never
-// grants a lease itself, even on an idle domain. The status is Enqueued,
-// also for an offset queued already, which is stored once, with the
-// payload it was first stored with; AlreadyAcquired for the offset in
-// flight; AlreadyProcessed or AlreadyFailed for a terminal one, whose
-// answer does not change (until Redrive, or Forget), so that (domain,
-// offset) is an idempotency key.
-// A nil payload stores none. The payload is deleted when the offset
-// succeeds.
+// grants a lease itself, even on an idle domain. The status is Enqueued
+// for an offset it stored; for one the domain holds already it stores
+// nothing and says which state it is in: AlreadyQueued, AlreadyAcquired
+// for the offset in flight, AlreadyProcessed or AlreadyFailed for a
+// terminal one, whose answer does not change (until Redrive, or Forget),
+// so that (domain, offset) is an idempotency key. If that offset, queued,
+// in flight or failed, was stored with another payload (or one without a
+// payload and the other with one), Enqueue returns an error matching
+// worklease.ErrPayloadMismatch instead, and stores nothing. A nil payload
+// stores none; one longer than the limit (worklease.WithMaxPayload) is
+// refused with worklease.ErrPayloadTooLarge before it reaches the
+// database. The payload is deleted when the offset succeeds.
 func (m *Manager) Enqueue(ctx context.Context, domain string, offset int64, payload []byte) (worklease.AcquireStatus, error) {
-	if err := m.check("Enqueue", domain, offset); err != nil {
+	const op = "Enqueue"
+	if err := m.checkEnqueue(op, domain, offset, payload); err != nil {
 		return 0, err
 	}
-	a, err := m.call(ctx, "Enqueue", m.sql.enqueue, []byte(domain), offset, payloadArg(payload))
+	a, err := m.call(ctx, op, m.sql.enqueue, []byte(domain), offset, payloadArg(payload))
 	if err != nil {
 		return 0, err
 	}
-	m.report(domain, &a, nil, worklease.Token{}, nil)
-	return worklease.AcquireStatus(a.status), nil
+	return m.enqueued(op, domain, &a, true)
 }
 
 // An Item is an offset of a domain to enqueue, with its payload.
@@ -38,41 +42,80 @@ type Item struct {
 
 // EnqueueMany is Enqueue for each item, in one round trip and one
 // transaction: all are stored, or none. The statuses are in the order of
-// items. A domain's items are queued in the order given. If an item is
-// invalid (an empty domain, a negative offset), EnqueueMany returns its
-// error and stores nothing.
+// items, each as Enqueue answers it: an item that repeats one given earlier
+// in the batch is AlreadyQueued. A domain's items are queued in the order
+// given. If an item is invalid (an empty domain, a negative offset, a
+// payload above the limit), EnqueueMany returns its error and stores
+// nothing; so it does, with an error matching
+// worklease.ErrPayloadMismatch, if an item's offset is held with another
+// payload (or given earlier in the batch with another).
 func (m *Manager) EnqueueMany(ctx context.Context, items []Item) ([]worklease.AcquireStatus, error) {
-	if m.closed.Load() {
-		return nil, fmt.Errorf("pg: EnqueueMany: %w", worklease.ErrClosed)
+	const op = "EnqueueMany"
+	b, err := m.argsOf(op, items)
+	if err != nil || len(items) == 0 {
+		return nil, err
 	}
-	domains, offsets, payloads := make([][]byte, len(items)), make([]int64, len(items)), make([][]byte, len(items))
-	for i, it := range items {
-		if err := m.check("EnqueueMany", it.Domain, it.Offset); err != nil {
-			return nil, err
-		}
-		domains[i], offsets[i], payloads[i] = []byte(it.Domain), it.Offset, it.Payload
-	}
-	if len(items) == 0 {
-		return nil, nil
-	}
-	c, err := m.conn(ctx, "EnqueueMany")
+	c, err := m.conn(ctx, op)
 	if err != nil {
 		return nil, err
 	}
 	defer c.release()
 	all, err := retryDeadlocked(func() ([]enqueued, error) {
-		return m.enqueueBatch(ctx, c, domains, offsets, payloads)
+		all, err := m.enqueueBatch(ctx, c, b)
+		if err != nil {
+			return nil, c.fail(op, err)
+		}
+		return all, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(all) != len(items) {
-		return nil, fmt.Errorf("pg: EnqueueMany: %d answers for %d items", len(all), len(items))
+	out, err := b.statuses(op, all)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]worklease.AcquireStatus, len(items))
 	for _, e := range all {
-		it := items[e.i-1]
-		m.report(it.Domain, &e.a, nil, worklease.Token{}, nil)
+		m.report(items[e.i-1].Domain, &e.a, nil, worklease.Token{}, nil)
+	}
+	return out, nil
+}
+
+// enqueueArgs are EnqueueMany's items as the arguments of its statement.
+type enqueueArgs struct {
+	domains  [][]byte
+	offsets  []int64
+	payloads [][]byte
+}
+
+// argsOf returns the arguments of items for call op, or the error of the
+// first invalid item.
+func (m *Manager) argsOf(op string, items []Item) (enqueueArgs, error) {
+	if m.closed.Load() {
+		return enqueueArgs{}, fmt.Errorf("pg: %s: %w", op, worklease.ErrClosed)
+	}
+	b := enqueueArgs{make([][]byte, len(items)), make([]int64, len(items)), make([][]byte, len(items))}
+	for i, it := range items {
+		if err := m.checkEnqueue(op, it.Domain, it.Offset, it.Payload); err != nil {
+			return enqueueArgs{}, err
+		}
+		b.domains[i], b.offsets[i], b.payloads[i] = []byte(it.Domain), it.Offset, it.Payload
+	}
+	return b, nil
+}
+
+// statuses returns the status of each item of b, by its index, from all,
+// the answers of its statement.
+func (b *enqueueArgs) statuses(op string, all []enqueued) ([]worklease.AcquireStatus, error) {
+	for _, e := range all { // a refused batch stored nothing
+		if e.a.err != 0 && e.i >= 1 && int(e.i) <= len(b.domains) {
+			return nil, domainError(op, string(b.domains[e.i-1]), fmt.Errorf("item %d: %w", e.i-1, errorOf(e.a.err)))
+		}
+	}
+	if len(all) != len(b.domains) {
+		return nil, fmt.Errorf("pg: %s: %d answers for %d items", op, len(all), len(b.domains))
+	}
+	out := make([]worklease.AcquireStatus, len(all))
+	for _, e := range all {
 		out[e.i-1] = worklease.AcquireStatus(e.a.status)
 	}
 	return out, nil
@@ -84,25 +127,23 @@ type enqueued struct {
 	a answer
 }
 
-// enqueueBatch runs EnqueueMany's statement on c.
-func (m *Manager) enqueueBatch(ctx context.Context, c *callConn, domains [][]byte, offsets []int64, payloads [][]byte) ([]enqueued, error) {
-	rows, err := c.Query(ctx, m.sql.enqueueMany, append([]any{domains, offsets, payloads, m.now()}, m.policy()...)...)
+// enqueueBatch runs EnqueueMany's statement for b on q, and returns the
+// database's error as it is.
+func (m *Manager) enqueueBatch(ctx context.Context, q runner, b enqueueArgs) ([]enqueued, error) {
+	rows, err := q.Query(ctx, m.sql.enqueueMany, append([]any{b.domains, b.offsets, b.payloads, m.now()}, m.policy()...)...)
 	if err != nil {
-		return nil, c.fail("EnqueueMany", err)
+		return nil, err
 	}
 	defer rows.Close()
 	var all []enqueued
 	for rows.Next() {
 		var e enqueued
 		if err := rows.Scan(append([]any{&e.i}, e.a.dest()...)...); err != nil {
-			return nil, c.fail("EnqueueMany", err)
+			return nil, err
 		}
 		all = append(all, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, c.fail("EnqueueMany", err)
-	}
-	return all, nil
+	return all, rows.Err()
 }
 
 // payloadArg returns payload as a statement's argument: NULL for nil.

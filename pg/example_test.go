@@ -292,3 +292,25 @@ func ExampleManager_ClaimNext() {
 
 // handle is the examples' work: it writes through fence.
 func handle(payload []byte, fence uint64) error { return nil }
+
+// A service writes its row and enqueues the work that follows from it in
+// one transaction: both happen, or neither, and waiting workers of every
+// process are woken when it commits. The domain's row stays locked until
+// then: enqueue last, just before committing.
+func ExampleManager_EnqueueTx() {
+	var pool *pgxpool.Pool // on m's database
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // after Commit, it does nothing
+	if _, err := tx.Exec(ctx, "INSERT INTO orders (id, tenant) VALUES ($1, $2)", 7, "tenant-7"); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := m.EnqueueTx(ctx, tx, "tenant-7", 7, []byte(`{"order":7}`)); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		log.Fatal(err) // neither the order nor its work was stored
+	}
+}

@@ -54,16 +54,16 @@ SET fence = greatest(x.fence, %[1]s.fence_floor()) + 1, lease_off = $2::bigint, 
 	lease_acquired_at = %[2]s,
 	lease_expires_at = %[2]s + CASE WHEN $4::bigint = 0 THEN NULL ELSE $4::bigint * interval '1 microsecond' END,
 	lease_payload = false, counts[1] = x.counts[1] + 1
-WHERE x.domain = $1 AND NOT x.forgotten AND x.lease_off IS NULL AND NOT x.paused
+WHERE %[3]s AND NOT x.forgotten AND x.lease_off IS NULL AND NOT x.paused
 	AND x.queued = 0 AND x.failed = 0 AND NOT x.processed @> $2::bigint::numeric
-RETURNING x.fence, x.serial, x.lease_acquired_at, x.lease_expires_at`, schema, callNow(3)),
+RETURNING x.fence, x.serial, x.lease_acquired_at, x.lease_expires_at`, schema, callNow(3), domainIs(schema, "x", "$1")),
 		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance is
 		// the database's, $5 now, $6 monotonic offsets.
 		succeed: fmt.Sprintf(`UPDATE %[1]s.domains x
 SET %[3]s
-WHERE x.domain = $1 AND x.lease_off IS NOT NULL AND $4::bool AND x.serial = $3::bigint AND x.fence = $2::bigint
+WHERE %[4]s AND x.lease_off IS NOT NULL AND $4::bool AND x.serial = $3::bigint AND x.fence = $2::bigint
 	AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at) AND x.queued = 0 AND NOT x.lease_payload
-RETURNING x.ended_off, x.ended_attempts, x.fence, x.serial, %[2]s`, schema, callNow(5), endLease(6)),
+RETURNING x.ended_off, x.ended_attempts, x.fence, x.serial, %[2]s`, schema, callNow(5), endLease(6), domainIs(schema, "x", "$1")),
 	}
 }
 

@@ -49,7 +49,7 @@ import (
 // pullStatements are the pull queue's plain statements of a schema.
 type pullStatements struct {
 	claim, succeedOne, succeedMany, claimNext, repeatNext string
-	vacuum, mayVacuum, idleTables                         string // see vacuum.go
+	vacuum, mayVacuum, idleTables, pruneKeys              string // see vacuum.go
 }
 
 func newPullStatements(schema string) pullStatements {
@@ -65,14 +65,18 @@ func newPullStatements(schema string) pullStatements {
 	// domain of the lowest priority waiting out a retry delay first.
 	othersReady := fmt.Sprintf(`(SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> ALL (%[3]s)
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL`, schema, callNow(5), "(SELECT $1::bytea[])::bytea[]")
-	// tokens is the SQL of a batch's tokens, $1 to $3, a row each.
-	const tokens = "SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)"
+	// tokens is the SQL of a batch's tokens, $1 to $3, a row each, with
+	// its domain's key (see domains.go).
+	tokens := fmt.Sprintf("SELECT t.dom, %s._key(t.dom) AS key, t.fence, t.serial "+
+		"FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)", schema)
 	// locked is the SQL of the batch's domains, locked in the order of
 	// their names. A batch's UPDATE reads it in a one-time filter, so that
 	// every lock is taken before the first row is updated.
-	locked := fmt.Sprintf("SELECT x.domain FROM %s.domains x WHERE x.domain = ANY ((SELECT $1::bytea[])::bytea[]) ORDER BY x.domain FOR UPDATE", schema)
+	locked := fmt.Sprintf(`SELECT x.domain FROM %[1]s.domains x
+	WHERE x.key = ANY (ARRAY(SELECT %[1]s._key(u) FROM unnest((SELECT $1::bytea[])) u)) AND x.domain = ANY ((SELECT $1::bytea[])::bytea[])
+	ORDER BY x.domain FOR UPDATE`, schema)
 	// holds is the SQL of whether the row x is t's lease, not due at $5.
-	holds := fmt.Sprintf(`x.domain = t.dom AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
+	holds := fmt.Sprintf(`x.key = t.key AND x.domain = t.dom AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
 		AND (x.lease_expires_at IS NULL OR %s < x.lease_expires_at)`, callNow(5))
 	// run is the SQL of how many leases in a row ClaimNext granted the
 	// domain x up to its lease: its streak counts only if its lease is the
@@ -92,6 +96,9 @@ func newPullStatements(schema string) pullStatements {
 	WHERE NOT EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = t
 		AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted
 		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`, schema),
+		// $1 the key window in microseconds, $2 now, $3 the most keys to
+		// delete.
+		pruneKeys: fmt.Sprintf("SELECT %s.prune_keys($1::bigint * interval '1 microsecond', $2::timestamptz, $3::int)", schema),
 		// Whether the role owns the tables, or is a superuser or a member
 		// of their owner, as vacuuming them takes.
 		mayVacuum: fmt.Sprintf(`SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false) FROM pg_class c
@@ -103,33 +110,41 @@ func newPullStatements(schema string) pullStatements {
 		// function), how many ready domains the claim locked (it grants
 		// those its snapshot still holds) and, if it locked $1 and $4 is
 		// set, whether another is ready; a claim that granted nothing
-		// returns one row with no domain.
+		// returns one row with no domain. A ready domain whose head is
+		// scheduled for later (EnqueueAt) is granted nothing: the claim
+		// puts it off until then, and counts it as postponed.
 		claim: fmt.Sprintf(`WITH r AS MATERIALIZED (
-	SELECT d.ctid AS tid, d.domain, d.priority, d.ready_at FROM %[1]s.domains d
+	SELECT d.ctid AS tid, d.domain, d.key, d.priority, d.ready_at FROM %[1]s.domains d
 	WHERE d.ready_at <= %[2]s AND NOT %[3]s
 	ORDER BY d.priority DESC, d.ready_at LIMIT (SELECT $1::int) FOR UPDATE SKIP LOCKED
 ), g AS (
 	UPDATE %[1]s.domains x
-	SET fence = greatest(x.fence, %[1]s.fence_floor()) + 1, lease_off = b.off, lease_attempts = coalesce(b.carried_attempts, 0) + 1,
-		lease_retries = coalesce(b.carried_retries, 0), lease_acquired_at = coalesce(b.carried_acquired_at, %[2]s),
-		lease_expires_at = %[2]s + CASE WHEN $3::bigint = 0 THEN NULL ELSE $3::bigint * interval '1 microsecond' END,
-		queued = x.queued - 1, ready_at = NULL, lease_payload = p.payload IS NOT NULL, counts[1] = x.counts[1] + 1
+	SET fence = CASE WHEN %[6]s THEN greatest(x.fence, %[1]s.fence_floor()) + 1 ELSE x.fence END, lease_off = CASE WHEN %[6]s THEN b.off END,
+		lease_attempts = CASE WHEN %[6]s THEN coalesce(b.carried_attempts, 0) + 1 ELSE 0 END,
+		lease_retries = CASE WHEN %[6]s THEN coalesce(b.carried_retries, 0) ELSE 0 END,
+		lease_acquired_at = CASE WHEN %[6]s THEN coalesce(b.carried_acquired_at, %[2]s) END,
+		lease_expires_at = CASE WHEN %[6]s THEN %[2]s + CASE WHEN $3::bigint = 0 THEN NULL ELSE $3::bigint * interval '1 microsecond' END END,
+		queued = x.queued - CASE WHEN %[6]s THEN 1 ELSE 0 END, ready_at = CASE WHEN NOT %[6]s THEN b.not_before END,
+		lease_payload = %[6]s AND p.payload IS NOT NULL, counts[1] = x.counts[1] + CASE WHEN %[6]s THEN 1 ELSE 0 END
 	FROM r
-	CROSS JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
-		FROM %[1]s.backlog y WHERE y.domain = r.domain ORDER BY y.pos LIMIT 1) b
-	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE p.domain = r.domain AND p.off = b.off LIMIT 1) p ON true
+	CROSS JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before
+		FROM %[1]s.backlog y WHERE %[4]s ORDER BY y.pos LIMIT 1) b
+	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE %[5]s AND p.off = b.off LIMIT 1) p ON true
 	WHERE x.ctid = ANY (ARRAY(SELECT tid FROM r)) AND x.ctid = r.tid
-	RETURNING x.domain, x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at, b.btid,
-		r.priority, r.ready_at
+	RETURNING CASE WHEN %[6]s THEN x.domain END AS domain, x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts,
+		x.lease_expires_at, CASE WHEN %[6]s THEN b.btid END AS btid, r.priority, r.ready_at
 ), taken AS (
-	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM g))
+	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM g WHERE btid IS NOT NULL))
 )
 SELECT d.due, d.locked, d.locked >= $1::int AND (SELECT $4::bool) AND (SELECT true FROM %[1]s.domains x
 		WHERE x.ready_at <= %[2]s AND x.ctid <> ALL (ARRAY(SELECT tid FROM r))
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL,
 	g.domain, g.lease_off, g.payload, g.fence, g.serial, g.lease_attempts, g.lease_expires_at, %[2]s,
-	g.priority, g.ready_at
-FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON true`, schema, callNow(2), due),
+	g.priority, g.ready_at, d.postponed
+FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) - (SELECT count(*) FROM g WHERE g.domain IS NULL) AS locked,
+	(SELECT count(*) FROM g WHERE g.domain IS NULL) AS postponed) d
+LEFT JOIN g ON g.domain IS NOT NULL`, schema, callNow(2), due,
+			sameDomain("y", "r"), sameDomain("p", "r"), fmt.Sprintf("(b.not_before IS NULL OR b.not_before <= %s)", callNow(2))),
 
 		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance
 		// is the database's, $5 now, $6 monotonic offsets. A domain left
@@ -137,18 +152,18 @@ FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) AS locked) d LEFT JOIN g ON 
 		// claims are notified.
 		succeedOne: fmt.Sprintf(`WITH u AS (
 	UPDATE %[1]s.domains x
-	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END
-	WHERE x.domain = $1 AND x.fence = $2::bigint AND x.serial = $3::bigint AND $4::bool AND x.lease_off IS NOT NULL
+	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, (SELECT y.not_before FROM %[1]s.backlog y WHERE y.key = x.key AND y.domain = x.domain ORDER BY y.pos LIMIT 1)) END
+	WHERE %[5]s AND x.fence = $2::bigint AND x.serial = $3::bigint AND $4::bool AND x.lease_off IS NOT NULL
 		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
-	RETURNING x.domain, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
+	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
 ), gone AS (
-	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND y.domain = $1 AND y.off = u.ended_off
+	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND %[6]s AND y.off = u.ended_off
 )
 SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s,
 	CASE WHEN u.ready AND NOT (SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> $1
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL
 		THEN (SELECT true FROM pg_notify('%[4]s', '%[1]s')) END
-FROM u`, schema, callNow(5), endLease(6), readyChannel),
+FROM u`, schema, callNow(5), endLease(6), readyChannel, domainIs(schema, "x", "$1"), sameDomain("y", "u")),
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
@@ -159,18 +174,18 @@ FROM u`, schema, callNow(5), endLease(6), readyChannel),
 	%[6]s
 ), u AS (
 	UPDATE %[1]s.domains x
-	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN %[2]s END
+	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, (SELECT y.not_before FROM %[1]s.backlog y WHERE y.key = x.key AND y.domain = x.domain ORDER BY y.pos LIMIT 1)) END
 	FROM t
 	WHERE (SELECT count(*) FROM locked) > 0 AND %[7]s
-	RETURNING x.domain, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
+	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
 ), gone AS (
-	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND y.domain = u.domain AND y.off = u.ended_off
+	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND %[9]s AND y.off = u.ended_off
 ), notified AS (
 	SELECT FROM pg_notify('%[4]s', '%[1]s') WHERE EXISTS (SELECT FROM u WHERE u.ready) AND NOT %[8]s
 )
 SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s, n.count > 0
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
-			schema, callNow(5), endLease(6), readyChannel, tokens, locked, holds, othersReady),
+			schema, callNow(5), endLease(6), readyChannel, tokens, locked, holds, othersReady, sameDomain("y", "u")),
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
@@ -182,12 +197,12 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 		// next holds only for a row still in that snapshot's version (as in
 		// claim), which the row being updated, x, shows by its ctid.
 		claimNext: fmt.Sprintf(`WITH s AS MATERIALIZED (
-	SELECT t.*, x.ctid AS tid, b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, p.payload
+	SELECT t.*, x.ctid AS tid, b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, b.not_before, p.payload
 	FROM (%[5]s) t
-	JOIN %[1]s.domains x ON x.domain = t.dom
-	LEFT JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at
-		FROM %[1]s.backlog y WHERE y.domain = x.domain ORDER BY y.pos LIMIT 1) b ON true
-	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE p.domain = x.domain AND p.off = b.off LIMIT 1) p ON true
+	JOIN %[1]s.domains x ON x.key = t.key AND x.domain = t.dom
+	LEFT JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before
+		FROM %[1]s.backlog y WHERE %[10]s ORDER BY y.pos LIMIT 1) b ON true
+	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE %[11]s AND p.off = b.off LIMIT 1) p ON true
 ), locked AS MATERIALIZED (
 	%[6]s
 ), u AS (
@@ -204,19 +219,19 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 		lease_expires_at = CASE WHEN %[3]s AND $7::bigint <> 0 THEN %[2]s + $7::bigint * interval '1 microsecond' END,
 		lease_payload = %[3]s AND t.payload IS NOT NULL,
 		queued = x.queued - CASE WHEN %[3]s THEN 1 ELSE 0 END,
-		ready_at = CASE WHEN NOT %[3]s AND x.queued > 0 AND NOT x.paused THEN %[2]s END,
+		ready_at = CASE WHEN NOT %[3]s AND x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, t.not_before) END,
 		streak = CASE WHEN %[3]s THEN %[9]s + 1 ELSE 0 END,
 		streak_fence = CASE WHEN %[3]s THEN greatest(x.fence, %[1]s.fence_floor()) + 1 ELSE 0 END,
 		streak_from = CASE WHEN %[3]s THEN x.fence ELSE 0 END,
 		counts[1] = x.counts[1] + CASE WHEN %[3]s THEN 1 ELSE 0 END, counts[3] = x.counts[3] + 1
 	FROM s AS t
 	WHERE (SELECT count(*) FROM locked) > 0 AND %[7]s
-	RETURNING x.domain, x.ended_off, x.ended_attempts, x.ended_payload, t.fence AS ended_fence, x.ready_at IS NOT NULL AS ready,
+	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, t.fence AS ended_fence, x.ready_at IS NOT NULL AS ready,
 		x.lease_off, t.btid, t.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at
 ), taken AS (
 	DELETE FROM %[1]s.backlog y WHERE y.ctid = ANY (ARRAY(SELECT btid FROM u WHERE u.lease_off IS NOT NULL))
 ), gone AS (
-	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND y.domain = u.domain AND y.off = u.ended_off
+	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND %[12]s AND y.off = u.ended_off
 ), notified AS (
 	SELECT FROM pg_notify('%[4]s', '%[1]s') WHERE EXISTS (SELECT FROM u WHERE u.ready) AND NOT %[8]s
 )
@@ -224,8 +239,9 @@ SELECT u.domain, u.ended_off, u.ended_attempts, u.ended_fence, %[2]s,
 	u.lease_off, CASE WHEN u.lease_off IS NOT NULL THEN u.payload END, u.fence, u.serial, u.lease_attempts, u.lease_expires_at,
 	n.count > 0
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
-			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d)", run, MaxStreak),
-			readyChannel, tokens, locked, holds, othersReady, run),
+			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d AND (t.not_before IS NULL OR t.not_before <= %s))",
+				run, MaxStreak, callNow(5)),
+			readyChannel, tokens, locked, holds, othersReady, run, sameDomain("y", "x"), sameDomain("p", "x"), sameDomain("y", "u")),
 
 		// $1 domain, $2 fence, $3 serial, $4 now: the lease in flight, not
 		// due at $4, if ClaimNext granted it as it ended the lease of the
@@ -233,10 +249,11 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 		// lease it finds may end at once, as any holder's may.
 		repeatNext: fmt.Sprintf(`SELECT x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts, x.lease_expires_at
 FROM %[1]s.domains x
-LEFT JOIN %[1]s.payloads p ON x.lease_payload AND p.domain = x.domain AND p.off = x.lease_off
-WHERE x.domain = $1 AND x.serial = $3::bigint AND x.streak_fence = x.fence
+LEFT JOIN %[1]s.payloads p ON x.lease_payload AND %[3]s AND p.off = x.lease_off
+WHERE %[4]s AND x.serial = $3::bigint AND x.streak_fence = x.fence
 	AND (x.streak_from = $2::bigint OR x.streak_from = 0 AND x.fence = $2::bigint + 1) -- 0: granted before streak_from was kept
-	AND x.lease_off IS NOT NULL AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)`, schema, callNow(4)),
+	AND x.lease_off IS NOT NULL AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)`, schema, callNow(4),
+			sameDomain("p", "x"), domainIs(schema, "x", "$1")),
 	}
 }
 
@@ -276,6 +293,9 @@ type fastClaim struct {
 	due     bool
 	skipped int64
 	more    bool
+	// postponed is how many domains the claim found ready whose head is
+	// scheduled for later: it put them off, and granted fewer than asked.
+	postponed int64
 }
 
 // claimFast leases the heads of up to n ready domains in one statement;
@@ -303,7 +323,7 @@ func (m *Manager) claimFast(ctx context.Context, conn *callConn, n int, more boo
 		var expires, readyAt *time.Time
 		var at time.Time
 		if err := rows.Scan(&out.due, &locked, &out.more, &d, &off, &r.c.Payload, &fence, &serial, &attempts, &expires, &at,
-			&priority, &readyAt); err != nil {
+			&priority, &readyAt, &out.postponed); err != nil {
 			return fastClaim{}, conn.fail("Claim", err)
 		}
 		if d == nil {

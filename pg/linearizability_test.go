@@ -171,9 +171,16 @@ func lzStep(s lzState, in lzInput, out lzOutput) (bool, lzState) {
 		case s.leased && in.offset == s.offset:
 			return !out.rejected && out.status == int(worklease.AlreadyAcquired) && (in.op == lzEnqueue || out.fence == s.held), s
 		case s.leased || in.op == lzEnqueue:
-			if !s.queued(in.offset) {
-				s.backlog, s.carried = s.backlog+string(byte(in.offset)), s.carried+"\x00"
+			if s.queued(in.offset) {
+				// Enqueue says the offset was queued already; TryAcquire
+				// answers Enqueued, as it always has.
+				want := worklease.Enqueued
+				if in.op == lzEnqueue {
+					want = worklease.AlreadyQueued
+				}
+				return !out.rejected && out.status == int(want), s
 			}
+			s.backlog, s.carried = s.backlog+string(byte(in.offset)), s.carried+"\x00"
 			return !out.rejected && out.status == int(worklease.Enqueued), s
 		}
 		// TryAcquire on an idle domain grants its head, or the offset if

@@ -15,11 +15,13 @@ import (
 	"github.com/worklease/worklease"
 )
 
-// The listings page by key: domains by their bytes, leases by expiry and
-// then domain, dead letters by domain and offset, or newest first by time,
-// domain and offset. Each page is one query that reads an index from the
-// cursor on (the migration 004_listing.sql adds those the filters and the
-// order by time need). A filter no index serves (leased, or several states
+// The listings page by key: domains by their keys (their bytes, but for
+// domains longer than keyBytes: see domains.go), leases by expiry and then
+// domain, dead letters by domain key and offset, or newest first by time,
+// domain key and offset. Each page is one query that reads an index from
+// the cursor on (the migration 004_listing.sql adds those the filters and
+// the order by time need, and 006_domain_keys.sql puts keys in them). The
+// cursors hold domains, whose keys the queries take. A filter no index serves (leased, or several states
 // at once) reads up to listBudget domains of its index a page, so that a
 // page costs about the same however few domains match; the page may then
 // hold fewer domains than asked, with Next set.
@@ -158,14 +160,20 @@ func prefixEnd(prefix []byte) []byte {
 // The page reads its driving index from the cursor on, as far as the
 // prefix goes: the domains' paused index for paused or parked, their dead
 // letters' index for dead-lettered, the backlog's keys (skipping from one
-// domain to the next) for backlogged, and the domains' keys otherwise. If
-// the filter asks for nothing the index does not already say, it reads
-// limit+1 rows, to know whether more follow; otherwise up to listBudget.
+// domain to the next) for backlogged, and the domains' keys otherwise. A
+// domain's key starts with the prefix if the domain does, as far as the
+// key holds the domain's bytes (keyBytes); a longer prefix is checked on
+// the domains. If the filter asks for nothing the index does not already
+// say, it reads limit+1 rows, to know whether more follow; otherwise up to
+// listBudget.
 func (m *Manager) domainsQuery(q worklease.DomainQuery, after []byte, limit int) (string, []any, int) {
 	prefix := []byte(q.Prefix)
+	if len(prefix) > keyBytes {
+		prefix = prefix[:keyBytes]
+	}
 	lower, op := prefix, ">="
-	if after != nil && bytes.Compare(after, prefix) >= 0 {
-		lower, op = after, ">"
+	if after != nil && bytes.Compare(key(after), prefix) >= 0 {
+		lower, op = key(after), ">"
 	}
 	args := []any{lower}
 	bound := func(col string) string {
@@ -180,37 +188,41 @@ func (m *Manager) domainsQuery(q worklease.DomainQuery, after []byte, limit int)
 	var implied worklease.DomainState // what the driver's rows are known to be
 	switch s := q.State; {
 	case s&worklease.DomainParked != 0:
-		driver = fmt.Sprintf("SELECT %s FROM %s.domains x WHERE x.paused AND %s ORDER BY x.domain", summaryColumns, m.schema, bound("x.domain"))
+		driver = fmt.Sprintf("SELECT %s FROM %s.domains x WHERE x.paused AND %s ORDER BY x.key", summaryColumns, m.schema, bound("x.key"))
 		implied = worklease.DomainPaused
 	case s&worklease.DomainPaused != 0:
-		driver = fmt.Sprintf("SELECT %s FROM %s.domains x WHERE x.paused AND %s ORDER BY x.domain", summaryColumns, m.schema, bound("x.domain"))
+		driver = fmt.Sprintf("SELECT %s FROM %s.domains x WHERE x.paused AND %s ORDER BY x.key", summaryColumns, m.schema, bound("x.key"))
 		implied = worklease.DomainPaused
 	case s&worklease.DomainDeadLettered != 0:
-		driver = fmt.Sprintf("SELECT %s FROM %s.domains x WHERE x.failed > 0 AND %s ORDER BY x.domain", summaryColumns, m.schema, bound("x.domain"))
+		driver = fmt.Sprintf("SELECT %s FROM %s.domains x WHERE x.failed > 0 AND %s ORDER BY x.key", summaryColumns, m.schema, bound("x.key"))
 		implied = worklease.DomainDeadLettered
 	case s&worklease.DomainBacklogged != 0:
 		// A loose scan of the backlog's keys: one probe of its index for
 		// each domain, in order.
-		first := bound("b.domain")
-		next := "b.domain > r.domain"
+		first := bound("b.key")
+		next := "b.key > r.key"
 		if end := prefixEnd(prefix); end != nil {
-			next += fmt.Sprintf(" AND b.domain < $%d", len(args))
+			next += fmt.Sprintf(" AND b.key < $%d", len(args))
 		}
-		driver = fmt.Sprintf(`WITH RECURSIVE r(domain) AS (
-				(SELECT b.domain FROM %[1]s.backlog b WHERE %[2]s ORDER BY b.domain LIMIT 1)
+		driver = fmt.Sprintf(`WITH RECURSIVE r(key) AS (
+				(SELECT b.key FROM %[1]s.backlog b WHERE %[2]s ORDER BY b.key LIMIT 1)
 				UNION ALL
-				SELECT (SELECT b.domain FROM %[1]s.backlog b WHERE %[3]s ORDER BY b.domain LIMIT 1) FROM r WHERE r.domain IS NOT NULL
-			), k AS (SELECT r.domain FROM r WHERE r.domain IS NOT NULL LIMIT $%[4]d)
-			SELECT %[5]s FROM k JOIN %[1]s.domains x ON x.domain = k.domain ORDER BY x.domain`,
+				SELECT (SELECT b.key FROM %[1]s.backlog b WHERE %[3]s ORDER BY b.key LIMIT 1) FROM r WHERE r.key IS NOT NULL
+			), k AS (SELECT r.key FROM r WHERE r.key IS NOT NULL LIMIT $%[4]d)
+			SELECT %[5]s FROM k JOIN %[1]s.domains x ON x.key = k.key ORDER BY x.key`,
 			m.schema, first, next, len(args)+1, summaryColumns)
 		// A domain's backlog rows and its queued count change together,
 		// so the statement's snapshot agrees on them.
 		implied = worklease.DomainBacklogged
 	default:
-		driver = fmt.Sprintf("SELECT %s FROM %s.domains x WHERE NOT x.forgotten AND %s ORDER BY x.domain", summaryColumns, m.schema, bound("x.domain"))
+		driver = fmt.Sprintf("SELECT %s FROM %s.domains x WHERE NOT x.forgotten AND %s ORDER BY x.key", summaryColumns, m.schema, bound("x.key"))
 	}
+	filter := stateFilter(q.State)
 	read := listBudget
-	if q.State&^implied == 0 {
+	if len(q.Prefix) > keyBytes {
+		args = append(args, []byte(q.Prefix))
+		filter += fmt.Sprintf(" AND substr(x.domain, 1, %d) = $%d", len(q.Prefix), len(args))
+	} else if q.State&^implied == 0 {
 		read = limit + 1
 	}
 	budget := len(args) + 1
@@ -220,12 +232,12 @@ func (m *Manager) domainsQuery(q worklease.DomainQuery, after []byte, limit int)
 	}
 	args = append(args, int64(limit+1))
 	statement := fmt.Sprintf(`WITH s AS MATERIALIZED (%[1]s),
-		p AS (SELECT * FROM s x WHERE %[2]s ORDER BY x.domain LIMIT $%[3]d)
+		p AS (SELECT * FROM s x WHERE %[2]s ORDER BY %[4]s._key(x.domain) LIMIT $%[3]d)
 		SELECT t.last, t.read, x.*,
-			CASE WHEN x.queued > 0 THEN (SELECT b.off FROM %[4]s.backlog b WHERE b.domain = x.domain ORDER BY b.pos LIMIT 1) END
-		FROM (SELECT (SELECT s.domain FROM s ORDER BY s.domain DESC LIMIT 1) AS last, (SELECT count(*) FROM s) AS read) t
+			CASE WHEN x.queued > 0 THEN (SELECT b.off FROM %[4]s.backlog b WHERE %[5]s ORDER BY b.pos LIMIT 1) END
+		FROM (SELECT (SELECT s.domain FROM s ORDER BY %[4]s._key(s.domain) DESC LIMIT 1) AS last, (SELECT count(*) FROM s) AS read) t
 		LEFT JOIN p x ON true
-		ORDER BY x.domain`, driver, stateFilter(q.State), len(args), m.schema)
+		ORDER BY %[4]s._key(x.domain)`, driver, filter, len(args), m.schema, domainIs(m.schema, "b", "x.domain"))
 	return statement, args, read
 }
 
@@ -346,8 +358,11 @@ func (m *Manager) ListLeases(ctx context.Context, q worklease.LeaseQuery) (workl
 			return worklease.LeasePage{}, err
 		}
 	}
-	if after == nil && !expiring {
-		after = []byte{} // before every domain; NULL would match none
+	if !expiring {
+		// The leases without an expiry go by key, from after's on: from
+		// the empty key, before every domain, if after is nil (NULL would
+		// match none).
+		after = append([]byte{}, key(after)...)
 	}
 	var page worklease.LeasePage
 	if expiring {
@@ -367,10 +382,10 @@ func (m *Manager) ListLeases(ctx context.Context, q worklease.LeaseQuery) (workl
 		page.Next = newCursor(cursorNoExpiry).bytes(nil).String()
 		return page, nil
 	}
-	statement := fmt.Sprintf(`WITH s AS MATERIALIZED (SELECT x.* FROM %[1]s.domains x WHERE x.domain > $1 ORDER BY x.domain LIMIT %[2]d)
-		SELECT t.last, %[3]s FROM (SELECT (SELECT s.domain FROM s ORDER BY s.domain DESC LIMIT 1) AS last) t
-		LEFT JOIN LATERAL (SELECT * FROM s x WHERE x.lease_off IS NOT NULL AND x.lease_expires_at IS NULL ORDER BY x.domain LIMIT $2) x ON true
-		ORDER BY x.domain`, m.schema, listBudget, leaseColumns)
+	statement := fmt.Sprintf(`WITH s AS MATERIALIZED (SELECT x.* FROM %[1]s.domains x WHERE x.key > $1 ORDER BY x.key LIMIT %[2]d)
+		SELECT t.last, %[3]s FROM (SELECT (SELECT s.domain FROM s ORDER BY s.key DESC LIMIT 1) AS last) t
+		LEFT JOIN LATERAL (SELECT * FROM s x WHERE x.lease_off IS NOT NULL AND x.lease_expires_at IS NULL ORDER BY x.key LIMIT $2) x ON true
+		ORDER BY x.key`, m.schema, listBudget, leaseColumns)
 	rows, err := m.pool.Query(ctx, statement, after, limit+1)
 	if err != nil {
 		return worklease.LeasePage{}, dbError(op, err)
@@ -518,7 +533,7 @@ func (m *Manager) ListDeadLetters(ctx context.Context, q worklease.DeadLetterQue
 // ListDeadLetters with limit, and the kind of its cursor.
 func (m *Manager) deadLettersQuery(q worklease.DeadLetterQuery, limit int) (string, []any, byte, error) {
 	const op = "ListDeadLetters"
-	from := fmt.Sprintf("%s.dead_letters d LEFT JOIN %s.payloads p ON p.domain = d.domain AND p.off = d.off", m.schema, m.schema)
+	from := fmt.Sprintf("%s.dead_letters d LEFT JOIN %s.payloads p ON %s AND p.off = d.off", m.schema, m.schema, sameDomain("p", "d"))
 	args := []any{int64(limit + 1), q.Payloads}
 	var where, order string
 	var kind byte
@@ -528,7 +543,7 @@ func (m *Manager) deadLettersQuery(q worklease.DeadLetterQuery, limit int) (stri
 			return "", nil, 0, err
 		}
 		kind, order = cursorDomainDead, "d.off"
-		where = "d.domain = $3"
+		where = domainIs(m.schema, "d", "$3")
 		args = append(args, []byte(q.Domain))
 		if q.After != "" {
 			r, err := readCursor(op, kind, q.After)
@@ -543,7 +558,7 @@ func (m *Manager) deadLettersQuery(q worklease.DeadLetterQuery, limit int) (stri
 			args = append(args, off)
 		}
 	case q.Order == worklease.DeadLettersByDomain:
-		kind, order, where = cursorDeadLetters, "d.domain, d.off", "true"
+		kind, order, where = cursorDeadLetters, "d.key, d.off", "true"
 		if q.After != "" {
 			r, err := readCursor(op, kind, q.After)
 			if err != nil {
@@ -553,11 +568,11 @@ func (m *Manager) deadLettersQuery(q worklease.DeadLetterQuery, limit int) (stri
 			if err := r.end(op); err != nil {
 				return "", nil, 0, err
 			}
-			where = "(d.domain, d.off) > ($3, $4)"
-			args = append(args, domain, off)
+			where = "(d.key, d.off) > ($3, $4)"
+			args = append(args, key(domain), off)
 		}
 	case q.Order == worklease.DeadLettersNewestFirst:
-		kind, order, where = cursorNewestFirst, "d.at DESC, d.domain DESC, d.off DESC", "true"
+		kind, order, where = cursorNewestFirst, "d.at DESC, d.key DESC, d.off DESC", "true"
 		if q.After != "" {
 			r, err := readCursor(op, kind, q.After)
 			if err != nil {
@@ -567,8 +582,8 @@ func (m *Manager) deadLettersQuery(q worklease.DeadLetterQuery, limit int) (stri
 			if err := r.end(op); err != nil {
 				return "", nil, 0, err
 			}
-			where = "(d.at, d.domain, d.off) < ($3, $4, $5)"
-			args = append(args, at, domain, off)
+			where = "(d.at, d.key, d.off) < ($3, $4, $5)"
+			args = append(args, at, key(domain), off)
 		}
 	default:
 		return "", nil, 0, &worklease.QueryError{Op: op, Err: worklease.ErrInvalidCursor, Detail: "no such order: " + q.Order.String()}
@@ -585,8 +600,8 @@ func (m *Manager) InspectDeadLetter(ctx context.Context, domain string, offset i
 	if err := m.check(op, domain, offset); err != nil {
 		return worklease.DeadLetter{}, err
 	}
-	statement := fmt.Sprintf("SELECT %s FROM %s.dead_letters d LEFT JOIN %s.payloads p ON p.domain = d.domain AND p.off = d.off "+
-		"WHERE d.domain = $2 AND d.off = $3", deadColumns(1), m.schema, m.schema)
+	statement := fmt.Sprintf("SELECT %s FROM %s.dead_letters d LEFT JOIN %s.payloads p ON %s AND p.off = d.off "+
+		"WHERE %s AND d.off = $3", deadColumns(1), m.schema, m.schema, sameDomain("p", "d"), domainIs(m.schema, "d", "$2"))
 	rows, err := m.pool.Query(ctx, statement, true, []byte(domain), offset)
 	if err != nil {
 		return worklease.DeadLetter{}, dbError(op, err)

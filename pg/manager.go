@@ -73,6 +73,15 @@ type Manager struct {
 // them, with the same defaults; of the in-memory Manager's own,
 // WithJournal is refused (the database is the journal) and WithShards has
 // no effect. The pool stays the caller's: Close does not close it.
+//
+// Open waits, within ctx, for a database that is starting: while the
+// server refuses connections for now (nothing listens yet, or it answers
+// that it is starting up, recovering or shutting down), Open tries again
+// after a short pause, up to a second, until it connects or ctx ends. Give
+// ctx a deadline as long as a restart may take: with one that never ends,
+// an address where nothing listens (a wrong port, say) keeps Open waiting.
+// Other errors of connecting are returned at once. Its errors start with
+// "pg: open:" when it could not connect.
 func Open(ctx context.Context, pool *pgxpool.Pool, opts ...worklease.Option) (*Manager, error) {
 	return OpenSchema(ctx, pool, DefaultSchema, opts...)
 }
@@ -96,6 +105,9 @@ func OpenSchema(ctx context.Context, pool *pgxpool.Pool, schema string, opts ...
 		return nil, fmt.Errorf("%w: schema name %q: want 1 to 63 of a-z, 0-9 and _, not starting with a digit", worklease.ErrInvalidConfig, schema)
 	}
 	m := &Manager{pool: pool, schema: pgx.Identifier{schema}.Sanitize(), cfg: cfg, vacuum: vacuumer{every: vacuumEvery}}
+	if err := waitForDatabase(ctx, pool); err != nil {
+		return nil, err
+	}
 	if m.instance, err = migrate(ctx, pool, m.schema); err != nil {
 		return nil, err
 	}
@@ -194,9 +206,9 @@ func (m *Manager) check(op, domain string, offset int64) error {
 	case m.closed.Load():
 		return fmt.Errorf("pg: %s: %w", op, worklease.ErrClosed)
 	case domain == "" || len(domain) > worklease.MaxDomainLen:
-		return fmt.Errorf("pg: %s: %w (%d bytes)", op, worklease.ErrInvalidDomain, len(domain))
+		return domainError(op, domain, worklease.ErrInvalidDomain)
 	case offset < 0:
-		return fmt.Errorf("pg: %s %q: %w: %d", op, domain, worklease.ErrInvalidOffset, offset)
+		return domainError(op, domain, fmt.Errorf("%w: %d", worklease.ErrInvalidOffset, offset))
 	}
 	return nil
 }
@@ -220,13 +232,22 @@ func errorOf(code int16) error {
 		return worklease.ErrDomainBusy
 	case 9:
 		return worklease.ErrOffsetAhead
+	case 11:
+		return worklease.ErrPayloadMismatch
+	case 12:
+		return worklease.ErrNotQueued
+	case 13:
+		return worklease.ErrInFlight
+	case 14:
+		return fmt.Errorf("%w: the domain holds the highest offset", worklease.ErrInvalidOffset)
 	}
 	return fmt.Errorf("pg: unknown error code %d", code)
 }
 
-// domainError wraps err, the error of call op on domain.
+// domainError wraps err, the error of call op on domain, which it names
+// as the in-memory Manager's errors do (see shortDomain).
 func domainError(op, domain string, err error) error {
-	return fmt.Errorf("pg: %s %q: %w", op, domain, err)
+	return fmt.Errorf("pg: %s on domain %s: %w", op, shortDomain(domain), err)
 }
 
 // dbError wraps an error of the database.

@@ -114,18 +114,40 @@ func TestEnqueueManyMatchesEnqueue(t *testing.T) {
 					items = append(items, pg.Item{Domain: d, Offset: off, Payload: payload})
 				}
 				got, err := batched.m.EnqueueMany(batched.ctx, items)
-				if err != nil {
-					t.Fatalf("round %d: EnqueueMany(%v): %v", round, items, err)
+				// Item by item in a transaction, rolled back if an item's
+				// payload is not the one its offset holds: then the batch
+				// is refused and stores nothing.
+				tx, terr := single.pool.Begin(single.ctx)
+				if terr != nil {
+					t.Fatal(terr)
 				}
 				var want []worklease.AcquireStatus
+				var mismatch bool
 				for _, it := range items {
-					st, err := single.m.Enqueue(single.ctx, it.Domain, it.Offset, it.Payload)
+					st, err := single.m.EnqueueTx(single.ctx, tx, it.Domain, it.Offset, it.Payload)
+					if errors.Is(err, worklease.ErrPayloadMismatch) {
+						mismatch = true
+						break
+					}
 					if err != nil {
 						t.Fatalf("round %d: Enqueue(%s, %d): %v", round, it.Domain, it.Offset, err)
 					}
 					want = append(want, st)
 				}
-				if !slices.Equal(got, want) {
+				if mismatch {
+					terr = tx.Rollback(single.ctx)
+				} else {
+					terr = tx.Commit(single.ctx)
+				}
+				if terr != nil {
+					t.Fatal(terr)
+				}
+				switch {
+				case mismatch && !errors.Is(err, worklease.ErrPayloadMismatch):
+					t.Fatalf("round %d: EnqueueMany(%v) = %v, %v; want ErrPayloadMismatch", round, itemStrings(items), got, err)
+				case !mismatch && err != nil:
+					t.Fatalf("round %d: EnqueueMany(%v): %v", round, items, err)
+				case !mismatch && !slices.Equal(got, want):
 					t.Fatalf("round %d: EnqueueMany(%v) = %v; Enqueue item by item = %v", round, itemStrings(items), got, want)
 				}
 				for _, d := range domains {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -83,8 +84,11 @@ func TestEnqueueAndClaim(t *testing.T) {
 	e := newPullEnv(t)
 	e.enqueue("a", 1, "a1", worklease.Enqueued)
 	e.enqueue("a", 2, "a2", worklease.Enqueued)
-	e.enqueue("a", 2, "again", worklease.Enqueued) // queued already: stored once
-	e.clock.Advance(time.Millisecond)              // b is ready after a
+	e.enqueue("a", 2, "a2", worklease.AlreadyQueued) // queued already: stored once
+	if _, err := e.m.Enqueue(e.ctx, "a", 2, []byte("again")); !errors.Is(err, worklease.ErrPayloadMismatch) {
+		t.Fatalf("Enqueue(a, 2) with another payload: %v; want ErrPayloadMismatch", err)
+	}
+	e.clock.Advance(time.Millisecond) // b is ready after a
 	e.enqueue("b", 7, "b7", worklease.Enqueued)
 	e.clock.Advance(time.Second)
 
@@ -95,7 +99,7 @@ func TestEnqueueAndClaim(t *testing.T) {
 	if _, got := e.claim(10); len(got) != 0 {
 		t.Fatalf("claim while both are leased: %v; want none", got)
 	}
-	e.enqueue("a", 1, "", worklease.AlreadyAcquired)
+	e.enqueue("a", 1, "a1", worklease.AlreadyAcquired)
 	if _, err := e.m.Succeed(e.ctx, "a", cs[0].Token); err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +119,14 @@ func TestEnqueueAndClaim(t *testing.T) {
 	if _, got := e.claim(10); len(got) != 0 {
 		t.Fatalf("claim with nothing queued: %v", got)
 	}
-	for _, n := range []int{0, -1, pg.MaxClaim + 1} {
-		if _, err := e.m.Claim(e.ctx, n); !errors.Is(err, pg.ErrInvalidClaim) {
-			t.Fatalf("Claim(%d): %v; want ErrInvalidClaim", n, err)
+	for _, n := range []int{0, -1, pg.MaxClaim + 1, 20_000} {
+		_, err := e.m.Claim(e.ctx, n)
+		if !errors.Is(err, pg.ErrInvalidClaim) || !errors.Is(err, worklease.ErrInvalidClaim) {
+			t.Fatalf("Claim(%d): %v; want pg.ErrInvalidClaim and worklease.ErrInvalidClaim", n, err)
+		}
+		// One sentence: the rule with its bounds, and the call.
+		if want := fmt.Sprintf("pg: claim count must be 1 to 10000 (Claim of %d)", n); err.Error() != want {
+			t.Errorf("Claim(%d): %q; want %q", n, err, want)
 		}
 	}
 }
@@ -261,12 +270,21 @@ func TestEnqueueMany(t *testing.T) {
 		{Domain: "a", Offset: 1, Payload: []byte("again")}, // processed
 		{Domain: "a", Offset: 3, Payload: []byte("a3")},
 		{Domain: "b", Offset: 4, Payload: []byte("b4")}, // after 5: queued in the order given
-		{Domain: "a", Offset: 3, Payload: []byte("twice")},
+		{Domain: "a", Offset: 3, Payload: []byte("a3")}, // given earlier in the batch
 		{Domain: "c", Offset: 0},
+	}
+	// An item given earlier in the batch with another payload refuses the
+	// batch: nothing is stored, not even the domains it names.
+	mismatch := append(slices.Clone(items), pg.Item{Domain: "a", Offset: 3, Payload: []byte("other")}, pg.Item{Domain: "e", Offset: 1})
+	if _, err := e.m.EnqueueMany(e.ctx, mismatch); !errors.Is(err, worklease.ErrPayloadMismatch) {
+		t.Fatalf("EnqueueMany with a mismatched payload: %v; want ErrPayloadMismatch", err)
+	}
+	if page, err := e.m.ListDomains(e.ctx, worklease.DomainQuery{}); err != nil || len(page.Domains) != 1 {
+		t.Fatalf("domains after the refused batch: %+v, %v; want a alone", page.Domains, err)
 	}
 	got, err := e.m.EnqueueMany(e.ctx, items)
 	want := []worklease.AcquireStatus{worklease.Enqueued, worklease.AlreadyProcessed, worklease.Enqueued,
-		worklease.Enqueued, worklease.Enqueued, worklease.Enqueued}
+		worklease.Enqueued, worklease.AlreadyQueued, worklease.Enqueued}
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("EnqueueMany: %v, %v; want %v", got, err, want)
 	}
@@ -343,7 +361,9 @@ func TestSucceedMany(t *testing.T) {
 	e := newPullEnv(t, worklease.WithLeaseTTL(time.Minute))
 	e.enqueue("a", 1, "a1", worklease.Enqueued)
 	e.enqueue("a", 2, "a2", worklease.Enqueued)
+	e.clock.Advance(time.Millisecond) // a is ready first
 	e.enqueue("b", 1, "b1", worklease.Enqueued)
+	e.clock.Advance(time.Millisecond) // then b, then c
 	e.enqueue("c", 1, "c1", worklease.Enqueued)
 	e.clock.Advance(time.Millisecond)
 	first, _ := e.claim(1) // a's lease, which will expire

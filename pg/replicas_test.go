@@ -31,9 +31,7 @@ type replicaSet struct {
 func startReplicaSet(t *testing.T, synchronous bool) *replicaSet {
 	t.Helper()
 	p := newPrivateServer(t)
-	if out, err := p.command("initdb", "-D", p.data(), "-U", "worklease", "-A", "trust", "-E", "UTF8", "--no-locale").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v: %s", err, out)
-	}
+	p.initdb(t)
 	if synchronous {
 		// Every commit waits for a standby: the one there is.
 		p.opts = "-c synchronous_standby_names='*'"

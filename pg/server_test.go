@@ -154,13 +154,20 @@ type privateServer struct {
 func startPrivateServer(t *testing.T) *privateServer {
 	t.Helper()
 	s := newPrivateServer(t)
-	if out, err := s.command("initdb", "-D", s.data(), "-U", "worklease", "-A", "trust", "-E", "UTF8", "--no-locale").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v: %s", err, out)
-	}
+	s.initdb(t)
 	if err := s.pgCtl("start"); err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// initdb makes the server's data directory, for a server that is not a
+// standby's copy of another.
+func (s *privateServer) initdb(t *testing.T) {
+	t.Helper()
+	if out, err := s.command("initdb", "-D", s.data(), "-U", "worklease", "-A", "trust", "-E", "UTF8", "--no-locale").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v: %s", err, out)
+	}
 }
 
 // newPrivateServer returns a server for t, with a temporary directory and

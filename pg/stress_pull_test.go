@@ -202,18 +202,17 @@ func TestPullStress(t *testing.T) {
 					left--
 				}
 			}
-			// Items given twice, and items stored before.
+			// Items given twice, and items stored before, with their payloads.
 			for range rng.IntN(3) {
 				if len(items) > 0 {
-					it := items[rng.IntN(len(items))]
-					it.Payload = []byte("again")
+					it := items[rng.IntN(len(items))] // with its payload: another would refuse the batch
 					items = append(items, it)
 					fresh = append(fresh, false)
 				}
 				if d := rng.IntN(nDomains); next[d] > 0 {
 					o := rng.Int64N(next[d])
 					if !contains(items, domainName(d), o) {
-						items = append(items, pg.Item{Domain: domainName(d), Offset: o, Payload: []byte("old")})
+						items = append(items, pg.Item{Domain: domainName(d), Offset: o, Payload: pullPayload(domainName(d), o)})
 						fresh = append(fresh, false)
 					}
 				}
@@ -600,7 +599,7 @@ func TestPullStressRevocations(t *testing.T) {
 				if next[d] > 0 && rng.IntN(3) == 0 {
 					o := rng.Int64N(next[d])
 					if !contains(items, domainName(d), o) {
-						items = append(items, pg.Item{Domain: domainName(d), Offset: o, Payload: []byte("old")})
+						items = append(items, pg.Item{Domain: domainName(d), Offset: o, Payload: pullPayload(domainName(d), o)})
 					}
 				}
 			}

@@ -55,6 +55,7 @@ type vacuumer struct {
 
 	mu      sync.Mutex    // guards the fields below
 	granted int           // leases granted since the last vacuum began
+	keyed   int           // idempotency keys stored since the last vacuum began
 	running bool          // a vacuum is under way
 	after   time.Time     // the next vacuum begins no sooner
 	closed  bool          // by Close: no vacuum starts again
@@ -71,11 +72,29 @@ func (m *Manager) noteGrants(n int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.granted += n
-	if v.closed || v.running || v.checked && !v.allowed || v.granted < v.every || time.Now().Before(v.after) {
+	m.startVacuum()
+}
+
+// noteKey notes that an Append stored an idempotency key, and starts a
+// vacuum, which prunes the keys past the key window, if one is due.
+func (m *Manager) noteKey() {
+	v := &m.vacuum
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.keyed++
+	m.startVacuum()
+}
+
+// startVacuum starts a vacuum if one is due: after vacuumEvery grants (if
+// the role may vacuum) or keys stored. The caller holds v.mu.
+func (m *Manager) startVacuum() {
+	v := &m.vacuum
+	grants := v.granted >= v.every && (!v.checked || v.allowed)
+	if v.closed || v.running || !grants && v.keyed < v.every || time.Now().Before(v.after) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	v.granted, v.running, v.stop, v.stopped = 0, true, cancel, make(chan struct{})
+	v.granted, v.keyed, v.running, v.stop, v.stopped = 0, 0, true, cancel, make(chan struct{})
 	go m.vacuumTables(ctx, cancel, v.stopped)
 }
 
@@ -111,7 +130,11 @@ func (m *Manager) vacuumOnce(ctx context.Context) {
 	defer m.disconnect(conn)
 	const simple = pgx.QueryExecModeSimpleProtocol
 	limit := "SET statement_timeout = " + strconv.FormatInt(vacuumLimit.Milliseconds(), 10)
-	if _, err := conn.Exec(ctx, limit, simple); err != nil || !m.mayVacuum(ctx, conn) {
+	if _, err := conn.Exec(ctx, limit, simple); err != nil {
+		return
+	}
+	m.pruneKeys(ctx, conn)
+	if !m.mayVacuum(ctx, conn) {
 		return
 	}
 	var tables string
@@ -146,5 +169,22 @@ func (v *vacuumer) close() {
 	if stopped != nil { // a vacuum began: the last may be ending yet
 		stop()
 		<-stopped
+	}
+}
+
+// pruneKeysBatch is how many idempotency keys one statement of a vacuum
+// deletes at most.
+const pruneKeysBatch = 10_000
+
+// pruneKeys deletes the idempotency keys past the key window, a batch at
+// a time, on conn, which any role that may use the schema may do.
+func (m *Manager) pruneKeys(ctx context.Context, conn *pgx.Conn) {
+	for {
+		var n int64
+		err := conn.QueryRow(ctx, m.pull.pruneKeys, pgx.QueryExecModeSimpleProtocol,
+			m.cfg.KeyWindow.Microseconds(), m.now(), pruneKeysBatch).Scan(&n)
+		if err != nil || n < pruneKeysBatch {
+			return
+		}
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/worklease/worklease"
+	"github.com/worklease/worklease/leasetest"
 )
 
 // Claims that granted vacuumEvery leases (10 here) start a vacuum of the
@@ -274,4 +277,45 @@ func vacuumCount(t *testing.T, pool *pgxpool.Pool, schema string) int64 {
 	t.Helper()
 	domains, backlog := vacuumCounts(t, pool, schema)
 	return domains + backlog
+}
+
+// Appends that stored vacuumEvery idempotency keys (3 here) start a
+// vacuum, which deletes the keys past the key window and no other: an
+// Append with a pruned key is a new one.
+func TestVacuumPrunesKeys(t *testing.T) {
+	ctx, pool, name := scratchSchema(t, "keys")
+	clock := leasetest.NewClock(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
+	m, err := OpenSchema(ctx, pool, name, worklease.WithKeyWindow(time.Minute), worklease.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.vacuum.every = 3
+	keys := func() (n int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{name, "append_keys"}.Sanitize()).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	appendKey := func(key string) worklease.AppendResult {
+		t.Helper()
+		res, err := m.Append(ctx, "d", nil, worklease.AppendOptions{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	appendKey("old-1")
+	appendKey("old-2")
+	clock.Advance(time.Minute)
+	appendKey("new") // the third: a vacuum begins
+	waitFor(t, "the vacuum pruned no key", func() bool { return keys() == 1 })
+	waitFor(t, "the vacuum never ended", func() bool { running, _, _, _ := m.vacuum.state(); return !running })
+	if res := appendKey("new"); res.Offset != 2 || res.Status != worklease.AlreadyQueued {
+		t.Fatalf("Append of the key within the window: %+v; want offset 2, AlreadyQueued", res)
+	}
+	if res := appendKey("old-1"); res.Offset != 3 || res.Status != worklease.Enqueued {
+		t.Fatalf("Append of a pruned key: %+v; want a new offset, 3", res)
+	}
 }

@@ -237,6 +237,22 @@ var rows = []row{
 		atMost: true, target: 1.25,
 	},
 	{
+		measure: "BenchmarkPostgresEnqueue/append ÷ batch=100, items/s",
+		meaning: "offsets the database assigns, one Append a call, against EnqueueMany's batches of 100 chosen offsets",
+		value: ratio(
+			quantity{"BenchmarkPostgresEnqueue/append", 0, "items/s"},
+			quantity{"BenchmarkPostgresEnqueue/batch=100", 0, "items/s"}),
+		reported: true,
+	},
+	{
+		measure: "BenchmarkPostgresEnqueue/append-key ÷ append, items/s",
+		meaning: "what an idempotency key costs an Append",
+		value: ratio(
+			quantity{"BenchmarkPostgresEnqueue/append-key", 0, "items/s"},
+			quantity{"BenchmarkPostgresEnqueue/append", 0, "items/s"}),
+		reported: true,
+	},
+	{
 		measure: "BenchmarkPostgresHotDomain/workers=16 ÷ workers=1, cycles/s",
 		meaning: "fifteen workers waiting for work take at most a fifth off one hot domain's throughput",
 		value: ratio(
