@@ -478,6 +478,19 @@ func (m *Manager) readDeadLetterPayloads(page *DeadLetterPage, reads []payloadRe
 	return m.readPayloads(reads, func(i int) *[]byte { return &page.DeadLetters[i].Payload })
 }
 
+// finishDeadLetterPage returns page once what it shows is durable (seq is
+// the journal record of the latest change it reflects), with its
+// payloads read.
+func (m *Manager) finishDeadLetterPage(page DeadLetterPage, seq uint64, reads []payloadRead) (DeadLetterPage, error) {
+	if err := m.waitDurable(seq, nil); err != nil {
+		return DeadLetterPage{}, err
+	}
+	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
+		return DeadLetterPage{}, err
+	}
+	return page, nil
+}
+
 // offsetsAfter returns, in order, up to n+1 of d's offsets above after: n
 // for the page, and one more if more follow.
 func offsetsAfter(d *deadLetters, after int64, n int) []int64 {
@@ -565,13 +578,7 @@ func (m *Manager) listDomainDeadLetters(q DeadLetterQuery, limit int) (DeadLette
 		w.u64(uint64(offs[limit-1]))
 		page.Next = w.String()
 	}
-	if err := m.waitDurable(seq, nil); err != nil {
-		return DeadLetterPage{}, err
-	}
-	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
-		return DeadLetterPage{}, err
-	}
-	return page, nil
+	return m.finishDeadLetterPage(page, seq, reads)
 }
 
 // listDeadLettersByDomain is ListDeadLetters of every domain, by domain.
@@ -647,13 +654,7 @@ func (m *Manager) deadLettersByDomainPage(page DeadLetterPage, reads []payloadRe
 		pos.write(w)
 		page.Next = w.String()
 	}
-	if err := m.waitDurable(seq, nil); err != nil {
-		return DeadLetterPage{}, err
-	}
-	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
-		return DeadLetterPage{}, err
-	}
-	return page, nil
+	return m.finishDeadLetterPage(page, seq, reads)
 }
 
 // A deadKey is a dead letter's place in the order newest first: latest
@@ -769,13 +770,7 @@ func (m *Manager) listDeadLettersNewestFirst(q DeadLetterQuery, limit int) (Dead
 		w.rest(k.domain)
 		page.Next = w.String()
 	}
-	if err := m.waitDurable(seq, nil); err != nil {
-		return DeadLetterPage{}, err
-	}
-	if err := m.readDeadLetterPayloads(&page, reads); err != nil {
-		return DeadLetterPage{}, err
-	}
-	return page, nil
+	return m.finishDeadLetterPage(page, seq, reads)
 }
 
 // InspectDeadLetter returns the dead letter of offset in domain, with its
