@@ -70,8 +70,11 @@ type Consumer struct {
 	commitMu sync.Mutex  // held while a commit is computed and sent
 	crashed  atomic.Bool // commit nothing, as a member that died would not (tests)
 
-	stopCtx context.Context // done once the Consumer stops: polling and scheduled commits end
-	stop    context.CancelFunc
+	stopCtx context.Context    // done once the Consumer stops: polling and scheduled commits end
+	stop    context.CancelFunc // sets stopped, then cancels stopCtx
+	// stopped is set once the Consumer stops: batches read it between
+	// records, which a load does more cheaply than a look at stopCtx.
+	stopped atomic.Bool
 	done    chan struct{} // closed when Run has returned
 
 	// handlerCtx is what the partitions' contexts, which their handlers
@@ -111,7 +114,12 @@ func New(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, error) {
 	c := &Consumer{cfg: cfg, h: h, owned: map[topicPartition]*partition{}, done: make(chan struct{})}
 	c.pollMin = min(1000, cfg.maxUnfinished)
 	c.budget = newBudget(cfg.maxUnfinished)
-	c.stopCtx, c.stop = context.WithCancel(context.Background())
+	var cancelStop context.CancelFunc
+	c.stopCtx, cancelStop = context.WithCancel(context.Background())
+	c.stop = func() {
+		c.stopped.Store(true)
+		cancelStop()
+	}
 	c.byPrefix.Store(&map[string]*partition{})
 	c.chain = c.call
 	for i := len(cfg.middleware) - 1; i >= 0; i-- {

@@ -113,19 +113,15 @@ func (c *Consumer) run(ctx context.Context, p *partition, domain string, tok wor
 	handled := 0
 	defer func() { c.handled.Add(uint64(handled)) }()
 	// The attempts' contexts, made in one allocation: each attempt has its
-	// own, never reused, as a handler may keep its context.
+	// own, never reused, as a handler may keep its context. They share the
+	// batch's context and attempt number (see attemptContext).
 	actxs := make([]attemptContext, len(tasks))
-	stopped := c.stopCtx.Done()
+	var first *attemptBase
 	for i := range tasks {
 		t := &tasks[i]
 		if i > 0 {
-			if p.isRevoked() {
-				return i, errNotStarted // the records left go to the next owner
-			}
-			select {
-			case <-stopped:
-				return i, errNotStarted
-			default:
+			if p.isRevoked() || c.stopped.Load() {
+				return i, errNotStarted // the records left go to the next owner, or the next run
 			}
 		}
 		if f := t.givenUp; f != nil {
@@ -134,8 +130,11 @@ func (c *Consumer) run(ctx context.Context, p *partition, domain string, tok wor
 			}
 			continue
 		}
+		if first == nil || first.attempt != t.attempt {
+			first = &attemptBase{Context: ctx, attempt: t.attempt}
+		}
 		actx := &actxs[i]
-		*actx = attemptContext{Context: ctx, rec: t.rec, attempt: t.attempt}
+		*actx = attemptContext{attemptBase: first, rec: t.rec}
 		if len(c.cfg.middleware) == 0 {
 			err = c.handle(actx, t.rec)
 		} else {
@@ -275,10 +274,20 @@ func cutText(s string, n int) string {
 }
 
 // An attemptContext is a handler's context: the attempt's, carrying the
-// record and the attempt's number (one allocation for both).
+// record, and the batch's context and the attempt's number in an
+// attemptBase, which the batch's attempts of the same number share. So an
+// attempt costs two words: a batch's records are mostly on their first
+// attempt (only the record a retried batch goes on from is not), and share
+// one attemptBase.
 type attemptContext struct {
+	*attemptBase
+	rec *kgo.Record
+}
+
+// An attemptBase is what the attempts of a batch share: their context,
+// and their attempt's number.
+type attemptBase struct {
 	context.Context
-	rec     *kgo.Record
 	attempt int
 }
 
