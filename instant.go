@@ -46,10 +46,17 @@ const (
 )
 
 // in returns i as a time.Time in loc; the zero instant is the zero Time.
+// It is small enough to inline, so that the zero instant, as a lease that
+// never expires has, costs a result no call.
 func (i instant) in(loc *time.Location) time.Time {
 	if i == 0 {
 		return time.Time{}
 	}
+	return i.time(loc)
+}
+
+// time is in of an instant that is not zero.
+func (i instant) time(loc *time.Location) time.Time {
 	t := time.Unix(0, int64(i)) // in time.Local
 	if loc != time.Local {
 		t = t.In(loc)
