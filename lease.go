@@ -160,9 +160,13 @@ func newInstanceID() uint64 {
 	}
 }
 
+// now reads the Manager's clock: the caller's, or the system clock through
+// the timeline.
 func (m *Manager) now() instant {
 	if m.clock == nil {
-		return m.timeline.now()
+		// The timeline's reading (see timeline), made here rather than in
+		// a method of its own: a grant reads the time in one call less.
+		return m.timeline.epoch.add(time.Since(m.timeline.start))
 	}
 	return instantOf(m.clock.Now())
 }
