@@ -206,9 +206,21 @@ func (m *Manager) stepBuffer() *[stepInline]change {
 // the journal failed, which closed the Manager: the call returns it
 // instead of its answer.
 func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch) error {
+	// The common case, a Manager in memory whose step made one change of
+	// a kind the record counts itself, ends here without a call, and so
+	// without keeping the arguments on the stack for one.
+	if m.plain && st.n == 1 && m.ready.Load() == nil && sh.countHot(r, st.kinds[0]) {
+		r.mu.Unlock()
+		return nil
+	}
+	return m.finishAll(sh, r, st, b)
+}
+
+// finishAll is finish of any step.
+func (m *Manager) finishAll(sh *shard, r *domainRecord, st *step, b *batch) error {
 	// Most steps make one change, of a kind the record counts itself:
-	// count it without a call. The others may have made or ended the
-	// domain's dead letters.
+	// count it without a call (unless finish did). The others may have
+	// made or ended the domain's dead letters.
 	if st.n != 1 || !sh.countHot(r, st.kinds[0]) {
 		sh.countAll(r, st)
 		if st.touchesDeadLetters() {
@@ -216,8 +228,8 @@ func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch) error {
 		}
 	}
 	if m.plain && m.ready.Load() == nil {
-		// Nothing to journal, tell, index or queue: the common case of a
-		// Manager in memory, which ends here.
+		// Nothing to journal, tell, index or queue: a step of a Manager in
+		// memory that finish did not end ends here.
 		r.mu.Unlock()
 		return nil
 	}
