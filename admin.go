@@ -19,7 +19,7 @@ func (m *Manager) Inspect(domain string) (DomainInfo, error) {
 	if r == nil {
 		return DomainInfo{}, err
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	s := &r.state
 	s.expireIfDue(&m.policy, &st)
 	info := DomainInfo{
@@ -130,7 +130,7 @@ func (m *Manager) adminCall(c *callSpec, domain string, offset int64, op func(s 
 	if r == nil {
 		return Head{}, err
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	var h Head
 	err = op(&r.state, &st)
 	if err == nil {
@@ -262,7 +262,7 @@ func (m *Manager) Forget(domain string) error {
 	if r == nil {
 		return err
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	if err := r.state.forget(&m.policy, &st); err != nil {
 		if ferr := m.finish(sh, r, &st, nil); ferr != nil {
 			return ferr

@@ -28,7 +28,7 @@ func (j *discardJournal) Close() error                              { return nil
 
 // TestReportingCallsDoNotAllocate checks that a Manager that reports its
 // changes, to an observer or a journal, keeps them on the call's stack: a
-// cycle allocates nothing, as it does without either (see newStep). It is
+// cycle allocates nothing, as it does without either (see stepBuffer). It is
 // not parallel: testing.AllocsPerRun counts every goroutine's allocations.
 func TestReportingCallsDoNotAllocate(t *testing.T) {
 	tests := []struct {

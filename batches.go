@@ -126,7 +126,7 @@ func (m *Manager) succeedIn(b *batch, spec *callSpec, domain string, tok Token, 
 	if r == nil {
 		return Claim{}, payload{}, false, err
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	var c Claim
 	var pl payload
 	granted := false

@@ -9,7 +9,7 @@ import "cmp"
 //	if r == nil {
 //		return …, err // refused, or nothing to do
 //	}
-//	st := m.newStep(now)                         // where the state machine notes its changes
+//	st := step{now: now, kept: m.stepBuffer()}   // where the state machine notes its changes
 //	res, err := r.state.call(&m.policy, &st, …) // the transition
 //	if ferr := m.finish(sh, r, &st, nil); ferr != nil { // count, journal, unlock, wait, deliver
 //		return …, ferr
@@ -172,19 +172,27 @@ func (m *Manager) unknown(c *callSpec, domain string) error {
 	return m.absent(nil)
 }
 
-// newStep returns the step of a call made at now. A Manager that reports
-// its changes, to a journal or an observer, keeps them in the step's
-// buffer, which stays on the calling function's stack: newStep is small
+// stepBuffer returns the buffer in which a call's step keeps its changes
+// (see step), or nil if the Manager does not keep them. A Manager that
+// reports its changes, to a journal or an observer, keeps them, in a
+// buffer that stays on the calling function's stack: stepBuffer is small
 // enough to be inlined, and inlined, the buffer it makes does not escape
 // (go build -gcflags=-m says so; TestReportingCallsDoNotAllocate checks
 // it) unless the caller hands the step to a function value, as adminCall
-// does off the hot path. Keep newStep that small.
-func (m *Manager) newStep(now instant) step {
-	st := step{now: now}
-	if m.reporting {
-		st.kept = new([stepInline]change)
+// does off the hot path. Keep stepBuffer that small. A call makes its
+// step in place, as
+//
+//	st := step{now: now, kept: m.stepBuffer()}
+//
+// rather than from a function that returns a whole step: a step returned
+// is built and then copied, and the copy reads it back right after the
+// stores that built it, which the processor cannot forward to loads that
+// span two of them, so the call waits for them to reach the cache.
+func (m *Manager) stepBuffer() *[stepInline]change {
+	if !m.reporting {
+		return nil
 	}
-	return st
+	return new([stepInline]change)
 }
 
 // finish ends st, a call's step on r, a record of sh that the caller
@@ -198,9 +206,21 @@ func (m *Manager) newStep(now instant) step {
 // the journal failed, which closed the Manager: the call returns it
 // instead of its answer.
 func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch) error {
+	// The common case, a Manager in memory whose step made one change of
+	// a kind the record counts itself, ends here without a call, and so
+	// without keeping the arguments on the stack for one.
+	if m.plain && st.n == 1 && m.ready.Load() == nil && sh.countHot(r, st.kinds[0]) {
+		r.mu.Unlock()
+		return nil
+	}
+	return m.finishAll(sh, r, st, b)
+}
+
+// finishAll is finish of any step.
+func (m *Manager) finishAll(sh *shard, r *domainRecord, st *step, b *batch) error {
 	// Most steps make one change, of a kind the record counts itself:
-	// count it without a call. The others may have made or ended the
-	// domain's dead letters.
+	// count it without a call (unless finish did). The others may have
+	// made or ended the domain's dead letters.
 	if st.n != 1 || !sh.countHot(r, st.kinds[0]) {
 		sh.countAll(r, st)
 		if st.touchesDeadLetters() {
@@ -208,8 +228,8 @@ func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch) error {
 		}
 	}
 	if m.plain && m.ready.Load() == nil {
-		// Nothing to journal, tell, index or queue: the common case of a
-		// Manager in memory, which ends here.
+		// Nothing to journal, tell, index or queue: a step of a Manager in
+		// memory that finish did not end ends here.
 		r.mu.Unlock()
 		return nil
 	}

@@ -74,6 +74,31 @@ func (d *domainMap) get(h uint64, domain string) *domainRecord {
 	if t == nil {
 		return nil
 	}
+	n := len(domain)
+	if n < 8 || n > 16 {
+		return t.find(h, domain)
+	}
+	// Keys of 8 to 16 bytes, as most are, compare in two loads each,
+	// written out here: a comparison of strings calls the runtime, and a
+	// call in the loop would have the probe keep its state on the stack
+	// (the stores and loads, the call and the comparison's own checks cost
+	// more than the rest of a lookup).
+	mask := len(t.slots) - 1
+	for i := t.home(h); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		r := s.r.Load()
+		if r == nil {
+			return nil
+		}
+		if k := r.domain; r != tombstone && s.hash.Load() == h && len(k) == n &&
+			load64(k, 0) == load64(domain, 0) && load64(k, n-8) == load64(domain, n-8) {
+			return r
+		}
+	}
+}
+
+// find is get in t, for a domain of any length.
+func (t *domainTable) find(h uint64, domain string) *domainRecord {
 	mask := len(t.slots) - 1
 	for i := t.home(h); ; i = (i + 1) & mask {
 		s := &t.slots[i]

@@ -221,7 +221,7 @@ func (m *Manager) reapOne(sh *shard, r *domainRecord, now instant, b *batch) (ex
 	if s.leased {
 		tok = s.leaseToken(&m.policy)
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	if ok = s.expireIfDue(&m.policy, &st); ok {
 		exp = Expiry{
 			Domain:       r.domain,

@@ -45,7 +45,7 @@ func TestInstantAddSaturates(t *testing.T) {
 }
 
 func TestTimelineFollowsTheClock(t *testing.T) {
-	tl := newTimeline()
+	tl := &Manager{timeline: newTimeline()} // no Clock: it reads the timeline
 	for range 3 {
 		before := instantOf(time.Now())
 		now := tl.now()

@@ -160,9 +160,13 @@ func newInstanceID() uint64 {
 	}
 }
 
+// now reads the Manager's clock: the caller's, or the system clock through
+// the timeline.
 func (m *Manager) now() instant {
 	if m.clock == nil {
-		return m.timeline.now()
+		// The timeline's reading (see timeline), made here rather than in
+		// a method of its own: a grant reads the time in one call less.
+		return m.timeline.epoch.add(time.Since(m.timeline.start))
 	}
 	return instantOf(m.clock.Now())
 }
@@ -215,7 +219,7 @@ func (m *Manager) TryAcquire(domain string, offset int64) (res AcquireResult, er
 	if r == nil {
 		return AcquireResult{}, err
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	// res is filled in place: building it elsewhere and copying it costs
 	// a tenth of a cycle.
 	res.Status, err = r.state.acquire(&m.policy, &st, offset)
@@ -290,7 +294,7 @@ func (m *Manager) succeed(c *callSpec, domain string, tok Token, next bool) (res
 	if r == nil {
 		return SucceedResult{}, err
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	// res is filled in place, as in TryAcquire.
 	if next {
 		err = r.state.succeedNext(&m.policy, &st, tok, &res)
@@ -351,7 +355,7 @@ func (m *Manager) fail(c *callSpec, domain string, tok Token, cause error, next 
 	if r == nil {
 		return FailResult{}, err
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	if next {
 		err = r.state.failNext(&m.policy, &st, tok, cause, &res)
 		if res.Status == GiveUpNextAcquired {
@@ -392,7 +396,7 @@ func (m *Manager) extendIn(b *batch, c *callSpec, domain string, tok Token, d ti
 	if r == nil {
 		return time.Time{}, err
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	at, err := r.state.extend(&m.policy, &st, tok, d)
 	m.finish(sh, r, &st, b)
 	return at.in(m.loc), c.wrap(domain, err) // at is zero, the zero Time, when err is not nil

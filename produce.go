@@ -91,7 +91,7 @@ func (m *Manager) enqueue(c *callSpec, domain string, offset int64, p []byte, no
 	if r == nil {
 		return 0, err
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	status, stored, has := r.state.enqueue(&m.policy, &st, offset, put, instantOf(notBefore))
 	if err := m.finish(sh, r, &st, nil); err != nil {
 		return 0, err
@@ -163,7 +163,7 @@ func (m *Manager) Append(domain string, payload []byte, opts AppendOptions) (App
 	if r == nil {
 		return AppendResult{}, err
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	res, err := r.state.appendNext(&m.policy, &st, put, instantOf(opts.NotBefore))
 	if ferr := m.finish(sh, r, &st, nil); ferr != nil {
 		return AppendResult{}, ferr

@@ -111,7 +111,7 @@ func (m *Manager) claimEntry(q *readyQueue, e *readyEntry, now instant, b *batch
 		r.mu.Unlock()
 		return Claim{}, payload{}, false
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	var c Claim
 	var pl payload
 	granted := r.state.claim(&m.policy, &st)
@@ -255,7 +255,7 @@ func (m *Manager) retryIn(b *batch, c *callSpec, f *Failure) (RetryResult, error
 	if r == nil {
 		return RetryResult{}, err
 	}
-	st := m.newStep(now)
+	st := step{now: now, kept: m.stepBuffer()}
 	res, err := r.state.retry(&m.policy, &st, f.Token, cause, f.Delay)
 	m.finish(sh, r, &st, b)           // lists the domain, ready once the delay ends
 	return res, c.wrap(f.Domain, err) // res is zero when err is not nil

@@ -73,12 +73,17 @@ func (x *recordIndex) noteBatch(id uint64, base int64, batch []byte) {
 	var s *indexedSegment
 	producedFrames(batch, func(seq uint64, off int) {
 		if s == nil {
+			// Held until the batch is indexed: a deferred unlock here
+			// would run as this first call returns, and the appends of
+			// the batch's later records would race with lookups.
 			x.mu.Lock()
-			defer x.mu.Unlock()
 			s = x.segmentLocked(id)
 		}
 		s.recs = append(s.recs, recordPos{seq, base + int64(off)})
 	})
+	if s != nil {
+		x.mu.Unlock()
+	}
 }
 
 // segmentLocked returns segment id's entry, adding it if it is new, after
