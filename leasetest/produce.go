@@ -36,6 +36,8 @@ func testProduce(t *testing.T, s *Suite) {
 		{"Scheduled", needs(testScheduled, at, app)},
 		{"ScheduledHoldsGrants", needs(testScheduledHoldsGrants, at)},
 		{"ScheduledRestart", needs(testScheduledRestart, at)},
+		{"ScheduledBeforeRetryDelay", needs(testScheduledBeforeRetryDelay, at)},
+		{"ScheduledHeadReplaced", needs(testScheduledHeadReplaced, at)},
 		{"Cancel", needs(testCancel, cancel, at)},
 		{"CancelInFlight", needs(testCancelInFlight, cancel)},
 		{"CancelEvents", needs(testCancelEvents, cancel)},
@@ -414,6 +416,58 @@ func testScheduledRestart(t *testing.T, s *Suite) {
 	e.claim(5)
 	e.clk.Advance(time.Hour)
 	mustEqual(t, []byte("later"), e.claim(5, "A/1@1")[0].Payload, "A/1's payload after a restart")
+	e.check()
+}
+
+// testScheduledBeforeRetryDelay: a domain waiting out a retry's delay
+// waits for it whatever heads LIFO ordering puts in front of the retried
+// offset: one scheduled to end earlier, or one not scheduled at all after
+// one scheduled to end later. A claim may lease the domain's head from the
+// later of the two ends.
+func testScheduledBeforeRetryDelay(t *testing.T, s *Suite) {
+	e := s.start(t, worklease.WithOrdering(worklease.LIFO), worklease.WithMaxRetries(3))
+	e.enqueue("A", 1, nil, worklease.Enqueued)
+	e.enqueue("B", 1, nil, worklease.Enqueued)
+	cs := e.claim(2, "A/1@1", "B/1@1")
+	e.retry("A", cs[0].Token, nil, 10*time.Second)
+	e.retry("B", cs[1].Token, nil, 10*time.Second)
+	mustEqual(t, worklease.Enqueued, e.enqueueAt("A", 2, nil, epoch.Add(5*time.Second)))
+	mustEqual(t, worklease.Enqueued, e.enqueueAt("B", 2, nil, epoch.Add(20*time.Second)))
+	e.enqueue("B", 3, nil, worklease.Enqueued) // not scheduled, but the delay holds
+	e.clk.Advance(6 * time.Second)
+	e.claim(5) // A/2's schedule ended; A's delay did not
+	e.clk.Advance(4 * time.Second)
+	e.claim(5, "A/2@1", "B/3@1")
+	e.check()
+}
+
+// testScheduledHeadReplaced: a domain waiting for its head's schedule is
+// ready at once when LIFO ordering puts a head that is not scheduled in
+// front, whichever call queues it, and ready when its new head is due if
+// that head is scheduled to end sooner. Kill of a scheduled head makes the
+// domain ready when the head behind it is due.
+func testScheduledHeadReplaced(t *testing.T, s *Suite) {
+	e := s.start(t, worklease.WithOrdering(worklease.LIFO))
+	later := epoch.Add(time.Hour)
+	for _, d := range []string{"A", "B", "C"} {
+		mustEqual(t, worklease.Enqueued, e.enqueueAt(d, 1, nil, later))
+	}
+	e.enqueue("D", 1, nil, worklease.Enqueued)
+	mustEqual(t, worklease.Enqueued, e.enqueueAt("D", 2, nil, later))
+	e.claim(5)
+	e.clk.Advance(time.Second)
+	e.enqueue("A", 2, nil, worklease.Enqueued)
+	e.claim(5, "A/2@1")
+	e.clk.Advance(time.Second)
+	e.acquire("B", 2, worklease.Enqueued) // TryAcquire queues while the head waits
+	e.claim(5, "B/2@1")
+	e.clk.Advance(time.Second)
+	mustEqual(t, worklease.Enqueued, e.enqueueAt("C", 2, nil, e.clk.Now().Add(time.Minute)))
+	e.claim(5)
+	e.clk.Advance(time.Minute)
+	e.claim(5, "C/2@1")
+	mustEqual(t, worklease.Head{Next: 1, HasNext: true}, e.kill("D", 2, "not needed"), "Kill's head")
+	e.claim(5, "D/1@1")
 	e.check()
 }
 

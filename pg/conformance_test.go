@@ -57,10 +57,6 @@ func TestConformance(t *testing.T) {
 		},
 		Events:   true,
 		Payloads: true,
-		// EnqueueAt (and Append's NotBefore) schedule as the contract
-		// says, but the order in which claims take domains whose
-		// scheduled heads fell due is not yet the model's in every case.
-		Lacks: []leasetest.Feature{leasetest.FeatureEnqueueAt},
 		Check: func(b worklease.Backend) error {
 			mu.Lock()
 			schema := schemas[b]

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -467,5 +468,41 @@ func TestClaimNextStreakAfterClaimTakesOver(t *testing.T) {
 	}
 	if n != pg.MaxStreak {
 		t.Fatalf("ClaimNext leased deep %d times in a row after Claim claimed it; want MaxStreak, %d", n, pg.MaxStreak)
+	}
+}
+
+// EnqueueMany with LIFO ordering gives a domain a head that is not
+// scheduled: a domain that waited for its old head's schedule is ready at
+// once, or when its retry's delay ends, as Enqueue makes it.
+func TestEnqueueManyLIFOReplacesScheduledHead(t *testing.T) {
+	e := newPullEnv(t, worklease.WithOrdering(worklease.LIFO), worklease.WithMaxRetries(3))
+	defer e.m.Close()
+	later := e.clock.Now().Add(time.Hour)
+	e.enqueue("b", 1, "b1", worklease.Enqueued)
+	claimed, err := e.m.Claim(e.ctx, 1)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("Claim: %v, %v; want b/1", claimed, err)
+	}
+	if _, err := e.m.Retry(e.ctx, "b", claimed[0].Token, nil, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"a", "b"} {
+		if st, err := e.m.EnqueueAt(e.ctx, d, 2, nil, later); err != nil || st != worklease.Enqueued {
+			t.Fatalf("EnqueueAt(%s, 2): %v, %v", d, st, err)
+		}
+	}
+	if _, err := e.m.EnqueueMany(e.ctx, []pg.Item{{Domain: "a", Offset: 3}, {Domain: "b", Offset: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"a/3", "", "b/3"} {
+		claimed, err := e.m.Claim(e.ctx, 5)
+		var got []string
+		for _, c := range claimed {
+			got = append(got, fmt.Sprintf("%s/%d", c.Domain, c.Offset))
+		}
+		if err != nil || strings.Join(got, " ") != want {
+			t.Fatalf("Claim at %v: %v, %v; want %q", e.clock.Now(), got, err, want)
+		}
+		e.clock.Advance(5 * time.Second)
 	}
 }
