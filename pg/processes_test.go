@@ -184,22 +184,26 @@ func settleKilled(t *testing.T, pool *pgxpool.Pool, s string, pid int) {
 }
 
 // killWorking kills cmd with SIGKILL halfway through the processes' run,
-// once it has been working for a while: a loaded machine may start it
-// late, and a process killed before its first lease tests nothing.
+// once it has been working for a while and holds a lease: a loaded machine
+// may start it late, or slow it until its run is over, and a process
+// killed holding no lease tests nothing.
 func killWorking(t *testing.T, pool *pgxpool.Pool, s string, cmd *exec.Cmd) {
 	t.Helper()
 	time.Sleep(mpRun / 2)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	pid := cmd.Process.Pid
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		var n int
 		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+s+".attempts WHERE pid = $1",
-			cmd.Process.Pid).Scan(&n); err != nil {
+			pid).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n >= 5 {
-			break
+			if open, _ := unfinishedAttempts(t, pool, s, pid); open > 0 {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("process %d made %d attempts in a minute", cmd.Process.Pid, n)
+			t.Fatalf("process %d made %d attempts in a minute, and holds no lease", pid, n)
 		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -207,20 +211,27 @@ func killWorking(t *testing.T, pool *pgxpool.Pool, s string, cmd *exec.Cmd) {
 	}
 }
 
-// checkTakenOver checks that the last attempts of the killed process pid,
-// which it never finished, were taken over: each offset succeeded later,
-// under a larger fence.
-func checkTakenOver(t *testing.T, pool *pgxpool.Pool, s string, pid int) {
-	ctx := context.Background()
-	var orphans, takenOver int
-	if err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (
+// unfinishedAttempts returns how many of the latest attempts of process
+// pid, one a domain, it has not finished, and how many of those succeeded
+// later under a larger fence.
+func unfinishedAttempts(t *testing.T, pool *pgxpool.Pool, s string, pid int) (unfinished, takenOver int) {
+	t.Helper()
+	if err := pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE EXISTS (
 			SELECT FROM `+s+`.succeeded x WHERE x.ok AND x.domain = a.domain AND x.off = a.off AND x.fence > a.fence))
 		FROM `+s+`.attempts a
 		WHERE a.pid = $1 AND NOT EXISTS (SELECT FROM `+s+`.succeeded x WHERE x.ok AND x.domain = a.domain AND x.fence = a.fence)
 			AND a.fence = (SELECT max(b.fence) FROM `+s+`.attempts b WHERE b.domain = a.domain AND b.pid = a.pid)`,
-		pid).Scan(&orphans, &takenOver); err != nil {
+		pid).Scan(&unfinished, &takenOver); err != nil {
 		t.Fatal(err)
 	}
+	return unfinished, takenOver
+}
+
+// checkTakenOver checks that the last attempts of the killed process pid,
+// which it never finished, were taken over: each offset succeeded later,
+// under a larger fence.
+func checkTakenOver(t *testing.T, pool *pgxpool.Pool, s string, pid int) {
+	orphans, takenOver := unfinishedAttempts(t, pool, s, pid)
 	if orphans == 0 {
 		t.Errorf("the killed process left no attempt unfinished: it died holding no lease")
 	}
