@@ -112,9 +112,9 @@ func TestManyProcessesPull(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	settleKilled(t, pool, s, cmds[0].Process.Pid)
+	settled := settleKilled(t, pool, s, cmds[0].Process.Pid)
 	checkHistory(t, pool, s)
-	checkTakenOver(t, pool, s, cmds[0].Process.Pid)
+	checkTakenOver(t, pool, s, cmds[0].Process.Pid, settled)
 	var payloads int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+quoted(schema)+".payloads").Scan(&payloads); err != nil {
 		t.Fatal(err)
