@@ -76,8 +76,10 @@ const maxStringLen = 1 << 20
 var errShort = errors.New("truncated")
 
 // AppendBinary appends the record's binary form to b. It implements
-// encoding.BinaryAppender and never fails.
-func (r Record) AppendBinary(b []byte) ([]byte, error) {
+// encoding.BinaryAppender and never fails. Its receiver is a pointer: a
+// journal encodes every record the Manager writes, and a Record is too
+// large to copy on each call.
+func (r *Record) AppendBinary(b []byte) ([]byte, error) {
 	fields := r.fields()
 	version := byte(recordVersion2)
 	if fields&^fieldsV2 != 0 {
@@ -132,6 +134,7 @@ func (r Record) AppendBinary(b []byte) ([]byte, error) {
 // nanoseconds.
 func (r *Record) fields() uint64 {
 	var f uint64
+	fits := true // every time present fits in int64 nanoseconds
 	if r.Attempt != 0 {
 		f |= fieldAttempt
 	}
@@ -140,16 +143,19 @@ func (r *Record) fields() uint64 {
 	}
 	if !r.At.IsZero() {
 		f |= fieldAt
+		fits = fitsNanos(r.At)
 	}
 	if !r.AcquiredAt.IsZero() {
 		if r.AcquiredAt.Equal(r.At) {
 			f |= fieldAcquiredAtIsAt
 		} else {
 			f |= fieldAcquiredAt
+			fits = fits && fitsNanos(r.AcquiredAt)
 		}
 	}
 	if !r.ExpiresAt.IsZero() {
 		f |= fieldExpiresAt
+		fits = fits && fitsNanos(r.ExpiresAt)
 	}
 	if r.Retries != 0 {
 		f |= fieldRetries
@@ -168,6 +174,7 @@ func (r *Record) fields() uint64 {
 	}
 	if !r.NotBefore.IsZero() {
 		f |= fieldNotBefore
+		fits = fits && fitsNanos(r.NotBefore)
 	}
 	if r.Key != "" {
 		f |= fieldKey
@@ -175,17 +182,16 @@ func (r *Record) fields() uint64 {
 	if r.Payload != nil {
 		f |= fieldPayload
 	}
-	if !fitsNanos(r.At) || !fitsNanos(r.AcquiredAt) || !fitsNanos(r.ExpiresAt) || !fitsNanos(r.NotBefore) {
+	if !fits {
 		f |= fieldWideTimes
 	}
 	return f
 }
 
-// fitsNanos reports whether t is a time int64 Unix nanoseconds can hold,
-// as every time a Manager keeps is (see instant). The zero time is, as it
-// is never written.
+// fitsNanos reports whether t, which is not zero, is a time int64 Unix
+// nanoseconds can hold, as every time a Manager keeps is (see instant).
 func fitsNanos(t time.Time) bool {
-	if sec := t.Unix(); sec > minInstantSec && sec < maxInstantSec || t.IsZero() {
+	if sec := t.Unix(); sec > minInstantSec && sec < maxInstantSec {
 		return true
 	}
 	return !t.Before(minInstantTime) && !t.After(maxInstantTime)

@@ -174,7 +174,8 @@ func (r *stateRig) replay(st *step) {
 		if !c.journaled() || c.kind == EventForgotten { // Forgotten drops the record: the Manager's to replay
 			continue
 		}
-		rec := recordOf(c, "d", st.now)
+		var rec Record
+		setRecord(&rec, c, "d", st.now)
 		jc, at := changeOf(&rec), instantOf(rec.At)
 		require.NoError(t, r.shadow.fits(&r.p, at, &jc, ended), "change %d, %v of %d, does not fit", i, c.kind, c.offset)
 		r.shadow.apply(&r.p, at, &jc)
