@@ -291,14 +291,16 @@ func (c *Consumer) Close(ctx context.Context) error {
 // the handlers make room for them.
 func (c *Consumer) poll(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
 		defer cancel() // the client closed: nothing more comes
 		c.pollAhead(ctx)
 	}()
-	defer func() { <-polled }()
+	defer func() {
+		cancel()
+		<-polled
+	}()
 	var (
 		names []string
 		leads []batchLead
@@ -444,8 +446,6 @@ func (c *Consumer) resumeFetch(p *partition) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.paused && !p.revoked && p.unfinished <= p.resumeBelow {
-		// Its records polled ahead go first: they come before any that
-		// kgo fetches after resuming.
 		p.held.Store(false)
 		c.cl.ResumeFetchPartitions(map[string][]int32{p.topic: {p.id}})
 		p.paused = false

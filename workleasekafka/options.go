@@ -205,9 +205,9 @@ func WithRevokeTimeout(d time.Duration) Option {
 // more until half of them are done. It also bounds the records polled
 // ahead of the handlers: the Consumer polls whenever fewer than n of them
 // wait, and takes all its client has fetched, so that the client fetches
-// again while the handlers work; so up to n records and one fetch (see
-// kgo.FetchMaxBytes and kgo.FetchMaxPartitionBytes) wait, and the client
-// holds one more fetch. So that a slow partition leaves room for the
+// again while the handlers work; so fewer than n records and one fetch
+// from each broker (see kgo.FetchMaxBytes and kgo.FetchMaxPartitionBytes)
+// wait, and the client holds one more fetch. So that a slow partition leaves room for the
 // others, a partition that holds n/2 of the handlers' records when handing
 // them over has been held back for half a second, while the Consumer owns
 // others, is paused (kgo's PauseFetchPartitions), and its records, those
