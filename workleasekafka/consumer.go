@@ -753,7 +753,7 @@ func (c *Consumer) report(err error) {
 // be read a moment apart.
 type Stats struct {
 	Partitions int  // partitions assigned now
-	Unfinished int  // records of those partitions fetched and not finished
+	Unfinished int  // records of those partitions handed to the handlers and not finished
 	Throttled  bool // handing over is held back: the handlers have WithMaxUnfinished records
 	Paused     int  // partitions whose fetching is paused for holding half of them
 	Parked     int  // records parked (see WithParkOnFailure)
