@@ -26,8 +26,13 @@ const (
 	DefaultHandlers = 64
 	// DefaultMaxUnfinished is how many records a Consumer may hand its
 	// handlers unfinished, and how many may wait polled ahead of them,
-	// unless WithMaxUnfinished says otherwise.
-	DefaultMaxUnfinished = 10_000
+	// unless WithMaxUnfinished says otherwise. A key's records handed over
+	// while its last job waits go to the Pool as one job, so the more
+	// records the handlers may have, the fewer jobs they cost: with a
+	// handler that does little, the Pool's cost of a job weighs more than
+	// the handler's, and a few thousand keys at work share this many
+	// records a few dozen a key.
+	DefaultMaxUnfinished = 40_000
 	// DefaultCommitInterval is how often a Consumer commits unless
 	// WithCommitInterval says otherwise.
 	DefaultCommitInterval = time.Second
