@@ -212,14 +212,15 @@ func WithRevokeTimeout(d time.Duration) Option {
 // wait, and takes all its client has fetched, so that the client fetches
 // again while the handlers work; so fewer than n records and one fetch
 // from each broker (see kgo.FetchMaxBytes and kgo.FetchMaxPartitionBytes)
-// wait, and the client holds one more fetch. So that a slow partition leaves room for the
-// others, a partition that holds n/2 of the handlers' records when handing
-// them over has been held back for half a second, while the Consumer owns
-// others, is paused (kgo's PauseFetchPartitions), and its records, those
-// polled ahead of it too, are set aside from the bounds, until it holds
-// n/4. Records are handed over 1,000 at least (or n if fewer), so the
-// Consumer, or a paused partition, may go past its bound by that many.
-// n must be 1 or more; the default is DefaultMaxUnfinished.
+// wait, and the client holds one more fetch. So that a slow partition
+// leaves room for the others, a partition that holds n/2 of the handlers'
+// records when handing them over has been held back for half a second,
+// while the Consumer owns others, is paused (kgo's PauseFetchPartitions),
+// and its records, those polled ahead of it too, are set aside from the
+// bounds, until it holds n/4. Records are handed over 1,000 at least (or
+// n if fewer), so the Consumer, or a paused partition, may go past its
+// bound by that many. n must be 1 or more; the default is
+// DefaultMaxUnfinished.
 func WithMaxUnfinished(n int) Option { return optionFunc(func(c *config) { c.maxUnfinished = n }) }
 
 // WithCommitMetadata makes each commit record, in the commit's metadata,
