@@ -47,12 +47,13 @@ type Consumer struct {
 	m     *worklease.Manager
 	pool  *worker.Pool
 	chain worker.Handler // the middleware around the handler's call
-	// pollMin is how many records one poll may take however many the
-	// Consumer holds (it may take up to what is left below
-	// WithMaxUnfinished, if more): no more than WithMaxUnfinished, so that
-	// polling goes past it by that at most.
+	// pollMin is how many records may be handed over at once however
+	// many the handlers have (up to what is left below WithMaxUnfinished,
+	// if more): no more than WithMaxUnfinished, so that handing over goes
+	// past it by that at most.
 	pollMin int
 	budget  *budget
+	ahead   *aheadQueue // the records polled ahead of the handlers
 
 	// byPrefix maps the domain prefix of each partition assigned, or
 	// retired and not drained, to the partition: the Pool's handler finds
@@ -114,6 +115,7 @@ func New(clientOpts []kgo.Opt, h Handler, opts ...Option) (*Consumer, error) {
 	c := &Consumer{cfg: cfg, h: h, owned: map[topicPartition]*partition{}, done: make(chan struct{})}
 	c.pollMin = min(1000, cfg.maxUnfinished)
 	c.budget = newBudget(cfg.maxUnfinished)
+	c.ahead = newAheadQueue(cfg.maxUnfinished)
 	var cancelStop context.CancelFunc
 	c.stopCtx, cancelStop = context.WithCancel(context.Background())
 	c.stop = func() {
@@ -284,8 +286,21 @@ func (c *Consumer) Close(ctx context.Context) error {
 }
 
 // poll takes the group's records and submits them until ctx ends or the
-// client is closed.
+// client is closed: a goroutine polls them ahead of the handlers (see
+// pollAhead), and this one hands them to their partitions and the Pool as
+// the handlers make room for them.
 func (c *Consumer) poll(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		defer cancel() // the client closed: nothing more comes
+		c.pollAhead(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-polled
+	}()
 	var (
 		names []string
 		leads []batchLead
@@ -298,9 +313,39 @@ func (c *Consumer) poll(ctx context.Context) {
 			c.pauseStuck()
 			continue
 		}
-		// A poll takes all it may: the more records of a key one poll
+		// A step takes all it may: the more records of a key one step
 		// takes, the more of them go to the Pool as one job.
-		fs := c.cl.PollRecords(ctx, c.budget.room(c.pollMin))
+		p, recs, ok := c.ahead.take(ctx, c.budget.room(c.pollMin))
+		if !ok {
+			return
+		}
+		// A key function's keys are taken before the partition is
+		// locked: it is the application's code.
+		names = names[:0]
+		if c.cfg.keyFunc != nil {
+			for _, r := range recs {
+				names = append(names, c.name(p, r))
+			}
+		}
+		var skipped int
+		leads, skipped = p.addAll(recs, names, leads[:0])
+		c.skipped.Add(uint64(skipped))
+		clear(names)
+		clear(recs) // the partition holds those it keeps
+		for _, l := range leads {
+			c.submit(ctx, l)
+		}
+		clear(leads)
+	}
+}
+
+// pollAhead polls the group's records into c.ahead until ctx ends or the
+// client is closed: whenever the queue holds fewer than WithMaxUnfinished
+// records, it takes all the client holds, so that the client fetches
+// again while the handlers work on them.
+func (c *Consumer) pollAhead(ctx context.Context) {
+	for c.ahead.waitRoom(ctx) {
+		fs := c.cl.PollRecords(ctx, 0)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			c.cl.AllowRebalance()
 			return
@@ -310,33 +355,17 @@ func (c *Consumer) poll(ctx context.Context) {
 				c.report(fmt.Errorf("workleasekafka: fetching %s/%d: %w", topic, partition, err))
 			}
 		})
+		// Each partition's records are tied to its assignment now, while
+		// the poll holds rebalances back (kgo.BlockRebalanceOnPoll): a
+		// revocation after drops them, and a later assignment of the
+		// partition fetches them again.
+		c.mu.Lock()
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
-			if len(ftp.Records) == 0 {
-				return
+			if p := c.owned[topicPartition{ftp.Topic, ftp.Partition}]; p != nil {
+				c.ahead.push(p, ftp.Records)
 			}
-			c.mu.Lock()
-			p := c.owned[topicPartition{ftp.Topic, ftp.Partition}]
-			c.mu.Unlock()
-			if p == nil { // not assigned: BlockRebalanceOnPoll keeps this from happening
-				return
-			}
-			// A key function's keys are taken before the partition is
-			// locked: it is the application's code.
-			names = names[:0]
-			if c.cfg.keyFunc != nil {
-				for _, r := range ftp.Records {
-					names = append(names, c.name(p, r))
-				}
-			}
-			var skipped int
-			leads, skipped = p.addAll(ftp.Records, names, leads[:0])
-			c.skipped.Add(uint64(skipped))
-			clear(names)
-			for _, l := range leads {
-				c.submit(ctx, l)
-			}
-			clear(leads)
 		})
+		c.mu.Unlock()
 		c.cl.AllowRebalance()
 	}
 }
@@ -366,17 +395,18 @@ func (c *Consumer) keyOf(r *kgo.Record) string {
 	return string(r.Key)
 }
 
-// stuckAfter is how long polling is held back at the limit before the
+// stuckAfter is how long handing over is held back at the limit before the
 // Consumer looks for a partition that holds it back, to pause.
 const stuckAfter = 500 * time.Millisecond
 
 // pauseStuck pauses fetching the partition that holds half the unfinished
-// records the Consumer may hold, if one does while others are assigned,
-// and sets its records aside from the limit, so that a slow partition
-// leaves room for the others. Only a partition that held polling back for
-// stuckAfter is paused: one that is merely fetched first does not hold it
-// for long, and pausing costs what kgo fetched for the partition already,
-// which it fetches again on resuming.
+// records the Consumer may hand its handlers, if one does while others are
+// assigned, and sets its records aside from the limit, and those polled
+// ahead of it from the queue's, so that a slow partition leaves room for
+// the others. Only a partition that held handing over back for stuckAfter
+// is paused: one that is merely fetched first does not hold it for long,
+// and pausing costs what kgo fetched for the partition already, which it
+// fetches again on resuming.
 func (c *Consumer) pauseStuck() {
 	c.mu.Lock()
 	ps := make([]*partition, 0, len(c.owned))
@@ -404,7 +434,9 @@ func (c *Consumer) pauseStuck() {
 	if !most.paused && !most.revoked && most.unfinished >= c.cfg.maxUnfinished/2 {
 		c.cl.PauseFetchPartitions(map[string][]int32{most.topic: {most.id}})
 		most.paused = true
+		most.held.Store(true)
 		most.budget.done(most.unfinished)
+		c.ahead.heldChanged()
 	}
 }
 
@@ -414,9 +446,11 @@ func (c *Consumer) resumeFetch(p *partition) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.paused && !p.revoked && p.unfinished <= p.resumeBelow {
+		p.held.Store(false)
 		c.cl.ResumeFetchPartitions(map[string][]int32{p.topic: {p.id}})
 		p.paused = false
 		p.budget.add(p.unfinished)
+		c.ahead.heldChanged()
 	}
 }
 
@@ -429,6 +463,8 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, assigned map[strin
 		for _, id := range ids {
 			tp := topicPartition{topic, id}
 			if old := c.owned[tp]; old != nil { // assigned twice: the old assignment is over
+				old.supersede()
+				c.ahead.drop([]*partition{old})
 				c.retired = append(c.retired, old)
 			}
 			c.assignments++
@@ -524,6 +560,7 @@ func (c *Consumer) retire(ctx context.Context, cl *kgo.Client, tps map[string][]
 			}
 		}
 	}
+	c.ahead.drop(ps) // their next owner fetches them again
 	if commit && len(waits) > 0 && c.cfg.revokeTimeout > 0 {
 		t := time.NewTimer(c.cfg.revokeTimeout)
 	wait:
@@ -716,10 +753,14 @@ func (c *Consumer) report(err error) {
 // be read a moment apart.
 type Stats struct {
 	Partitions int  // partitions assigned now
-	Unfinished int  // records of those partitions fetched and not finished
-	Throttled  bool // polling is held back: the partitions hold WithMaxUnfinished records
+	Unfinished int  // records of those partitions handed to the handlers and not finished
+	Throttled  bool // handing over is held back: the handlers have WithMaxUnfinished records
 	Paused     int  // partitions whose fetching is paused for holding half of them
 	Parked     int  // records parked (see WithParkOnFailure)
+	// Ahead counts the records polled ahead of the handlers: fetched, and
+	// not handed to them yet (not in Unfinished). AheadPaused counts
+	// those of them set aside while their partition is paused.
+	Ahead, AheadPaused int
 
 	Handled      uint64 // records the handler finished
 	Retried      uint64 // failed attempts, to be tried again
@@ -743,6 +784,7 @@ func (c *Consumer) Stats() Stats {
 	c.mu.Unlock()
 	s.Partitions = len(ps)
 	s.Throttled = c.budget.waiting.Load()
+	s.Ahead, s.AheadPaused = c.ahead.held()
 	for _, p := range ps {
 		p.mu.Lock()
 		s.Unfinished += p.unfinished

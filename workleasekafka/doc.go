@@ -60,12 +60,19 @@
 //
 // # Back-pressure
 //
-// The Consumer holds at most [WithMaxUnfinished] records fetched and
-// unfinished (plus one poll's worth): beyond, it polls no more until half
-// of them are done, and kgo fetches no more meanwhile. A slow partition
-// that holds half of them for long while others are assigned is paused
-// (kgo's PauseFetchPartitions) and set aside, so that it leaves room for
-// the others.
+// The Consumer hands its handlers at most [WithMaxUnfinished] records
+// unfinished (a few more at most, see the option): beyond, it hands them
+// no more until half of them are done. It polls records ahead of them, so
+// that kgo fetches the next while the handlers work on the last (kgo
+// fetches again only once its last fetch was polled whole): whenever
+// fewer than WithMaxUnfinished records wait to be handed over, it takes
+// all kgo has fetched. So it holds, besides the records its handlers
+// have, fewer than WithMaxUnfinished records and one fetch from each
+// broker (see kgo.FetchMaxBytes) polled ahead, and kgo one more fetch. A
+// slow partition that holds half of the handlers' records for long while
+// others are assigned is paused (kgo's PauseFetchPartitions) and set
+// aside, with its records polled ahead, so that it leaves room for the
+// others.
 //
 // # Observability
 //

@@ -24,9 +24,15 @@ const (
 	// DefaultHandlers is how many handlers a Consumer runs at once unless
 	// WithHandlers says otherwise.
 	DefaultHandlers = 64
-	// DefaultMaxUnfinished is how many records a Consumer may hold
-	// fetched and unfinished unless WithMaxUnfinished says otherwise.
-	DefaultMaxUnfinished = 10_000
+	// DefaultMaxUnfinished is how many records a Consumer may hand its
+	// handlers unfinished, and how many may wait polled ahead of them,
+	// unless WithMaxUnfinished says otherwise. A key's records handed over
+	// while its last job waits go to the Pool as one job, so the more
+	// records the handlers may have, the fewer jobs they cost: with a
+	// handler that does little, the Pool's cost of a job weighs more than
+	// the handler's, and a few thousand keys at work share this many
+	// records a few dozen a key.
+	DefaultMaxUnfinished = 40_000
 	// DefaultCommitInterval is how often a Consumer commits unless
 	// WithCommitInterval says otherwise.
 	DefaultCommitInterval = time.Second
@@ -199,16 +205,22 @@ func WithRevokeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.revokeTimeout = d })
 }
 
-// WithMaxUnfinished bounds how many records the Consumer holds fetched
-// and unfinished, over all its partitions: at n, it polls no more (kgo then
-// fetches no more, and keeps what it fetched for the next poll) until half
-// of them are done. So that a slow partition leaves room for the others, a
-// partition that holds n/2 of them when polling has been held back for
-// half a second, while the Consumer owns others, is paused (kgo's
-// PauseFetchPartitions) and its records set aside from the bound, until it
-// holds n/4. Records of one poll are taken whole, so the Consumer, or a
-// paused partition, may go past its bound by one poll (at most n records).
-// n must be 1 or more; the default is DefaultMaxUnfinished.
+// WithMaxUnfinished bounds how many records the Consumer hands its
+// handlers unfinished, over all its partitions: at n, it hands them no
+// more until half of them are done. It also bounds the records polled
+// ahead of the handlers: the Consumer polls whenever fewer than n of them
+// wait, and takes all its client has fetched, so that the client fetches
+// again while the handlers work; so fewer than n records and one fetch
+// from each broker (see kgo.FetchMaxBytes and kgo.FetchMaxPartitionBytes)
+// wait, and the client holds one more fetch. So that a slow partition
+// leaves room for the others, a partition that holds n/2 of the handlers'
+// records when handing them over has been held back for half a second,
+// while the Consumer owns others, is paused (kgo's PauseFetchPartitions),
+// and its records, those polled ahead of it too, are set aside from the
+// bounds, until it holds n/4. Records are handed over 1,000 at least (or
+// n if fewer), so the Consumer, or a paused partition, may go past its
+// bound by that many. n must be 1 or more; the default is
+// DefaultMaxUnfinished.
 func WithMaxUnfinished(n int) Option { return optionFunc(func(c *config) { c.maxUnfinished = n }) }
 
 // WithCommitMetadata makes each commit record, in the commit's metadata,

@@ -44,6 +44,10 @@ type partition struct {
 	budget      *budget // the Consumer's count of unfinished records; immutable
 	// gone is revoked, read without the lock by batches between records.
 	gone atomic.Bool
+	// held is paused, read without the lock by the queue of records
+	// polled ahead (see aheadQueue), which sets them aside while it is
+	// set.
+	held atomic.Bool
 
 	mu sync.Mutex // guards everything below
 	// pending holds the records fetched from the lowest unfinished one on,
@@ -87,16 +91,17 @@ type partition struct {
 	committed     int64               // the last offset committed; -1 before the first
 	committedMeta string              // the metadata committed with it
 	revoked       bool                // the assignment ended: run nothing more
+	superseded    bool                // assigned again: take no more records
 	paused        bool                // fetching paused for back-pressure
 	parked        map[string]parking  // each parked domain's parked record
 	touched       map[string]struct{} // domains with a batch ended since the last sweep
 }
 
-// A budget counts the records fetched and unfinished across a Consumer's
-// partitions, those of partitions paused for back-pressure aside, and
-// holds its polling back at the limit (WithMaxUnfinished) until half of
-// them are done: kgo then fetches no more, and keeps what it fetched
-// already for the next poll.
+// A budget counts the records handed to a Consumer's handlers and
+// unfinished across its partitions, those of partitions paused for
+// back-pressure aside, and holds the handing over of more back at the
+// limit (WithMaxUnfinished) until half of them are done: they wait in the
+// queue of records polled ahead (see aheadQueue) meanwhile.
 type budget struct {
 	limit, low int64 // immutable
 	n          atomic.Int64
@@ -234,8 +239,8 @@ type batchLead struct {
 // leads the batches they begin; it returns leads and how many records it
 // skipped as finished by the assignment's commit metadata. names holds
 // the name (see nameOf) of each record's domain; if nil, a record's key
-// names it. Records fetched before, and those of a revoked partition, are
-// ignored.
+// names it. Records fetched before, and those of a revoked partition or
+// of an assignment superseded by another, are ignored.
 func (p *partition) addAll(recs []*kgo.Record, names []string, leads []batchLead) ([]batchLead, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -246,7 +251,7 @@ func (p *partition) addAll(recs []*kgo.Record, names []string, leads []batchLead
 		}
 	}()
 	for i, r := range recs {
-		if p.revoked || r.Offset < p.next {
+		if p.revoked || p.superseded || r.Offset < p.next {
 			continue
 		}
 		if p.first < 0 {
@@ -576,6 +581,7 @@ func (p *partition) revoke() (drained <-chan struct{}, parked []string, paused b
 	p.revoked = true
 	p.gone.Store(true)
 	paused, p.paused = p.paused, false
+	p.held.Store(false)
 	if paused { // its records count again, until they are dropped
 		p.budget.add(p.unfinished)
 	}
@@ -590,6 +596,14 @@ func (p *partition) revoke() (drained <-chan struct{}, parked []string, paused b
 		p.drained = make(chan struct{})
 	}
 	return p.drained, parked, paused
+}
+
+// supersede marks the assignment ended by a later one of the partition:
+// it takes no more records.
+func (p *partition) supersede() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.superseded = true
 }
 
 // cancelRunning cancels the context of the handlers that run its batches,

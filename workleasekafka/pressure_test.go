@@ -151,3 +151,45 @@ func TestCommitMetadataSkipsFinished(t *testing.T) {
 	assert.Equal(t, uint64(len(recs)-stuck-1), b.Stats().Skipped)
 	assert.Equal(t, uint64(1), b.Stats().Handled)
 }
+
+// With every handler held, the consumer polls records ahead of its
+// handlers, so that the client fetches the next while they work, until it
+// holds WithMaxUnfinished of them ahead (one poll more at most, here one
+// record batch of a fetch); then it polls no more until they are handed
+// over, and once the handlers are let go it goes on to the partition's
+// end.
+func TestPollAheadBounded(t *testing.T) {
+	t.Parallel()
+	const limit, batches, perBatch = 20, 50, 10
+	brokers := newCluster(t, 1, "orders")
+	var recs []produced
+	for range batches { // each call a batch or a few: a fetch brings one
+		recs = append(recs, produce(t, brokers, "orders", perBatch, perBatch)...)
+	}
+	release := make(chan struct{})
+	j := newJournal()
+	c := startConsumer(t, append(clientOpts(brokers, "g", "orders"), kgo.FetchMaxBytes(1), kgo.FetchMaxPartitionBytes(1)),
+		func(ctx context.Context, r *kgo.Record) error {
+			<-release
+			j.begin(r)
+			j.end(0, r, 1, true)
+			return nil
+		}, workleasekafka.WithHandlers(100), workleasekafka.WithMaxUnfinished(limit))
+
+	st := waitStats(t, c, func(st workleasekafka.Stats) bool { return st.Throttled && st.Ahead >= limit })
+	assert.Less(t, st.Ahead, limit+perBatch, "past the limit by one poll at most")
+	assert.Zero(t, st.AheadPaused)
+	assert.Less(t, st.Unfinished, 2*limit)
+	assert.Less(t, st.Unfinished+st.Ahead, len(recs), "polled them all")
+	sleepBriefly() // fetches may come: none is polled
+	assert.Equal(t, st.Ahead, c.Stats().Ahead)
+
+	close(release)
+	j.waitDone(t, recs)
+	closeConsumer(t, c)
+	st = c.Stats()
+	assert.Zero(t, st.Ahead)
+	assert.Equal(t, uint64(len(recs)), st.Handled)
+	j.checkOrder(t, recs, false)
+	assert.Equal(t, ends(recs), committed(t, brokers, "g", "orders"))
+}

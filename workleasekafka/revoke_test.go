@@ -101,3 +101,103 @@ func TestRevokeTimeout(t *testing.T) {
 	commits.mu.Unlock()
 	assert.Equal(t, ends(mine)[p], committed(t, brokers, "g", "orders")[p])
 }
+
+// Records polled ahead of the handlers belong to the assignment they were
+// polled in: when their partition is revoked the consumer drops them
+// unrun, no commit passes them, and the partition's new owner runs them;
+// when the partition comes back, the consumer starts where the group's
+// commit is, and never runs what it had polled before.
+func TestRevokeDropsRecordsAhead(t *testing.T) {
+	t.Parallel()
+	const limit = 4
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "orders"))
+	require.NoError(t, err)
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	j := newJournal()
+	commits := watchCommits(cluster, j)
+	recs := produce(t, brokers, "orders", 400, 40)
+	commits.produced(recs)
+
+	// a holds its handlers until the end, but for those of a partition
+	// revoked, which are cancelled.
+	var (
+		mu      sync.Mutex
+		movedTo = map[int32]bool{} // partitions b ran a record of
+		late    []string           // starts by a of a partition b ran a record of
+		moved   = make(chan int32, 2)
+		release = make(chan struct{})
+	)
+	a, err := workleasekafka.New(clientOpts(brokers, "g", "orders"), func(ctx context.Context, r *kgo.Record) error {
+		mu.Lock()
+		if movedTo[r.Partition] {
+			late = append(late, fmt.Sprintf("%d/%d", r.Partition, r.Offset))
+		}
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		j.begin(r)
+		j.end(1, r, workleasekafka.AttemptFromContext(ctx), true)
+		return nil
+	}, fastBackoff, workleasekafka.WithMaxUnfinished(limit), workleasekafka.WithHandlers(8),
+		workleasekafka.WithRevokeTimeout(50*time.Millisecond), workleasekafka.WithCommitInterval(5*time.Millisecond))
+	require.NoError(t, err)
+	aRan := make(chan error, 1)
+	go func() { aRan <- a.Run(context.Background()) }()
+	st := waitStats(t, a, func(st workleasekafka.Stats) bool {
+		return st.Partitions == 2 && st.Throttled && st.Ahead >= limit
+	})
+	require.Less(t, st.Unfinished+st.Ahead, len(recs)+1)
+	t.Logf("a holds %d records unfinished and %d ahead", st.Unfinished, st.Ahead)
+
+	b, err := workleasekafka.New(clientOpts(brokers, "g", "orders"), func(ctx context.Context, r *kgo.Record) error {
+		mu.Lock()
+		if !movedTo[r.Partition] {
+			movedTo[r.Partition] = true
+			moved <- r.Partition
+		}
+		mu.Unlock()
+		j.begin(r)
+		j.end(2, r, workleasekafka.AttemptFromContext(ctx), true)
+		return nil
+	}, workleasekafka.WithCommitInterval(5*time.Millisecond))
+	require.NoError(t, err)
+	bRan := make(chan error, 1)
+	go func() { bRan <- b.Run(context.Background()) }()
+	var p int32
+	select {
+	case p = <-moved:
+	case <-time.After(waitFor):
+		t.Fatal("no partition moved to b")
+	}
+	var mine []produced
+	for _, r := range recs {
+		if r.partition == p {
+			mine = append(mine, r)
+		}
+	}
+	j.waitDone(t, mine) // b runs them all, from the first
+	st = a.Stats()
+	assert.Equal(t, 1, st.Partitions)
+	assert.LessOrEqual(t, st.Ahead, len(recs)-len(mine), "a holds the other partition's records ahead only")
+
+	closeConsumer(t, b) // the partition goes back to a, at b's commit: its end
+	require.NoError(t, <-bRan)
+	waitStats(t, a, func(st workleasekafka.Stats) bool { return st.Partitions == 2 })
+	close(release)
+	j.waitDone(t, recs)
+	closeConsumer(t, a)
+	require.NoError(t, <-aRan)
+
+	mu.Lock()
+	assert.Empty(t, late, "a started records of a partition after it moved")
+	mu.Unlock()
+	commits.mu.Lock()
+	assert.Empty(t, commits.violations)
+	commits.mu.Unlock()
+	j.checkOrder(t, recs, false) // each ran to success once
+	assert.Equal(t, ends(recs), committed(t, brokers, "g", "orders"))
+}
