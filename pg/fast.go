@@ -48,7 +48,8 @@ func callNow(n int) string {
 
 func newFastStatements(schema string) fastStatements {
 	return fastStatements{
-		// $1 domain, $2 offset, $3 now, $4 the lease TTL in microseconds (0: none).
+		// $1 domain, $2 offset, $3 now, $4 the lease TTL in microseconds
+		// (0: none), $5 the domain's key.
 		acquire: fmt.Sprintf(`UPDATE %[1]s.domains x
 SET fence = greatest(x.fence, %[1]s.fence_floor()) + 1, lease_off = $2::bigint, lease_attempts = 1, lease_retries = 0,
 	lease_acquired_at = %[2]s,
@@ -56,14 +57,14 @@ SET fence = greatest(x.fence, %[1]s.fence_floor()) + 1, lease_off = $2::bigint, 
 	lease_payload = false, counts[1] = x.counts[1] + 1
 WHERE %[3]s AND NOT x.forgotten AND x.lease_off IS NULL AND NOT x.paused
 	AND x.queued = 0 AND x.failed = 0 AND NOT x.processed @> $2::bigint::numeric
-RETURNING x.fence, x.serial, x.lease_acquired_at, x.lease_expires_at`, schema, callNow(3), domainIs(schema, "x", "$1")),
+RETURNING x.fence, x.serial, x.lease_acquired_at, x.lease_expires_at`, schema, callNow(3), keyIs("x", "$1", "$5")),
 		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance is
-		// the database's, $5 now, $6 monotonic offsets.
+		// the database's, $5 now, $6 monotonic offsets, $7 the domain's key.
 		succeed: fmt.Sprintf(`UPDATE %[1]s.domains x
 SET %[3]s
 WHERE %[4]s AND x.lease_off IS NOT NULL AND $4::bool AND x.serial = $3::bigint AND x.fence = $2::bigint
 	AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at) AND x.queued = 0 AND NOT x.lease_payload
-RETURNING x.ended_off, x.ended_attempts, x.fence, x.serial, %[2]s`, schema, callNow(5), endLease(6), domainIs(schema, "x", "$1")),
+RETURNING x.ended_off, x.ended_attempts, x.fence, x.serial, %[2]s`, schema, callNow(5), endLease(6), keyIs("x", "$1", "$7")),
 	}
 }
 
@@ -78,7 +79,8 @@ func (m *Manager) tryAcquireFast(ctx context.Context, domain string, offset int6
 		return answer{}, false, err
 	}
 	defer c.release()
-	err = c.QueryRow(ctx, m.fast.acquire, []byte(domain), offset, m.now(), m.ttl()).
+	d := []byte(domain)
+	err = c.QueryRow(ctx, m.fast.acquire, d, offset, m.now(), m.ttl(), key(d)).
 		Scan(&a.fence, &a.serial, &at, &a.expireAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return answer{}, false, nil
@@ -100,7 +102,7 @@ func (m *Manager) tryAcquireFast(ctx context.Context, domain string, offset int6
 func (m *Manager) succeedFast(ctx context.Context, op string, holder []any) (a answer, ok bool, err error) {
 	var off int64
 	var attempts int32
-	args := append(holder[:len(holder):len(holder)], m.now(), m.cfg.MonotonicOffsets)
+	args := append(holder[:len(holder):len(holder)], m.now(), m.cfg.MonotonicOffsets, key(holder[0].([]byte)))
 	c, err := m.conn(ctx, op)
 	if err != nil {
 		return answer{}, false, err

@@ -147,9 +147,9 @@ LEFT JOIN g ON g.domain IS NOT NULL`, schema, callNow(2), due,
 			sameDomain("y", "r"), sameDomain("p", "r"), fmt.Sprintf("(b.not_before IS NULL OR b.not_before <= %s)", callNow(2))),
 
 		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance
-		// is the database's, $5 now, $6 monotonic offsets. A domain left
-		// with offsets queued becomes ready; if none other is, waiting
-		// claims are notified.
+		// is the database's, $5 now, $6 monotonic offsets, $7 the domain's
+		// key. A domain left with offsets queued becomes ready; if none
+		// other is, waiting claims are notified.
 		succeedOne: fmt.Sprintf(`WITH u AS (
 	UPDATE %[1]s.domains x
 	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, (SELECT y.not_before FROM %[1]s.backlog y WHERE y.key = x.key AND y.domain = x.domain ORDER BY y.pos LIMIT 1)) END
@@ -163,7 +163,7 @@ SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s,
 	CASE WHEN u.ready AND NOT (SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> $1
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL
 		THEN (SELECT true FROM pg_notify('%[4]s', '%[1]s')) END
-FROM u`, schema, callNow(5), endLease(6), readyChannel, domainIs(schema, "x", "$1"), sameDomain("y", "u")),
+FROM u`, schema, callNow(5), endLease(6), readyChannel, keyIs("x", "$1", "$7"), sameDomain("y", "u")),
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
@@ -378,7 +378,7 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 	case next:
 		rows, err = c.Query(ctx, m.pull.claimNext, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets, m.ttl())
 	case len(domains) == 1:
-		rows, err = c.Query(ctx, m.pull.succeedOne, domains[0], fences[0], serials[0], true, m.now(), m.cfg.MonotonicOffsets)
+		rows, err = c.Query(ctx, m.pull.succeedOne, domains[0], fences[0], serials[0], true, m.now(), m.cfg.MonotonicOffsets, key(domains[0]))
 	default:
 		rows, err = c.Query(ctx, m.pull.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets)
 	}
