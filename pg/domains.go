@@ -34,6 +34,15 @@ func keyIs(alias, param, keyParam string) string {
 	return fmt.Sprintf("%[1]s.key = %[3]s::bytea AND %[1]s.domain = %[2]s", alias, param, keyParam)
 }
 
+// shortKeyIs returns the SQL condition that the row alias is of the domain
+// param, an argument of at most keyBytes bytes: such a domain is its own
+// key, and no longer domain's key is that short, so the key alone decides.
+// The hottest statements have a version for such domains, the usual ones,
+// that compares nothing else.
+func shortKeyIs(alias, param string) string {
+	return fmt.Sprintf("%s.key = %s::bytea", alias, param)
+}
+
 // sameDomain returns the SQL condition that the rows a and b are of the
 // same domain: the same key and the same bytes.
 func sameDomain(a, b string) string {

@@ -48,8 +48,8 @@ import (
 
 // pullStatements are the pull queue's plain statements of a schema.
 type pullStatements struct {
-	claim, succeedOne, succeedMany, claimNext, repeatNext string
-	vacuum, mayVacuum, idleTables, pruneKeys              string // see vacuum.go
+	claim, succeedOne, succeedOneLong, succeedMany, claimNext, repeatNext string
+	vacuum, mayVacuum, idleTables, pruneKeys                              string // see vacuum.go
 }
 
 func newPullStatements(schema string) pullStatements {
@@ -82,6 +82,27 @@ func newPullStatements(schema string) pullStatements {
 	// domain x up to its lease: its streak counts only if its lease is the
 	// one ClaimNext granted last.
 	const run = "(CASE WHEN x.streak_fence = x.fence THEN x.streak ELSE 0 END)"
+	// succeedOne is the SQL of SucceedMany of one lease: $1 domain, $2
+	// fence, $3 serial, $4 whether the token's instance is the database's,
+	// $5 now, $6 monotonic offsets, and for a long domain $7 its key. A
+	// domain left with offsets queued becomes ready; if none other is,
+	// waiting claims are notified.
+	succeedOne := func(domain string) string {
+		return fmt.Sprintf(`WITH u AS (
+	UPDATE %[1]s.domains x
+	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, (SELECT y.not_before FROM %[1]s.backlog y WHERE y.key = x.key AND y.domain = x.domain ORDER BY y.pos LIMIT 1)) END
+	WHERE %[5]s AND x.fence = $2::bigint AND x.serial = $3::bigint AND $4::bool AND x.lease_off IS NOT NULL
+		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
+	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
+), gone AS (
+	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND %[6]s AND y.off = u.ended_off
+)
+SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s,
+	CASE WHEN u.ready AND NOT (SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> $1
+		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL
+		THEN (SELECT true FROM pg_notify('%[4]s', '%[1]s')) END
+FROM u`, schema, callNow(5), endLease(6), readyChannel, domain, sameDomain("y", "u"))
+	}
 	return pullStatements{
 		// The tables follow: those that idleTables names.
 		vacuum: "VACUUM (SKIP_LOCKED, TRUNCATE false, PROCESS_TOAST false) ",
@@ -146,24 +167,8 @@ FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) - (SELECT count(*) FROM g WH
 LEFT JOIN g ON g.domain IS NOT NULL`, schema, callNow(2), due,
 			sameDomain("y", "r"), sameDomain("p", "r"), fmt.Sprintf("(b.not_before IS NULL OR b.not_before <= %s)", callNow(2))),
 
-		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance
-		// is the database's, $5 now, $6 monotonic offsets, $7 the domain's
-		// key. A domain left with offsets queued becomes ready; if none
-		// other is, waiting claims are notified.
-		succeedOne: fmt.Sprintf(`WITH u AS (
-	UPDATE %[1]s.domains x
-	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, (SELECT y.not_before FROM %[1]s.backlog y WHERE y.key = x.key AND y.domain = x.domain ORDER BY y.pos LIMIT 1)) END
-	WHERE %[5]s AND x.fence = $2::bigint AND x.serial = $3::bigint AND $4::bool AND x.lease_off IS NOT NULL
-		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
-	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
-), gone AS (
-	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND %[6]s AND y.off = u.ended_off
-)
-SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s,
-	CASE WHEN u.ready AND NOT (SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> $1
-		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL
-		THEN (SELECT true FROM pg_notify('%[4]s', '%[1]s')) END
-FROM u`, schema, callNow(5), endLease(6), readyChannel, keyIs("x", "$1", "$7"), sameDomain("y", "u")),
+		succeedOne:     succeedOne(shortKeyIs("x", "$1")),
+		succeedOneLong: succeedOne(keyIs("x", "$1", "$7")),
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
@@ -378,7 +383,11 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 	case next:
 		rows, err = c.Query(ctx, m.pull.claimNext, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets, m.ttl())
 	case len(domains) == 1:
-		rows, err = c.Query(ctx, m.pull.succeedOne, domains[0], fences[0], serials[0], true, m.now(), m.cfg.MonotonicOffsets, key(domains[0]))
+		if len(domains[0]) > keyBytes {
+			rows, err = c.Query(ctx, m.pull.succeedOneLong, domains[0], fences[0], serials[0], true, m.now(), m.cfg.MonotonicOffsets, key(domains[0]))
+		} else {
+			rows, err = c.Query(ctx, m.pull.succeedOne, domains[0], fences[0], serials[0], true, m.now(), m.cfg.MonotonicOffsets)
+		}
 	default:
 		rows, err = c.Query(ctx, m.pull.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets)
 	}

@@ -192,7 +192,7 @@ func readyChecks(t *testing.T, e *planEnv) []planCase {
 		t.Fatal(err)
 	}
 	return []planCase{
-		{"SucceedMany (one domain)", e.pull.succeedOne, []any{ds[0], fs[0], ss[0], true, nil, false, key(ds[0])}},
+		{"SucceedMany (one domain)", e.pull.succeedOne, []any{ds[0], fs[0], ss[0], true, nil, false}},
 		{"SucceedMany", e.pull.succeedMany, []any{ds[1:5], fs[1:5], ss[1:5], true, nil, false}},
 		{"ClaimNext", e.pull.claimNext, []any{ds[5:], fs[5:], ss[5:], true, nil, false, int64(0)}},
 	}
