@@ -25,6 +25,38 @@ func domainIs(schema, alias, param string) string {
 	return fmt.Sprintf("%[2]s.key = %[1]s._key(%[3]s::bytea) AND %[2]s.domain = %[3]s", schema, alias, param)
 }
 
+// keyIs returns the SQL condition that the row alias is of the domain
+// param, an argument ($n), whose key (see key) the argument keyParam holds.
+// The hottest statements take the key from the caller: a plain parameter
+// costs a statement less to set up and to compare than _key's expression,
+// which a generic plan evaluates on every run.
+func keyIs(alias, param, keyParam string) string {
+	return fmt.Sprintf("%[1]s.key = %[3]s::bytea AND %[1]s.domain = %[2]s", alias, param, keyParam)
+}
+
+// shortKeyIs returns the SQL condition that the row alias is of the domain
+// param, an argument of at most keyBytes bytes: such a domain is its own
+// key, and no longer domain's key is that short, so the key alone decides.
+// The hottest statements have a version for such domains, the usual ones,
+// that compares nothing else.
+func shortKeyIs(alias, param string) string {
+	return fmt.Sprintf("%s.key = %s::bytea", alias, param)
+}
+
+// backlogHead returns the SQL of a query of the head of the backlog of the
+// domain of the row alias (one with its key and domain): the columns cols
+// of the backlog's row y, each named (y.off, y.ctid AS btid), and no row if
+// the backlog is empty. It finds the head by the key alone, first in the
+// index of positions, and then checks that it is of the domain: checked in
+// the scan, the domain would make PostgreSQL expect one row at most, and
+// read all of the domain's backlog and sort it rather than its first row. A
+// key is one domain's only (the domains' keys are unique, and the backlog
+// holds rows of known domains only), so both find the same head.
+func backlogHead(schema, alias, cols string) string {
+	return fmt.Sprintf(`SELECT h.* FROM (SELECT y.domain AS head_domain, %[3]s FROM %[1]s.backlog y
+		WHERE y.key = %[2]s.key ORDER BY y.pos LIMIT 1) h WHERE h.head_domain = %[2]s.domain`, schema, alias, cols)
+}
+
 // sameDomain returns the SQL condition that the rows a and b are of the
 // same domain: the same key and the same bytes.
 func sameDomain(a, b string) string {

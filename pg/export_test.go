@@ -7,4 +7,5 @@ import "strings"
 // not check the row's lease would.
 func GrantOverLeases(m *Manager) {
 	m.fast.acquire = strings.Replace(m.fast.acquire, "AND x.lease_off IS NULL ", "", 1)
+	m.fast.acquireLong = strings.Replace(m.fast.acquireLong, "AND x.lease_off IS NULL ", "", 1)
 }

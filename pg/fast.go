@@ -21,9 +21,12 @@ import (
 // shortcut does not apply the UPDATE changes nothing, and the call's
 // function decides, in a second statement.
 
-// fastStatements are the fast statements of a schema.
+// fastStatements are the fast statements of a schema: those for domains of
+// at most keyBytes bytes, which find a domain's row by the domain alone
+// (see shortKeyIs), and those for longer domains, which take its key too.
 type fastStatements struct {
-	acquire, succeed string
+	acquire, succeed         string
+	acquireLong, succeedLong string
 }
 
 // endLease is the SQL that ends a domain's lease as succeeded, for an
@@ -47,23 +50,33 @@ func callNow(n int) string {
 }
 
 func newFastStatements(schema string) fastStatements {
-	return fastStatements{
-		// $1 domain, $2 offset, $3 now, $4 the lease TTL in microseconds (0: none).
-		acquire: fmt.Sprintf(`UPDATE %[1]s.domains x
+	// $1 domain, $2 offset, $3 now, $4 the lease TTL in microseconds (0:
+	// none), and for a long domain $5 its key.
+	acquire := func(domain string) string {
+		return fmt.Sprintf(`UPDATE %[1]s.domains x
 SET fence = greatest(x.fence, %[1]s.fence_floor()) + 1, lease_off = $2::bigint, lease_attempts = 1, lease_retries = 0,
 	lease_acquired_at = %[2]s,
 	lease_expires_at = %[2]s + CASE WHEN $4::bigint = 0 THEN NULL ELSE $4::bigint * interval '1 microsecond' END,
 	lease_payload = false, counts[1] = x.counts[1] + 1
 WHERE %[3]s AND NOT x.forgotten AND x.lease_off IS NULL AND NOT x.paused
 	AND x.queued = 0 AND x.failed = 0 AND NOT x.processed @> $2::bigint::numeric
-RETURNING x.fence, x.serial, x.lease_acquired_at, x.lease_expires_at`, schema, callNow(3), domainIs(schema, "x", "$1")),
-		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance is
-		// the database's, $5 now, $6 monotonic offsets.
-		succeed: fmt.Sprintf(`UPDATE %[1]s.domains x
+RETURNING x.fence, x.serial, x.lease_acquired_at, x.lease_expires_at`, schema, callNow(3), domain)
+	}
+	// $1 domain, $2 fence, $3 serial, $4 whether the token's instance is
+	// the database's, $5 now, $6 monotonic offsets, and for a long domain
+	// $7 its key.
+	succeed := func(domain string) string {
+		return fmt.Sprintf(`UPDATE %[1]s.domains x
 SET %[3]s
 WHERE %[4]s AND x.lease_off IS NOT NULL AND $4::bool AND x.serial = $3::bigint AND x.fence = $2::bigint
 	AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at) AND x.queued = 0 AND NOT x.lease_payload
-RETURNING x.ended_off, x.ended_attempts, x.fence, x.serial, %[2]s`, schema, callNow(5), endLease(6), domainIs(schema, "x", "$1")),
+RETURNING x.ended_off, x.ended_attempts, x.fence, x.serial, %[2]s`, schema, callNow(5), endLease(6), domain)
+	}
+	return fastStatements{
+		acquire:     acquire(shortKeyIs("x", "$1")),
+		succeed:     succeed(shortKeyIs("x", "$1")),
+		acquireLong: acquire(keyIs("x", "$1", "$5")),
+		succeedLong: succeed(keyIs("x", "$1", "$7")),
 	}
 }
 
@@ -78,8 +91,12 @@ func (m *Manager) tryAcquireFast(ctx context.Context, domain string, offset int6
 		return answer{}, false, err
 	}
 	defer c.release()
-	err = c.QueryRow(ctx, m.fast.acquire, []byte(domain), offset, m.now(), m.ttl()).
-		Scan(&a.fence, &a.serial, &at, &a.expireAt)
+	d := []byte(domain)
+	stmt, args := m.fast.acquire, []any{d, offset, m.now(), m.ttl()}
+	if len(d) > keyBytes {
+		stmt, args = m.fast.acquireLong, append(args, key(d))
+	}
+	err = c.QueryRow(ctx, stmt, args...).Scan(&a.fence, &a.serial, &at, &a.expireAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return answer{}, false, nil
 	}
@@ -100,13 +117,16 @@ func (m *Manager) tryAcquireFast(ctx context.Context, domain string, offset int6
 func (m *Manager) succeedFast(ctx context.Context, op string, holder []any) (a answer, ok bool, err error) {
 	var off int64
 	var attempts int32
-	args := append(holder[:len(holder):len(holder)], m.now(), m.cfg.MonotonicOffsets)
+	stmt, args := m.fast.succeed, append(holder[:len(holder):len(holder)], m.now(), m.cfg.MonotonicOffsets)
+	if d := holder[0].([]byte); len(d) > keyBytes {
+		stmt, args = m.fast.succeedLong, append(args, key(d))
+	}
 	c, err := m.conn(ctx, op)
 	if err != nil {
 		return answer{}, false, err
 	}
 	defer c.release()
-	err = c.QueryRow(ctx, m.fast.succeed, args...).Scan(&off, &attempts, &a.fence, &a.serial, &a.at)
+	err = c.QueryRow(ctx, stmt, args...).Scan(&off, &attempts, &a.fence, &a.serial, &a.at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return answer{}, false, nil
 	}

@@ -48,8 +48,8 @@ import (
 
 // pullStatements are the pull queue's plain statements of a schema.
 type pullStatements struct {
-	claim, succeedOne, succeedMany, claimNext, repeatNext string
-	vacuum, mayVacuum, idleTables, pruneKeys              string // see vacuum.go
+	claim, succeedOne, succeedOneLong, succeedMany, claimNext, repeatNext string
+	vacuum, mayVacuum, idleTables, pruneKeys                              string // see vacuum.go
 }
 
 func newPullStatements(schema string) pullStatements {
@@ -82,6 +82,27 @@ func newPullStatements(schema string) pullStatements {
 	// domain x up to its lease: its streak counts only if its lease is the
 	// one ClaimNext granted last.
 	const run = "(CASE WHEN x.streak_fence = x.fence THEN x.streak ELSE 0 END)"
+	// succeedOne is the SQL of SucceedMany of one lease: $1 domain, $2
+	// fence, $3 serial, $4 whether the token's instance is the database's,
+	// $5 now, $6 monotonic offsets, and for a long domain $7 its key. A
+	// domain left with offsets queued becomes ready; if none other is,
+	// waiting claims are notified.
+	succeedOne := func(domain string) string {
+		return fmt.Sprintf(`WITH u AS (
+	UPDATE %[1]s.domains x
+	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, (SELECT b.not_before FROM (%[7]s) b)) END
+	WHERE %[5]s AND x.fence = $2::bigint AND x.serial = $3::bigint AND $4::bool AND x.lease_off IS NOT NULL
+		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
+	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
+), gone AS (
+	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND %[6]s AND y.off = u.ended_off
+)
+SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s,
+	CASE WHEN u.ready AND NOT (SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> $1
+		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL
+		THEN (SELECT true FROM pg_notify('%[4]s', '%[1]s')) END
+FROM u`, schema, callNow(5), endLease(6), readyChannel, domain, sameDomain("y", "u"), backlogHead(schema, "x", "y.not_before"))
+	}
 	return pullStatements{
 		// The tables follow: those that idleTables names.
 		vacuum: "VACUUM (SKIP_LOCKED, TRUNCATE false, PROCESS_TOAST false) ",
@@ -127,8 +148,7 @@ func newPullStatements(schema string) pullStatements {
 		queued = x.queued - CASE WHEN %[6]s THEN 1 ELSE 0 END, ready_at = CASE WHEN NOT %[6]s THEN b.not_before END,
 		lease_payload = %[6]s AND p.payload IS NOT NULL, counts[1] = x.counts[1] + CASE WHEN %[6]s THEN 1 ELSE 0 END
 	FROM r
-	CROSS JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before
-		FROM %[1]s.backlog y WHERE %[4]s ORDER BY y.pos LIMIT 1) b
+	CROSS JOIN LATERAL (%[4]s) b
 	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE %[5]s AND p.off = b.off LIMIT 1) p ON true
 	WHERE x.ctid = ANY (ARRAY(SELECT tid FROM r)) AND x.ctid = r.tid
 	RETURNING CASE WHEN %[6]s THEN x.domain END AS domain, x.lease_off, p.payload, x.fence, x.serial, x.lease_attempts,
@@ -144,26 +164,11 @@ SELECT d.due, d.locked, d.locked >= $1::int AND (SELECT $4::bool) AND (SELECT tr
 FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) - (SELECT count(*) FROM g WHERE g.domain IS NULL) AS locked,
 	(SELECT count(*) FROM g WHERE g.domain IS NULL) AS postponed) d
 LEFT JOIN g ON g.domain IS NOT NULL`, schema, callNow(2), due,
-			sameDomain("y", "r"), sameDomain("p", "r"), fmt.Sprintf("(b.not_before IS NULL OR b.not_before <= %s)", callNow(2))),
+			backlogHead(schema, "r", "y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before"),
+			sameDomain("p", "r"), fmt.Sprintf("(b.not_before IS NULL OR b.not_before <= %s)", callNow(2))),
 
-		// $1 domain, $2 fence, $3 serial, $4 whether the token's instance
-		// is the database's, $5 now, $6 monotonic offsets. A domain left
-		// with offsets queued becomes ready; if none other is, waiting
-		// claims are notified.
-		succeedOne: fmt.Sprintf(`WITH u AS (
-	UPDATE %[1]s.domains x
-	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, (SELECT y.not_before FROM %[1]s.backlog y WHERE y.key = x.key AND y.domain = x.domain ORDER BY y.pos LIMIT 1)) END
-	WHERE %[5]s AND x.fence = $2::bigint AND x.serial = $3::bigint AND $4::bool AND x.lease_off IS NOT NULL
-		AND (x.lease_expires_at IS NULL OR %[2]s < x.lease_expires_at)
-	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
-), gone AS (
-	DELETE FROM %[1]s.payloads y USING u WHERE u.ended_payload AND %[6]s AND y.off = u.ended_off
-)
-SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s,
-	CASE WHEN u.ready AND NOT (SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> $1
-		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL
-		THEN (SELECT true FROM pg_notify('%[4]s', '%[1]s')) END
-FROM u`, schema, callNow(5), endLease(6), readyChannel, domainIs(schema, "x", "$1"), sameDomain("y", "u")),
+		succeedOne:     succeedOne(shortKeyIs("x", "$1")),
+		succeedOneLong: succeedOne(keyIs("x", "$1", "$7")),
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
@@ -174,7 +179,7 @@ FROM u`, schema, callNow(5), endLease(6), readyChannel, domainIs(schema, "x", "$
 	%[6]s
 ), u AS (
 	UPDATE %[1]s.domains x
-	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, (SELECT y.not_before FROM %[1]s.backlog y WHERE y.key = x.key AND y.domain = x.domain ORDER BY y.pos LIMIT 1)) END
+	SET %[3]s, ready_at = CASE WHEN x.queued > 0 AND NOT x.paused THEN greatest(%[2]s, (SELECT b.not_before FROM (%[10]s) b)) END
 	FROM t
 	WHERE (SELECT count(*) FROM locked) > 0 AND %[7]s
 	RETURNING x.domain, x.key, x.ended_off, x.ended_attempts, x.ended_payload, x.fence, x.ready_at IS NOT NULL AS ready
@@ -185,7 +190,8 @@ FROM u`, schema, callNow(5), endLease(6), readyChannel, domainIs(schema, "x", "$
 )
 SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s, n.count > 0
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
-			schema, callNow(5), endLease(6), readyChannel, tokens, locked, holds, othersReady, sameDomain("y", "u")),
+			schema, callNow(5), endLease(6), readyChannel, tokens, locked, holds, othersReady, sameDomain("y", "u"),
+			backlogHead(schema, "x", "y.not_before")),
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
@@ -200,8 +206,7 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 	SELECT t.*, x.ctid AS tid, b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, b.not_before, p.payload
 	FROM (%[5]s) t
 	JOIN %[1]s.domains x ON x.key = t.key AND x.domain = t.dom
-	LEFT JOIN LATERAL (SELECT y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before
-		FROM %[1]s.backlog y WHERE %[10]s ORDER BY y.pos LIMIT 1) b ON true
+	LEFT JOIN LATERAL (%[10]s) b ON true
 	LEFT JOIN LATERAL (SELECT p.payload FROM %[1]s.payloads p WHERE %[11]s AND p.off = b.off LIMIT 1) p ON true
 ), locked AS MATERIALIZED (
 	%[6]s
@@ -241,7 +246,9 @@ SELECT u.domain, u.ended_off, u.ended_attempts, u.ended_fence, %[2]s,
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d AND (t.not_before IS NULL OR t.not_before <= %s))",
 				run, MaxStreak, callNow(5)),
-			readyChannel, tokens, locked, holds, othersReady, run, sameDomain("y", "x"), sameDomain("p", "x"), sameDomain("y", "u")),
+			readyChannel, tokens, locked, holds, othersReady, run,
+			backlogHead(schema, "x", "y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before"),
+			sameDomain("p", "x"), sameDomain("y", "u")),
 
 		// $1 domain, $2 fence, $3 serial, $4 now: the lease in flight, not
 		// due at $4, if ClaimNext granted it as it ended the lease of the
@@ -378,7 +385,11 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 	case next:
 		rows, err = c.Query(ctx, m.pull.claimNext, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets, m.ttl())
 	case len(domains) == 1:
-		rows, err = c.Query(ctx, m.pull.succeedOne, domains[0], fences[0], serials[0], true, m.now(), m.cfg.MonotonicOffsets)
+		if len(domains[0]) > keyBytes {
+			rows, err = c.Query(ctx, m.pull.succeedOneLong, domains[0], fences[0], serials[0], true, m.now(), m.cfg.MonotonicOffsets, key(domains[0]))
+		} else {
+			rows, err = c.Query(ctx, m.pull.succeedOne, domains[0], fences[0], serials[0], true, m.now(), m.cfg.MonotonicOffsets)
+		}
 	default:
 		rows, err = c.Query(ctx, m.pull.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets)
 	}

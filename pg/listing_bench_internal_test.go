@@ -36,10 +36,10 @@ func listingBench(b *testing.B) (context.Context, *Manager) {
 	b.Cleanup(func() { _ = m.Close() })
 	s := m.schema
 	for _, q := range []string{
-		fmt.Sprintf(`INSERT INTO %s.domains (domain, serial, fence, failed, paused)
-			SELECT convert_to('tenant-' || lpad(i::text, 7, '0'), 'UTF8'), i, 1,
+		fmt.Sprintf(`INSERT INTO %[1]s.domains (domain, key, serial, fence, failed, paused)
+			SELECT d, %[1]s._key(d), i, 1,
 				CASE WHEN i %% 100 = 0 THEN CASE WHEN i %% 1000 = 0 THEN 91 ELSE 1 END ELSE 0 END, i %% 100 = 50
-			FROM generate_series(1, 1000000) i`, s),
+			FROM generate_series(1, 1000000) i, convert_to('tenant-' || lpad(i::text, 7, '0'), 'UTF8') d`, s),
 		fmt.Sprintf(`INSERT INTO %[1]s.dead_letters (domain, off, why, cause, attempts, at)
 			SELECT domain, o, 2, 'boom', 3, now() - (serial + o) * interval '1 ms'
 			FROM %[1]s.domains, generate_series(1, 100) o WHERE failed > 0 AND o <= failed`, s),

@@ -33,11 +33,11 @@ func newPlanEnv(t *testing.T, domains, leased int) *planEnv {
 	m.Close()
 	s := pgx.Identifier{name}.Sanitize()
 	for _, q := range []string{
-		fmt.Sprintf(`INSERT INTO %[1]s.domains (domain, serial, fence, lease_off, lease_attempts, lease_acquired_at, queued, back_pos)
-			SELECT convert_to('d' || lpad(i::text, 7, '0'), 'UTF8'), i, 1,
+		fmt.Sprintf(`INSERT INTO %[1]s.domains (domain, key, serial, fence, lease_off, lease_attempts, lease_acquired_at, queued, back_pos)
+			SELECT d, %[1]s._key(d), i, 1,
 				CASE WHEN i <= %[2]d THEN 0 END, CASE WHEN i <= %[2]d THEN 1 ELSE 0 END, CASE WHEN i <= %[2]d THEN now() END,
 				CASE WHEN i <= %[2]d THEN 1 ELSE 0 END, CASE WHEN i <= %[2]d THEN 2 ELSE 0 END
-			FROM generate_series(1, %[3]d) i`, s, leased, domains),
+			FROM generate_series(1, %[3]d) i, convert_to('d' || lpad(i::text, 7, '0'), 'UTF8') d`, s, leased, domains),
 		fmt.Sprintf(`INSERT INTO %[1]s.backlog (domain, off, pos) SELECT domain, 1, 1 FROM %[1]s.domains WHERE lease_off IS NOT NULL`, s),
 		fmt.Sprintf(`SELECT setval('%[1]s.domain_serial', %[2]d)`, s, domains),
 		"ANALYZE " + s + ".domains",
