@@ -46,6 +46,10 @@ import (
 // reached by its key or by ctid, so the generic plan is right whatever the
 // tables' statistics say.
 
+// headColumns are the columns of a backlog's head (see backlogHead) that a
+// claim and ClaimNext read to grant it.
+const headColumns = "y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before"
+
 // pullStatements are the pull queue's plain statements of a schema.
 type pullStatements struct {
 	claim, succeedOne, succeedOneLong, succeedMany, claimNext, repeatNext string
@@ -164,7 +168,7 @@ SELECT d.due, d.locked, d.locked >= $1::int AND (SELECT $4::bool) AND (SELECT tr
 FROM (SELECT %[3]s AS due, (SELECT count(*) FROM r) - (SELECT count(*) FROM g WHERE g.domain IS NULL) AS locked,
 	(SELECT count(*) FROM g WHERE g.domain IS NULL) AS postponed) d
 LEFT JOIN g ON g.domain IS NOT NULL`, schema, callNow(2), due,
-			backlogHead(schema, "r", "y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before"),
+			backlogHead(schema, "r", headColumns),
 			sameDomain("p", "r"), fmt.Sprintf("(b.not_before IS NULL OR b.not_before <= %s)", callNow(2))),
 
 		succeedOne:     succeedOne(shortKeyIs("x", "$1")),
@@ -247,7 +251,7 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d AND (t.not_before IS NULL OR t.not_before <= %s))",
 				run, MaxStreak, callNow(5)),
 			readyChannel, tokens, locked, holds, othersReady, run,
-			backlogHead(schema, "x", "y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before"),
+			backlogHead(schema, "x", headColumns),
 			sameDomain("p", "x"), sameDomain("y", "u")),
 
 		// $1 domain, $2 fence, $3 serial, $4 now: the lease in flight, not
