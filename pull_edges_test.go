@@ -318,7 +318,7 @@ func TestPullEdgeWaitClaimCtxAndClose(t *testing.T) {
 		select {
 		case err := <-errc:
 			require.ErrorIs(t, err, worklease.ErrClosed)
-		case <-time.After(2 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("WaitClaim not ended by Close")
 		}
 	}
@@ -369,7 +369,7 @@ func requireWoken(t *testing.T, got <-chan waited, offset int64, by string) {
 		require.NoError(t, w.err)
 		require.Len(t, w.claims, 1)
 		require.Equal(t, offset, w.claims[0].Offset)
-	case <-time.After(2 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("WaitClaim not woken by " + by)
 	}
 }

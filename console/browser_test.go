@@ -288,7 +288,12 @@ func browse(t *testing.T, b worklease.Backend, shots string) {
 	if got := text(".notice"); got != "redrive: 1 of 1 done" {
 		t.Errorf("after the redrive: %q", got)
 	}
-	waitFor(t, "the redriven offset processed", func() bool { return s.processed("tenant-3/2") })
+	// The handler marks the offset before the Pool ends its lease: wait for
+	// the backend to count it, and the domain's last offset, processed.
+	waitFor(t, "the redriven offset processed", func() bool {
+		info, err := b.Inspect(ctx, "tenant-3")
+		return s.processed("tenant-3/2") && err == nil && info.Processed == 3
+	})
 	do("reload tenant-3", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`dl`)))
 	if got := text(`//dt[text()="Processed"]/following-sibling::dd[1]`); got != "3" {
 		t.Errorf("tenant-3 shows %s processed, want 3", got)

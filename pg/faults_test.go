@@ -134,6 +134,7 @@ func TestServerRestart(t *testing.T) {
 		}
 	}
 	var wg sync.WaitGroup
+	var done atomic.Int64 // cycles acknowledged, by every worker
 	var failed atomic.Pointer[string]
 	fail := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
@@ -168,11 +169,18 @@ func TestServerRestart(t *testing.T) {
 				mu.Lock()
 				acked[domain] = offset
 				mu.Unlock()
+				done.Add(1)
 			}
 		})
 	}
-	// Crash the server once the workers are well under way.
-	time.Sleep(300 * time.Millisecond)
+	// Crash the server once the workers are well under way: a quarter of
+	// their cycles acknowledged, the rest to come. (A fixed pause could
+	// see them through on a quiet machine, where a commit costs little.)
+	for deadline := time.Now().Add(time.Minute); done.Load() < workers*domains*cycles/4; time.Sleep(time.Millisecond) {
+		if failed.Load() != nil || time.Now().After(deadline) {
+			break // a worker failed (reported below), or a minute passed: crash now
+		}
+	}
 	if err := srv.crash(); err != nil {
 		t.Error(err)
 	}

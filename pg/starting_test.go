@@ -139,7 +139,8 @@ func TestOpenErrors(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close() // nothing listens there now
 	pool, tries := countedPool(t, url, at("127.0.0.1", uint16(port)))
-	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	// Long enough for a second try, whose pause is 50ms, on a loaded machine.
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
 	defer cancelShort()
 	_, err = pg.Open(short, pool)
 	var connectErr *pgconn.ConnectError

@@ -112,8 +112,12 @@ func ExampleWithObserver() {
 	defer m.Close()
 	p, _ := worker.New(m.Backend(), func(context.Context, worker.Job) error { return nil }, worker.WithObserver(events))
 	ctx := context.Background()
-	go p.Run(ctx)
+	// Submitted before Run: the backend leaves a call's events to a
+	// goroutine still telling the domain's earlier ones (here Submit's,
+	// were the Pool running), which may tell them after the Pool's
+	// EventStarted.
 	_, _ = p.Submit(ctx, "tenant-1", 1, nil)
+	go p.Run(ctx)
 	<-done
 	_ = p.Stop(ctx)
 	mu.Lock()

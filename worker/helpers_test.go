@@ -30,6 +30,12 @@ func start(t *testing.T, b worklease.Backend, h worker.Handler, opts ...worker.O
 	t.Helper()
 	p, err := worker.New(b, h, opts...)
 	require.NoError(t, err)
+	return run(t, p)
+}
+
+// run runs p until the test ends, as start does.
+func run(t *testing.T, p *worker.Pool) *running {
+	t.Helper()
 	r := &running{Pool: p, ran: make(chan error, 1)}
 	go func() { r.ran <- p.Run(context.Background()) }()
 	t.Cleanup(func() { r.stop(t) })

@@ -146,9 +146,14 @@ func TestDepthFromAnywhere(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(4), tot.Queued, "the backend's depth")
 	require.Equal(t, 0, p.Stats().Queued, "the Pool's own count")
+	// Every offset runs to its end: a/1 to a/4 are handed over in turn,
+	// and one handed over as Stop begins runs too, which the test's
+	// cleanup would wait for.
 	results <- nil
-	<-started
-	results <- nil
+	for range 4 {
+		<-started
+		results <- nil
+	}
 }
 
 // TestAppend: the Pool runs the offsets Append assigns, in order, with

@@ -105,7 +105,9 @@ func TestRunStall(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "no record finished for 100ms")
 	assert.ErrorContains(t, err, "partition 0 at offset 0")
-	assert.Less(t, time.Since(start), 5*time.Second)
+	// It does not wait for the stuck handler's minute of work (only the
+	// bound of a failure: a loaded machine may take a while to stop).
+	assert.Less(t, time.Since(start), cfg.Work/2)
 }
 
 func TestParseFlags(t *testing.T) {

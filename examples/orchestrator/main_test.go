@@ -114,7 +114,9 @@ func TestRunWatchdog(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "watchdog: no progress")
 	assert.ErrorContains(t, err, "leased on offset")
-	assert.Less(t, time.Since(start), time.Second)
+	// It does not wait for the stuck attempts' minute of work (only the
+	// bound of a failure: a loaded machine may take a while to stop).
+	assert.Less(t, time.Since(start), cfg.Work/2)
 }
 
 func TestMakePlan(t *testing.T) {
