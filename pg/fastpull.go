@@ -80,11 +80,17 @@ func newPullStatements(schema string) pullStatements {
 	// locked is the SQL of the batch's domains, $1, with their keys in the
 	// argument keys, locked in the order of their names. A batch's UPDATE
 	// reads it in a one-time filter, so that every lock is taken before the
-	// first row is updated.
+	// first row is updated. A row whose key is at most keyBytes long is of
+	// the domain that is its key, which is the batch's if the key is one
+	// of the batch's keys (no longer domain's key is that short): the key
+	// alone decides, as in shortKeyIs, and only a row of a longer key has
+	// its domain looked for among the batch's, a search that compares it
+	// with each domain of the array in turn.
 	locked := func(keys string) string {
 		return fmt.Sprintf(`SELECT x.domain FROM %[1]s.domains x
-	WHERE x.key = ANY ((SELECT %[2]s::bytea[])::bytea[]) AND x.domain = ANY ((SELECT $1::bytea[])::bytea[])
-	ORDER BY x.domain FOR UPDATE`, schema, keys)
+	WHERE x.key = ANY ((SELECT %[2]s::bytea[])::bytea[])
+		AND (length(x.key) <= %[3]d OR x.domain = ANY ((SELECT $1::bytea[])::bytea[]))
+	ORDER BY x.domain FOR UPDATE`, schema, keys, keyBytes)
 	}
 	// holds is the SQL of whether the row x is t's lease, not due at $5.
 	holds := fmt.Sprintf(`x.key = t.key AND x.domain = t.dom AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
