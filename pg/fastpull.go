@@ -70,15 +70,28 @@ func newPullStatements(schema string) pullStatements {
 	othersReady := fmt.Sprintf(`(SELECT true FROM %[1]s.domains x WHERE x.ready_at <= %[2]s AND x.domain <> ALL (%[3]s)
 		ORDER BY x.priority DESC, x.ready_at LIMIT 1) IS NOT NULL`, schema, callNow(5), "(SELECT $1::bytea[])::bytea[]")
 	// tokens is the SQL of a batch's tokens, $1 to $3, a row each, with
-	// its domain's key (see domains.go).
-	tokens := fmt.Sprintf("SELECT t.dom, %s._key(t.dom) AS key, t.fence, t.serial "+
-		"FROM unnest((SELECT $1::bytea[]), (SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, fence, serial)", schema)
-	// locked is the SQL of the batch's domains, locked in the order of
-	// their names. A batch's UPDATE reads it in a one-time filter, so that
-	// every lock is taken before the first row is updated.
-	locked := fmt.Sprintf(`SELECT x.domain FROM %[1]s.domains x
-	WHERE x.key = ANY (ARRAY(SELECT %[1]s._key(u) FROM unnest((SELECT $1::bytea[])) u)) AND x.domain = ANY ((SELECT $1::bytea[])::bytea[])
-	ORDER BY x.domain FOR UPDATE`, schema)
+	// its domain's key from the argument keys, which the caller makes with
+	// key, as the single statements take theirs (see keyIs): _key of every
+	// domain would be an expression evaluated for each row of every run.
+	tokens := func(keys string) string {
+		return fmt.Sprintf("SELECT t.dom, t.key, t.fence, t.serial FROM unnest((SELECT $1::bytea[]), (SELECT %s::bytea[]), "+
+			"(SELECT $2::bigint[]), (SELECT $3::bigint[])) AS t(dom, key, fence, serial)", keys)
+	}
+	// locked is the SQL of the batch's domains, $1, with their keys in the
+	// argument keys, locked in the order of their names. A batch's UPDATE
+	// reads it in a one-time filter, so that every lock is taken before the
+	// first row is updated. A row whose key is at most keyBytes long is of
+	// the domain that is its key, which is the batch's if the key is one
+	// of the batch's keys (no longer domain's key is that short): the key
+	// alone decides, as in shortKeyIs, and only a row of a longer key has
+	// its domain looked for among the batch's, a search that compares it
+	// with each domain of the array in turn.
+	locked := func(keys string) string {
+		return fmt.Sprintf(`SELECT x.domain FROM %[1]s.domains x
+	WHERE x.key = ANY ((SELECT %[2]s::bytea[])::bytea[])
+		AND (length(x.key) <= %[3]d OR x.domain = ANY ((SELECT $1::bytea[])::bytea[]))
+	ORDER BY x.domain FOR UPDATE`, schema, keys, keyBytes)
+	}
 	// holds is the SQL of whether the row x is t's lease, not due at $5.
 	holds := fmt.Sprintf(`x.key = t.key AND x.domain = t.dom AND x.fence = t.fence AND x.serial = t.serial AND $4::bool AND x.lease_off IS NOT NULL
 		AND (x.lease_expires_at IS NULL OR %s < x.lease_expires_at)`, callNow(5))
@@ -176,7 +189,7 @@ LEFT JOIN g ON g.domain IS NOT NULL`, schema, callNow(2), due,
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
-		// monotonic offsets.
+		// monotonic offsets, $7 the domains' keys.
 		succeedMany: fmt.Sprintf(`WITH t AS MATERIALIZED (
 	%[5]s
 ), locked AS MATERIALIZED (
@@ -194,18 +207,19 @@ LEFT JOIN g ON g.domain IS NOT NULL`, schema, callNow(2), due,
 )
 SELECT u.domain, u.ended_off, u.ended_attempts, u.fence, %[2]s, n.count > 0
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
-			schema, callNow(5), endLease(6), readyChannel, tokens, locked, holds, othersReady, sameDomain("y", "u"),
+			schema, callNow(5), endLease(6), readyChannel, tokens("$7"), locked("$7"), holds, othersReady, sameDomain("y", "u"),
 			backlogHead(schema, "x", "y.not_before")),
 
 		// $1 domains, $2 fences, $3 serials (a token for each domain), $4
 		// whether the tokens' instance is the database's, $5 now, $6
-		// monotonic offsets, $7 the lease TTL in microseconds (0: none).
-		// Each lease it ends is succeeded as succeedMany does; its domain's
-		// next offset is granted in the same UPDATE if the condition next
-		// holds, and the domain becomes ready otherwise. The backlogs' heads
-		// are read as the statement's snapshot has them, before the locks:
-		// next holds only for a row still in that snapshot's version (as in
-		// claim), which the row being updated, x, shows by its ctid.
+		// monotonic offsets, $7 the lease TTL in microseconds (0: none), $8
+		// the domains' keys. Each lease it ends is succeeded as succeedMany
+		// does; its domain's next offset is granted in the same UPDATE if
+		// the condition next holds, and the domain becomes ready otherwise.
+		// The backlogs' heads are read as the statement's snapshot has
+		// them, before the locks: next holds only for a row still in that
+		// snapshot's version (as in claim), which the row being updated, x,
+		// shows by its ctid.
 		claimNext: fmt.Sprintf(`WITH s AS MATERIALIZED (
 	SELECT t.*, x.ctid AS tid, b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, b.not_before, p.payload
 	FROM (%[5]s) t
@@ -250,7 +264,7 @@ SELECT u.domain, u.ended_off, u.ended_attempts, u.ended_fence, %[2]s,
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
 			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d AND (t.not_before IS NULL OR t.not_before <= %s))",
 				run, MaxStreak, callNow(5)),
-			readyChannel, tokens, locked, holds, othersReady, run,
+			readyChannel, tokens("$8"), locked("$8"), holds, othersReady, run,
 			backlogHead(schema, "x", headColumns),
 			sameDomain("p", "x"), sameDomain("y", "u")),
 
@@ -384,10 +398,17 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 		return nil, err
 	}
 	defer c.release()
+	var keys [][]byte
+	if next || len(domains) > 1 {
+		keys = make([][]byte, len(domains))
+		for i, d := range domains {
+			keys[i] = key(d)
+		}
+	}
 	var rows pgx.Rows
 	switch {
 	case next:
-		rows, err = c.Query(ctx, m.pull.claimNext, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets, m.ttl())
+		rows, err = c.Query(ctx, m.pull.claimNext, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets, m.ttl(), keys)
 	case len(domains) == 1:
 		if len(domains[0]) > keyBytes {
 			rows, err = c.Query(ctx, m.pull.succeedOneLong, domains[0], fences[0], serials[0], true, m.now(), m.cfg.MonotonicOffsets, key(domains[0]))
@@ -395,7 +416,7 @@ func (m *Manager) endBatch(ctx context.Context, op string, domains [][]byte, fen
 			rows, err = c.Query(ctx, m.pull.succeedOne, domains[0], fences[0], serials[0], true, m.now(), m.cfg.MonotonicOffsets)
 		}
 	default:
-		rows, err = c.Query(ctx, m.pull.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets)
+		rows, err = c.Query(ctx, m.pull.succeedMany, domains, fences, serials, true, m.now(), m.cfg.MonotonicOffsets, keys)
 	}
 	if err != nil {
 		return nil, c.fail(op, err)

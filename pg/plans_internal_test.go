@@ -146,6 +146,15 @@ func tokens(n int) (domains [][]byte, fences, serials []int64) {
 	return domains, fences, serials
 }
 
+// keysOf returns the keys of domains, as the batches take them.
+func keysOf(domains [][]byte) [][]byte {
+	keys := make([][]byte, len(domains))
+	for i, d := range domains {
+		keys[i] = key(d)
+	}
+	return keys
+}
+
 // The batches' statements join their tokens to the domains' rows in linear
 // time: a batch of 2,000 (MaxClaim is 10,000) compares each token with the
 // rows of its own domain, not with every row of the batch.
@@ -154,8 +163,8 @@ func TestPlanBatchJoinsAreLinear(t *testing.T) {
 	e := newPlanEnv(t, 20_000, batch)
 	domains, fences, serials := tokens(batch)
 	for _, c := range []planCase{
-		{"SucceedMany", e.pull.succeedMany, []any{domains, fences, serials, true, nil, false}},
-		{"ClaimNext", e.pull.claimNext, []any{domains, fences, serials, true, nil, false, int64(0)}},
+		{"SucceedMany", e.pull.succeedMany, []any{domains, fences, serials, true, nil, false, keysOf(domains)}},
+		{"ClaimNext", e.pull.claimNext, []any{domains, fences, serials, true, nil, false, int64(0), keysOf(domains)}},
 	} {
 		var removed, ended float64
 		for _, n := range e.explain(t, c.statement, c.args...) {
@@ -193,8 +202,8 @@ func readyChecks(t *testing.T, e *planEnv) []planCase {
 	}
 	return []planCase{
 		{"SucceedMany (one domain)", e.pull.succeedOne, []any{ds[0], fs[0], ss[0], true, nil, false}},
-		{"SucceedMany", e.pull.succeedMany, []any{ds[1:5], fs[1:5], ss[1:5], true, nil, false}},
-		{"ClaimNext", e.pull.claimNext, []any{ds[5:], fs[5:], ss[5:], true, nil, false, int64(0)}},
+		{"SucceedMany", e.pull.succeedMany, []any{ds[1:5], fs[1:5], ss[1:5], true, nil, false, keysOf(ds[1:5])}},
+		{"ClaimNext", e.pull.claimNext, []any{ds[5:], fs[5:], ss[5:], true, nil, false, int64(0), keysOf(ds[5:])}},
 	}
 }
 
