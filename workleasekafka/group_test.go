@@ -28,6 +28,18 @@ type commitLog struct {
 	violations []string
 }
 
+// watchedCluster starts an in-process cluster with topic, of partitions
+// partitions, closed when t ends, and returns its address, a journal of
+// the handlers' runs, and the log that checks every commit against it.
+func watchedCluster(t testing.TB, partitions int32, topic string) ([]string, *journal, *commitLog) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	j := newJournal()
+	return c.ListenAddrs(), j, watchCommits(c, j)
+}
+
 // watchCommits checks the commits of c, whose only topic is the one j
 // records. (Recent versions of the request name a topic by its ID only.)
 func watchCommits(c *kfake.Cluster, j *journal) *commitLog {
@@ -87,12 +99,7 @@ func (l *commitLog) snapshot() map[int32]int64 {
 func TestGroup(t *testing.T) {
 	t.Parallel()
 	const partitions, keys, batch = 6, 300, 3000
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "orders"))
-	require.NoError(t, err)
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
-	j := newJournal()
-	commits := watchCommits(cluster, j)
+	brokers, j, commits := watchedCluster(t, partitions, "orders")
 
 	type member struct {
 		c   *workleasekafka.Consumer

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/worklease/worklease/workleasekafka"
 )
@@ -21,12 +20,7 @@ import (
 // and the partition's new owner runs them all.
 func TestRevokeTimeout(t *testing.T) {
 	t.Parallel()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "orders"))
-	require.NoError(t, err)
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
-	j := newJournal()
-	commits := watchCommits(cluster, j)
+	brokers, j, commits := watchedCluster(t, 2, "orders")
 	recs := produce(t, brokers, "orders", 40, 8)
 	commits.produced(recs)
 
@@ -110,12 +104,7 @@ func TestRevokeTimeout(t *testing.T) {
 func TestRevokeDropsRecordsAhead(t *testing.T) {
 	t.Parallel()
 	const limit = 4
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "orders"))
-	require.NoError(t, err)
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
-	j := newJournal()
-	commits := watchCommits(cluster, j)
+	brokers, j, commits := watchedCluster(t, 2, "orders")
 	recs := produce(t, brokers, "orders", 400, 40)
 	commits.produced(recs)
 
