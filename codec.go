@@ -146,7 +146,9 @@ func (r *Record) fields() uint64 {
 		fits = fitsNanos(r.At)
 	}
 	if !r.AcquiredAt.IsZero() {
-		if r.AcquiredAt.Equal(r.At) {
+		// == first: setRecord copies At into AcquiredAt for a first
+		// grant, the common case, and Equal is a call.
+		if r.AcquiredAt == r.At || r.AcquiredAt.Equal(r.At) {
 			f |= fieldAcquiredAtIsAt
 		} else {
 			f |= fieldAcquiredAt

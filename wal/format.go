@@ -170,8 +170,9 @@ func putFrameCRC(f []byte) {
 	// The CRC covers the length and then everything after the CRC (see
 	// frameCRC). With a copy of the length where the CRC goes, that is the
 	// one run f[4:], which costs one call rather than two.
-	copy(f[4:8], f[:4])
-	binary.LittleEndian.PutUint32(f[4:], crc32.Checksum(f[4:], castagnoli))
+	run := f[4:]
+	copy(run[:4], f[:4])
+	binary.LittleEndian.PutUint32(run, crc32.Update(0, castagnoli, run))
 }
 
 // putFrameCRCs fills in the CRC of each frame of batch, whole frames
@@ -180,10 +181,10 @@ func putFrameCRC(f []byte) {
 // appends go on meanwhile, and an append under SyncNone, which waits for
 // nothing, does not pay for the CRC.
 func putFrameCRCs(batch []byte) {
-	for p := 0; p < len(batch); {
-		n := frameHeaderSize + int(binary.LittleEndian.Uint32(batch[p:]))
-		putFrameCRC(batch[p : p+n])
-		p += n
+	for len(batch) > 0 {
+		n := frameHeaderSize + int(binary.LittleEndian.Uint32(batch))
+		putFrameCRC(batch[:n])
+		batch = batch[n:]
 	}
 }
 

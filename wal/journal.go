@@ -54,6 +54,7 @@ func (l *Log) AppendRecord(rec worklease.Record) (uint64, error) {
 	l.last.Store(seq)
 	l.bufCount++
 	l.recordBytes += size
+	l.bufProduced = l.bufProduced || isProduced(RecordKind, l.buf[start+frameHeaderSize:])
 	full, wake := l.pressureLocked()
 	l.mu.Unlock()
 	return l.appended(seq, full, wake)

@@ -43,8 +43,11 @@ type Log struct {
 	// buf holds the frames appended and not yet taken by a flush leader,
 	// without their CRC, which the leader fills in (see putFrameCRCs).
 	buf         []byte
-	bufCount    int  // records in buf
-	recordBytes int  // bytes of the records AppendRecord put in buf, for sinceSnapshot
+	bufCount    int // records in buf
+	recordBytes int // bytes of the records AppendRecord put in buf, for sinceSnapshot
+	// bufProduced: buf holds a record with producers' fields, for the
+	// index; a batch without one is not searched for them.
+	bufProduced bool
 	woken       bool // SyncNone's goroutine was woken early for what is buffered now
 	closed      bool // Close has begun: Append refuses new records
 	// last is the sequence number of the last record appended, 0 before
@@ -390,6 +393,7 @@ func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 	l.last.Store(seq)
 	l.buf = appendFrameNoCRC(l.buf, kind, seq, payload)
 	l.bufCount++
+	l.bufProduced = l.bufProduced || isProduced(kind, payload)
 	full, wake := l.pressureLocked()
 	l.mu.Unlock()
 	return l.appended(seq, full, wake)
@@ -686,8 +690,8 @@ func (l *Log) syncTarget() {
 // caller fails the log, and nothing is retried.
 func (l *Log) flushBatch(synced int64) error {
 	l.mu.Lock()
-	batch, count, recordBytes, last := l.buf, l.bufCount, l.recordBytes, l.last.Load()
-	l.buf, l.bufCount, l.recordBytes = l.w.spare[:0], 0, 0
+	batch, count, recordBytes, produced, last := l.buf, l.bufCount, l.recordBytes, l.bufProduced, l.last.Load()
+	l.buf, l.bufCount, l.recordBytes, l.bufProduced = l.w.spare[:0], 0, 0, false
 	l.woken = false
 	l.mu.Unlock()
 
@@ -704,7 +708,9 @@ func (l *Log) flushBatch(synced int64) error {
 			synced = w.seg.synced // the new segment's header
 		}
 		seg := w.seg
-		l.index.noteBatch(seg.id, seg.size, batch)
+		if produced {
+			l.index.noteBatch(seg.id, seg.size, batch)
+		}
 		batch = appendCommit(batch, last, count, synced)
 		n, err := seg.f.WriteAt(batch, seg.size)
 		if err == nil && n != len(batch) {
