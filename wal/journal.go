@@ -41,20 +41,23 @@ func (l *Log) AppendRecord(rec worklease.Record) (uint64, error) {
 		l.mu.Unlock()
 		return 0, err
 	}
-	start := len(l.buf)
-	l.buf = append(l.buf, make([]byte, frameHeaderSize)...) // filled in by putFrameHeader
-	l.buf, _ = rec.AppendBinary(l.buf)
-	size := len(l.buf) - start - frameHeaderSize
-	if size > l.cfg.maxRecordSize {
-		l.buf = l.buf[:start]
-		l.mu.Unlock()
+	buf := l.buf
+	start := len(buf)
+	buf = append(buf, make([]byte, frameHeaderSize)...) // filled in by putFrameHeader
+	buf, _ = rec.AppendBinary(buf)
+	f := buf[start:]
+	if size := len(f) - frameHeaderSize; size > l.cfg.maxRecordSize {
+		l.mu.Unlock() // buf is left as it was: the record is not appended
 		return 0, fmt.Errorf("%w: %d bytes, the maximum is %d", ErrRecordTooLarge, size, l.cfg.maxRecordSize)
 	}
-	putFrameHeader(l.buf[start:], RecordKind, seq)
+	putFrameHeader(f, RecordKind, seq)
+	l.buf = buf
 	l.last.Store(seq)
 	l.bufCount++
-	l.recordBytes += size
-	l.bufProduced = l.bufProduced || isProduced(RecordKind, l.buf[start+frameHeaderSize:])
+	l.recordBytes += len(f) - frameHeaderSize
+	if f[frameHeaderSize] == recordVersionProduced { // see isProduced
+		l.bufProduced = true
+	}
 	full, wake := l.pressureLocked()
 	l.mu.Unlock()
 	return l.appended(seq, full, wake)
