@@ -140,7 +140,7 @@ type frame struct {
 func appendFrame(dst []byte, kind uint8, seq uint64, payload []byte) []byte {
 	start := len(dst)
 	dst = appendFrameNoCRC(dst, kind, seq, payload)
-	putFrameCRC(dst[start:])
+	putFrameCRCs(dst[start:])
 	return dst
 }
 
@@ -164,17 +164,6 @@ func putFrameHeader(f []byte, kind uint8, seq uint64) {
 	binary.LittleEndian.PutUint64(f[9:], seq)
 }
 
-// putFrameCRC fills in the CRC of the frame f, whose other fields are in
-// place.
-func putFrameCRC(f []byte) {
-	// The CRC covers the length and then everything after the CRC (see
-	// frameCRC). With a copy of the length where the CRC goes, that is the
-	// one run f[4:], which costs one call rather than two.
-	run := f[4:]
-	copy(run[:4], f[:4])
-	binary.LittleEndian.PutUint32(run, crc32.Update(0, castagnoli, run))
-}
-
 // putFrameCRCs fills in the CRC of each frame of batch, whole frames
 // without their CRC, one after the other. The flush leader does it as it
 // writes a batch, outside the lock under which the frames were appended:
@@ -183,7 +172,13 @@ func putFrameCRC(f []byte) {
 func putFrameCRCs(batch []byte) {
 	for len(batch) > 0 {
 		n := frameHeaderSize + int(binary.LittleEndian.Uint32(batch))
-		putFrameCRC(batch[:n])
+		// The CRC covers the length and then everything after the CRC
+		// (see frameCRC). With a copy of the length where the CRC goes,
+		// that is one run, from byte 4 to the frame's end, which costs one
+		// call rather than two.
+		run := batch[4:n]
+		copy(run[:4], batch[:4])
+		binary.LittleEndian.PutUint32(run, crc32.Update(0, castagnoli, run))
 		batch = batch[n:]
 	}
 }
