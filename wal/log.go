@@ -425,9 +425,19 @@ func (l *Log) pressureLocked() (full, wake bool) {
 }
 
 // appended ends the append of record seq, doing what pressureLocked asked.
-// A full buffer is written as a Wait under SyncInterval would write it, so
-// that callers who never wait cannot grow it without bound.
+// It is small enough to inline: most appends are asked nothing.
 func (l *Log) appended(seq uint64, full, wake bool) (uint64, error) {
+	if full || wake {
+		return l.relieve(seq, full, wake)
+	}
+	return seq, nil
+}
+
+// relieve is appended for an append asked to wake the write-behind
+// goroutine or to write the buffer. A full buffer is written as a Wait
+// under SyncInterval would write it, so that callers who never wait cannot
+// grow it without bound.
+func (l *Log) relieve(seq uint64, full, wake bool) (uint64, error) {
 	if wake {
 		select {
 		case l.wake <- struct{}{}:
