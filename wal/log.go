@@ -370,10 +370,9 @@ func (l *Log) Recovery() Recovery {
 // Append does no I/O unless a megabyte or more is buffered, when it writes
 // the buffer itself (as Wait would under SyncAlways or SyncInterval) to bound
 // the memory of callers that never wait, or that wait under SyncNone. It
-// returns an error wrapping ErrInvalidKind or
-// ErrRecordTooLarge without changing the log, ErrClosed after Close, the
-// failure after the log failed (see ErrFailed), and ErrReadOnly if the log
-// was opened WithReadOnly.
+// returns an error wrapping ErrInvalidKind or ErrRecordTooLarge without
+// changing the log, ErrClosed after Close, the failure after the log failed
+// (see ErrFailed), and ErrReadOnly if the log was opened WithReadOnly.
 func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 	if l.cfg.readOnly {
 		return 0, ErrReadOnly
@@ -412,10 +411,9 @@ func (l *Log) nextSeqLocked() (uint64, error) {
 }
 
 // pressureLocked reports what the bytes buffered ask of the caller that
-// just appended: to write
-// the buffer itself (full), at flushThreshold, and under SyncNone to wake the
-// write-behind goroutine (wake), once per buffer, at writeBehindEarly. l.mu
-// must be held.
+// just appended: to write the buffer itself (full), at flushThreshold, and
+// under SyncNone to wake the write-behind goroutine (wake), once per
+// buffer, at writeBehindEarly. l.mu must be held.
 func (l *Log) pressureLocked() (full, wake bool) {
 	n := len(l.buf)
 	if l.wake != nil && !l.woken && n >= writeBehindEarly {

@@ -266,10 +266,10 @@ var (
 	// every 10ms, or sooner once a quarter of a megabyte is buffered, without
 	// an fsync, and so do Append once a megabyte is buffered, WriteSnapshot
 	// and Close (which also fsyncs). A record's CRC is left to whoever
-	// writes it, mostly that goroutine. A second one
-	// fsyncs in the background once 4 MiB are written and not synced, while
-	// the first goes on writing: a new segment or a snapshot, which must
-	// fsync the log first, then finds little to sync. On Linux (amd64 and
+	// writes it, mostly that goroutine. A second one fsyncs in the
+	// background once 4 MiB are written and not synced, while the first
+	// goes on writing: a new segment or a snapshot, which must fsync the
+	// log first, then finds little to sync. On Linux (amd64 and
 	// arm64), the second also has the kernel start writing each quarter of
 	// a megabyte written to the disk, without waiting (sync_file_range), so
 	// that the fsyncs find little left to write and end soon. A crash of the
