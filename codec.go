@@ -66,6 +66,11 @@ const (
 
 	// fieldsV2 are the bits a version 2 record may have.
 	fieldsV2 = fieldNotBefore - 1
+
+	// fieldsRare are the bits of the fields AppendBinary writes after
+	// At, which the records of a lease cycle do not have: it tests them
+	// only if one is set. (Not part of the format.)
+	fieldsRare = fieldAcquiredAt | fieldExpiresAt | fieldRetries | fieldCause | fieldFence | fieldNotBefore | fieldKey | fieldPayload
 )
 
 // maxStringLen caps a decoded string, so that a corrupt length can never make
@@ -100,6 +105,9 @@ func (r *Record) AppendBinary(b []byte) ([]byte, error) {
 	wide := fields&fieldWideTimes != 0
 	if fields&fieldAt != 0 {
 		b = appendRecordTime(b, r.At, wide)
+	}
+	if fields&fieldsRare == 0 {
+		return b, nil // a cycle's records end here
 	}
 	if fields&fieldAcquiredAt != 0 {
 		b = appendRecordTime(b, r.AcquiredAt, wide)
@@ -146,7 +154,9 @@ func (r *Record) fields() uint64 {
 		fits = fitsNanos(r.At)
 	}
 	if !r.AcquiredAt.IsZero() {
-		if r.AcquiredAt.Equal(r.At) {
+		// == first: setRecord copies At into AcquiredAt for a first
+		// grant, the common case, and Equal is a call.
+		if r.AcquiredAt == r.At || r.AcquiredAt.Equal(r.At) {
 			f |= fieldAcquiredAtIsAt
 		} else {
 			f |= fieldAcquiredAt

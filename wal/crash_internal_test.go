@@ -207,7 +207,7 @@ func TestCrash(t *testing.T) {
 				t.Cleanup(func() { _ = l.Close() }) // should the test fail: a goroutine must not outlive the bubble
 				rng := rand.New(rand.NewPCG(7, 11))
 				var next, snap uint64 = 1, 0
-				queuedAtTick := 0 // SyncNone's ticks that found records queued, not yet encoded
+				bufferedAtTick := 0 // SyncNone's ticks that found records buffered, not yet written
 				for round := range 40 {
 					for range 1 + rng.IntN(4) {
 						var seq uint64
@@ -217,8 +217,7 @@ func TestCrash(t *testing.T) {
 							r.kind[next] = uint8(1 + rng.IntN(int(MaxKind)))
 							seq, err = l.Append(r.kind[next], []byte(r.payload[next]))
 						} else {
-							// A Manager's record, which SyncNone queues
-							// and encodes when it writes.
+							// A Manager's record, encoded into the buffer.
 							rec := testRecord(int(next))
 							rec.Cause = strings.Repeat("p", rng.IntN(50))
 							r.payload[next], r.kind[next] = binaryOf(t, rec), RecordKind
@@ -244,8 +243,8 @@ func TestCrash(t *testing.T) {
 						require.Equal(t, ops, r.fs.opCount(), "Wait does no I/O")
 						if round%3 == 2 {
 							l.mu.Lock()
-							if len(l.queue) > 0 {
-								queuedAtTick++
+							if len(l.buf) > 0 {
+								bufferedAtTick++
 							}
 							l.mu.Unlock()
 							tick <- time.Time{}
@@ -263,7 +262,7 @@ func TestCrash(t *testing.T) {
 				require.NoError(t, l.Close())
 				r.promise(next - 1)
 				if mode == SyncNone {
-					require.Positive(t, queuedAtTick, "the write-behind encoded queued records")
+					require.Positive(t, bufferedAtTick, "the write-behind wrote buffered records")
 				}
 			})
 			r.check(t, crashDropAll, crashKeepAll, crashRandom, crashReorder)

@@ -9,10 +9,10 @@
 // makes a Log a worklease.Journal, and knows the Manager's records:
 // [Log.AppendRecord] stores a worklease.Record as a record of kind
 // [RecordKind], its payload the Record's binary form (see
-// worklease.Record.AppendBinary); under SyncNone it queues the Record
-// itself, which the goroutine that writes the buffer encodes, off the
-// caller's path. Production code uses only the standard library and the
-// worklease package.
+// worklease.Record.AppendBinary), encoded straight into the log's buffer;
+// the goroutine that writes the buffer (under SyncNone) fills in the
+// records' CRCs, off the caller's path. Production code uses only the
+// standard library and the worklease package.
 //
 //	l, err := wal.Open(dir)                           // recovers, locks the directory
 //	m, err := worklease.New(worklease.WithJournal(l)) // replays it; m.Close closes it

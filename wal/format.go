@@ -136,28 +136,51 @@ type frame struct {
 	payload []byte
 }
 
-// appendFrame appends the encoding of one frame to dst.
+// appendFrame appends the encoding of one frame to dst, CRC included.
 func appendFrame(dst []byte, kind uint8, seq uint64, payload []byte) []byte {
 	start := len(dst)
-	dst = append(dst, make([]byte, frameHeaderSize)...) // filled in by sealFrame
-	dst = append(dst, payload...)
-	sealFrame(dst[start:], kind, seq)
+	dst = appendFrameNoCRC(dst, kind, seq, payload)
+	putFrameCRCs(dst[start:])
 	return dst
 }
 
-// sealFrame fills in the header of the frame f, whose payload is already in
-// place after the header's frameHeaderSize bytes, so that a payload can be
-// encoded straight into the buffer that holds its frame.
-func sealFrame(f []byte, kind uint8, seq uint64) {
-	n := uint32(len(f) - frameHeaderSize)
-	binary.LittleEndian.PutUint32(f, n)
+// appendFrameNoCRC appends one frame to dst without its CRC, which
+// putFrameCRCs computes when the frame is written.
+func appendFrameNoCRC(dst []byte, kind uint8, seq uint64, payload []byte) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, frameHeaderSize)...) // filled in by putFrameHeader
+	dst = append(dst, payload...)
+	putFrameHeader(dst[start:], kind, seq)
+	return dst
+}
+
+// putFrameHeader fills in the header of the frame f, whose payload is
+// already in place after the header's frameHeaderSize bytes, all but its
+// CRC, so that a payload can be encoded straight into the buffer that
+// holds its frame.
+func putFrameHeader(f []byte, kind uint8, seq uint64) {
+	binary.LittleEndian.PutUint32(f, uint32(len(f)-frameHeaderSize))
 	f[8] = kind
 	binary.LittleEndian.PutUint64(f[9:], seq)
-	// The CRC covers the length and then everything after the CRC (see
-	// frameCRC). With a copy of the length where the CRC goes, that is the
-	// one run f[4:], which costs one call rather than two.
-	binary.LittleEndian.PutUint32(f[4:], n)
-	binary.LittleEndian.PutUint32(f[4:], crc32.Checksum(f[4:], castagnoli))
+}
+
+// putFrameCRCs fills in the CRC of each frame of batch, whole frames
+// without their CRC, one after the other. The flush leader does it as it
+// writes a batch, outside the lock under which the frames were appended:
+// appends go on meanwhile, and an append under SyncNone, which waits for
+// nothing, does not pay for the CRC.
+func putFrameCRCs(batch []byte) {
+	for len(batch) > 0 {
+		n := frameHeaderSize + int(binary.LittleEndian.Uint32(batch))
+		// The CRC covers the length and then everything after the CRC
+		// (see frameCRC). With a copy of the length where the CRC goes,
+		// that is one run, from byte 4 to the frame's end, which costs one
+		// call rather than two.
+		run := batch[4:n]
+		copy(run[:4], batch[:4])
+		binary.LittleEndian.PutUint32(run, crc32.Update(0, castagnoli, run))
+		batch = batch[n:]
+	}
 }
 
 // appendCommit appends the commit marker closing a batch of count records

@@ -46,6 +46,22 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
+// TestFrameCRCs checks that a batch of frames appended without their CRCs
+// and then given them by putFrameCRCs, as a flush leader does, is byte for
+// byte the frames appendFrame writes, and that the CRCs were missing before.
+func TestFrameCRCs(t *testing.T) {
+	t.Parallel()
+	var open, sealed []byte
+	for i, p := range [][]byte{nil, []byte("a"), bytes.Repeat([]byte("xyz"), 100), []byte("last")} {
+		open = appendFrameNoCRC(open, uint8(1+i), uint64(10+i), p)
+		sealed = appendFrame(sealed, uint8(1+i), uint64(10+i), p)
+	}
+	require.Len(t, open, len(sealed))
+	require.NotEqual(t, sealed, open, "no CRC before putFrameCRCs")
+	putFrameCRCs(open)
+	assert.Equal(t, sealed, open)
+}
+
 func TestCommitMarkerRoundTrip(t *testing.T) {
 	t.Parallel()
 	b := appendCommit(nil, 77, 5, 1234)

@@ -227,30 +227,29 @@ func TestWriteBehind(t *testing.T) {
 	assert.Equal(t, seq, l.Stats().Synced, "Close fsyncs")
 }
 
-// An appendCase adds one record to a Log, raw or as a worklease.Record,
-// which under SyncNone is queued and counted by its bound.
+// An appendCase adds one record to a Log, raw or as a worklease.Record.
 type appendCase struct {
 	name string
 	size int // bytes each record adds to what is buffered
 	add  func(l *Log) (uint64, error)
 }
 
-func appendCases() []appendCase {
+func appendCases(t testing.TB) []appendCase {
 	payload := bytes.Repeat([]byte("x"), 1000)
 	rec := worklease.Record{Kind: worklease.EventAcquired, Domain: "early", Offset: 7, At: time.Unix(1, 0)}
 	return []appendCase{
 		{"Append", frameHeaderSize + len(payload), func(l *Log) (uint64, error) { return l.Append(1, payload) }},
-		{"AppendRecord", recordBound(&rec), func(l *Log) (uint64, error) { return l.AppendRecord(rec) }},
+		{"AppendRecord", frameHeaderSize + len(binaryOf(t, rec)), func(l *Log) (uint64, error) { return l.AppendRecord(rec) }},
 	}
 }
 
 // TestWriteBehindEarly checks that under SyncNone, Append and AppendRecord
-// wake the write-behind goroutine once writeBehindEarly bytes are buffered
-// (for a queued record, its bound), so that it writes them without waiting
+// wake the write-behind goroutine once writeBehindEarly bytes are buffered,
+// so that it writes them without waiting
 // for its tick, and not before.
 func TestWriteBehindEarly(t *testing.T) {
 	t.Parallel()
-	for _, tc := range appendCases() {
+	for _, tc := range appendCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// In a bubble, synctest.Wait returns once the goroutine is
@@ -275,14 +274,13 @@ func TestWriteBehindEarly(t *testing.T) {
 }
 
 // TestAppendFlushesLargeBuffer checks that a caller who never waits cannot
-// grow the buffer without bound, with Append or with AppendRecord (whose
-// queued records count by their bound): once flushThreshold bytes are
+// grow the buffer without bound, with Append or with AppendRecord: once flushThreshold bytes are
 // buffered, the call writes them itself. With the early wake-up turned off
 // nothing else writes; with it on, the write-behind goroutine mostly does,
 // and the bound holds all the same.
 func TestAppendFlushesLargeBuffer(t *testing.T) {
 	t.Parallel()
-	for _, tc := range appendCases() {
+	for _, tc := range appendCases(t) {
 		for _, early := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/early=%v", tc.name, early), func(t *testing.T) {
 				t.Parallel()
@@ -295,7 +293,7 @@ func TestAppendFlushesLargeBuffer(t *testing.T) {
 					_, err := tc.add(l)
 					require.NoError(t, err)
 					l.mu.Lock()
-					buffered := len(l.buf) + l.queueBytes
+					buffered := len(l.buf)
 					l.mu.Unlock()
 					require.Less(t, buffered, flushThreshold, "after record %d", i+1)
 				}

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/worklease/worklease"
 )
 
 // A Log is an open write-ahead log: one directory of segment files and an
@@ -36,26 +34,24 @@ type Log struct {
 
 	// sinceSnapshot counts the bytes of records appended through
 	// AppendRecord since the last snapshot was started, for SnapshotDue.
-	// A record queued under SyncNone is counted when it is encoded, within
-	// about 10ms; those a snapshot's own write encodes count towards the
-	// next snapshot, although it covers them.
+	// A record is counted when it is written (under SyncNone, within about
+	// 10ms); those a snapshot's own write writes count towards the next
+	// snapshot, although it covers them.
 	sinceSnapshot atomic.Int64
 
-	mu       sync.Mutex // guards the append buffer and queue: the fields up to flush
-	buf      []byte     // encoded records not yet taken by a flush leader
-	bufCount int        // records in buf
-	// queue holds the records AppendRecord took under SyncNone without
-	// encoding them, so that the caller does not pay for it (see
-	// journal.go); whoever takes buf takes queue too and encodes it after
-	// buf. The queued records are always the last len(queue) appended,
-	// numbered last-len(queue)+1 to last, so they follow every record in
-	// buf: Append encodes them into buf before adding a record of its own.
-	queue      []worklease.Record
-	queueBytes int  // the sum of the queued records' recordBound, for flushThreshold
-	woken      bool // SyncNone's goroutine was woken early for what is buffered now
-	closed     bool // Close has begun: Append refuses new records
+	mu sync.Mutex // guards the append buffer: the fields up to flush
+	// buf holds the frames appended and not yet taken by a flush leader,
+	// without their CRC, which the leader fills in (see putFrameCRCs).
+	buf         []byte
+	bufCount    int // records in buf
+	recordBytes int // bytes of the records AppendRecord put in buf, for sinceSnapshot
+	// bufProduced: buf holds a record with producers' fields, for the
+	// index; a batch without one is not searched for them.
+	bufProduced bool
+	woken       bool // SyncNone's goroutine was woken early for what is buffered now
+	closed      bool // Close has begun: Append refuses new records
 	// last is the sequence number of the last record appended, 0 before
-	// the first. It is stored only under mu, in step with buf and queue,
+	// the first. It is stored only under mu, in step with buf,
 	// and loaded without it by those who need no more than the number
 	// (Wait, Durable, Stats).
 	last atomic.Uint64
@@ -81,11 +77,10 @@ type Log struct {
 	// flush.busy (the flush leader), and to Open and Close when no flush can
 	// run; flush.busy changes under flush.Mutex, which orders the handovers.
 	w struct {
-		seg        *activeSegment     // the segment being written
-		spare      []byte             // the buffer to hand Append next
-		spareQueue []worklease.Record // the queue to hand AppendRecord next
-		written    uint64             // last record written
-		synced     uint64             // last record fsynced
+		seg     *activeSegment // the segment being written
+		spare   []byte         // the buffer to hand Append next
+		written uint64         // last record written
+		synced  uint64         // last record fsynced
 	}
 
 	// index locates the Manager's records that hold payloads, for
@@ -374,12 +369,10 @@ func (l *Log) Recovery() Recovery {
 //
 // Append does no I/O unless a megabyte or more is buffered, when it writes
 // the buffer itself (as Wait would under SyncAlways or SyncInterval) to bound
-// the memory of callers that never wait, or that wait under SyncNone. Under
-// SyncNone, it first encodes the records AppendRecord left unencoded, which
-// come before its own. It returns an error wrapping ErrInvalidKind or
-// ErrRecordTooLarge without changing the log, ErrClosed after Close, the
-// failure after the log failed (see ErrFailed), and ErrReadOnly if the log
-// was opened WithReadOnly.
+// the memory of callers that never wait, or that wait under SyncNone. It
+// returns an error wrapping ErrInvalidKind or ErrRecordTooLarge without
+// changing the log, ErrClosed after Close, the failure after the log failed
+// (see ErrFailed), and ErrReadOnly if the log was opened WithReadOnly.
 func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 	if l.cfg.readOnly {
 		return 0, ErrReadOnly
@@ -396,16 +389,10 @@ func (l *Log) Append(kind uint8, payload []byte) (uint64, error) {
 		l.mu.Unlock()
 		return 0, err
 	}
-	if len(l.queue) > 0 {
-		// Records AppendRecord queued come before this one.
-		if err := l.encodeQueueLocked(); err != nil {
-			l.mu.Unlock()
-			return 0, l.failAndWake(err)
-		}
-	}
 	l.last.Store(seq)
-	l.buf = appendFrame(l.buf, kind, seq, payload)
+	l.buf = appendFrameNoCRC(l.buf, kind, seq, payload)
 	l.bufCount++
+	l.bufProduced = l.bufProduced || isProduced(kind, payload)
 	full, wake := l.pressureLocked()
 	l.mu.Unlock()
 	return l.appended(seq, full, wake)
@@ -423,13 +410,12 @@ func (l *Log) nextSeqLocked() (uint64, error) {
 	return l.last.Load() + 1, nil
 }
 
-// pressureLocked reports what the bytes buffered (buf's, and a bound on
-// the queued records' frames) ask of the caller that just appended: to write
-// the buffer itself (full), at flushThreshold, and under SyncNone to wake the
-// write-behind goroutine (wake), once per buffer, at writeBehindEarly. l.mu
-// must be held.
+// pressureLocked reports what the bytes buffered ask of the caller that
+// just appended: to write the buffer itself (full), at flushThreshold, and
+// under SyncNone to wake the write-behind goroutine (wake), once per
+// buffer, at writeBehindEarly. l.mu must be held.
 func (l *Log) pressureLocked() (full, wake bool) {
-	n := len(l.buf) + l.queueBytes
+	n := len(l.buf)
 	if l.wake != nil && !l.woken && n >= writeBehindEarly {
 		l.woken, wake = true, true
 	}
@@ -437,9 +423,19 @@ func (l *Log) pressureLocked() (full, wake bool) {
 }
 
 // appended ends the append of record seq, doing what pressureLocked asked.
-// A full buffer is written as a Wait under SyncInterval would write it, so
-// that callers who never wait cannot grow it without bound.
+// It is small enough to inline: most appends are asked nothing.
 func (l *Log) appended(seq uint64, full, wake bool) (uint64, error) {
+	if full || wake {
+		return l.relieve(seq, full, wake)
+	}
+	return seq, nil
+}
+
+// relieve is appended for an append asked to wake the write-behind
+// goroutine or to write the buffer. A full buffer is written as a Wait
+// under SyncInterval would write it, so that callers who never wait cannot
+// grow it without bound.
+func (l *Log) relieve(seq uint64, full, wake bool) (uint64, error) {
 	if wake {
 		select {
 		case l.wake <- struct{}{}:
@@ -693,35 +689,25 @@ func (l *Log) syncTarget() {
 	l.flush.cond.Broadcast()
 }
 
-// flushBatch writes everything buffered (the queued records encoded after
-// the buffer's) as one batch closed by a commit marker, with one write,
-// starting a new segment first if the batch would overflow the current one.
-// synced is how far the active segment was known to be synced when the
-// leader began: the commit marker records it. Only the flush leader calls
-// flushBatch. Any error leaves the files in an unknown state: the caller
-// fails the log, and nothing is retried.
+// flushBatch writes everything buffered as one batch closed by a commit
+// marker, with one write, starting a new segment first if the batch would
+// overflow the current one. It fills in the buffered frames' CRCs first,
+// outside l.mu. synced is how far the active segment was known to be synced when
+// the leader began: the commit marker records it. Only the flush leader
+// calls flushBatch. Any error leaves the files in an unknown state: the
+// caller fails the log, and nothing is retried.
 func (l *Log) flushBatch(synced int64) error {
 	l.mu.Lock()
-	batch, count, queue, last := l.buf, l.bufCount, l.queue, l.last.Load()
-	l.buf, l.bufCount = l.w.spare[:0], 0
-	l.queue, l.queueBytes = l.w.spareQueue[:0], 0
+	batch, count, recordBytes, produced, last := l.buf, l.bufCount, l.recordBytes, l.bufProduced, l.last.Load()
+	l.buf, l.bufCount, l.recordBytes, l.bufProduced = l.w.spare[:0], 0, 0, false
 	l.woken = false
 	l.mu.Unlock()
 
 	w := &l.w
-	if len(queue) > 0 {
-		// The queued records follow batch's. Encoding them here, without
-		// l.mu, is the point of queueing them: appends go on meanwhile.
-		var err error
-		if batch, err = l.appendRecordFrames(batch, queue, last-uint64(len(queue))+1); err != nil {
-			return err
-		}
-		count += len(queue)
-		clear(queue) // let go of the records' strings
+	putFrameCRCs(batch)
+	if recordBytes > 0 && l.cfg.snapshotBytes > 0 {
+		l.sinceSnapshot.Add(int64(recordBytes))
 	}
-	// The queue is no longer than flushThreshold allows (plus one record
-	// per concurrent caller), so it is always kept.
-	w.spareQueue = queue[:0]
 	if count > 0 {
 		if w.seg.size > segmentHeaderSize && w.seg.size+int64(len(batch))+commitFrameSize > l.cfg.segmentSize {
 			if err := l.rotate(last - uint64(count) + 1); err != nil {
@@ -730,7 +716,9 @@ func (l *Log) flushBatch(synced int64) error {
 			synced = w.seg.synced // the new segment's header
 		}
 		seg := w.seg
-		l.index.noteBatch(seg.id, seg.size, batch)
+		if produced {
+			l.index.noteBatch(seg.id, seg.size, batch)
+		}
 		batch = appendCommit(batch, last, count, synced)
 		n, err := seg.f.WriteAt(batch, seg.size)
 		if err == nil && n != len(batch) {

@@ -21,8 +21,8 @@ import (
 //
 // BenchmarkManagerDurable's callers=64 against callers=1 is what group commit
 // buys; BenchmarkManagerNoSync against BenchmarkManagerInMemory is the cost of
-// journaling on the hot path when Wait does no I/O (building and queueing
-// records; the write-behind goroutine encodes and writes them, on another
+// journaling on the hot path when Wait does no I/O (building and encoding
+// records; the write-behind goroutine checksums and writes them, on another
 // core if there is one).
 
 // managerCycle runs one granted TryAcquire plus Succeed. It panics on an
@@ -79,11 +79,11 @@ func BenchmarkManagerDurable(b *testing.B) {
 }
 
 // BenchmarkManagerNoSync runs cycles on one domain, journaled under
-// SyncNone: each call queues its record, unencoded, and Wait returns without
-// I/O; the write-behind goroutine encodes the queue and writes it to the
-// operating system every 10ms, or sooner under load, without an fsync. The
-// caller pays for the encoding only when it finds a megabyte buffered.
-// Compare with BenchmarkManagerInMemory.
+// SyncNone: each call encodes its record into the log's buffer, and Wait
+// returns without I/O; the write-behind goroutine fills in the records'
+// CRCs and writes them to the operating system every 10ms, or sooner under
+// load, without an fsync. The caller pays for the CRCs and the write only
+// when it finds a megabyte buffered. Compare with BenchmarkManagerInMemory.
 func BenchmarkManagerNoSync(b *testing.B) {
 	m, _ := openManagerBench(b, wal.WithSyncMode(wal.SyncNone))
 	benchmarkCycles(b, m)

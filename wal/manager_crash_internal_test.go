@@ -190,9 +190,9 @@ type managerCrashRun struct {
 	// written to the operating system, and survives a crash of the process:
 	// every synced point, and SyncNone's write-behind ticks.
 	writtenAt, writtenCall []int
-	// queuedAtTick counts SyncNone's ticks that found records queued, not
-	// yet encoded (see Log.queue): the workload exercised the queue.
-	queuedAtTick int
+	// bufferedAtTick counts SyncNone's ticks that found records buffered,
+	// not yet written: the workload exercised the write-behind.
+	bufferedAtTick int
 }
 
 // runManagerWorkload runs cfg's workload and closes the Manager.
@@ -389,8 +389,8 @@ func runManagerWorkload(t *testing.T, cfg managerCrashConfig) *managerCrashRun {
 			// (SyncNone) or synced (SyncInterval) everything, and it does
 			// nothing while the calls go on.
 			l.mu.Lock()
-			if len(l.queue) > 0 {
-				r.queuedAtTick++
+			if len(l.buf) > 0 {
+				r.bufferedAtTick++
 			}
 			l.mu.Unlock()
 			tick <- time.Time{}
@@ -610,7 +610,7 @@ func TestManagerCrash(t *testing.T) {
 				r = runManagerWorkload(t, cfg)
 			}
 			if cfg.sync == SyncNone {
-				require.Positive(t, r.queuedAtTick, "the write-behind encoded queued records")
+				require.Positive(t, r.bufferedAtTick, "the write-behind wrote buffered records")
 			}
 			r.check(t, 1, crashDropAll, crashKeepAll, crashRandom, crashReorder)
 		})

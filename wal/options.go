@@ -46,9 +46,8 @@ const writeBehindInterval = 10 * time.Millisecond
 
 // writeBehindEarly is how many buffered bytes make Append and AppendRecord
 // wake SyncNone's goroutine before its next tick, so that the goroutine,
-// rather than a caller reaching flushThreshold, does the writing (and the
-// encoding of queued records) when records come faster than a tick takes
-// them. What is left below flushThreshold is the goroutine's head start.
+// rather than a caller reaching flushThreshold, does the writing (and
+// the CRCs) when records come faster than a tick takes them. What is left below flushThreshold is the goroutine's head start.
 const writeBehindEarly = flushThreshold / 4
 
 // writeBackBytes is how many written bytes make SyncNone's goroutine start
@@ -266,11 +265,11 @@ var (
 	// which Close stops, writes whatever is buffered to the operating system
 	// every 10ms, or sooner once a quarter of a megabyte is buffered, without
 	// an fsync, and so do Append once a megabyte is buffered, WriteSnapshot
-	// and Close (which also fsyncs). AppendRecord leaves the encoding of its
-	// record to whoever writes it, mostly that goroutine. A second one
-	// fsyncs in the background once 4 MiB are written and not synced, while
-	// the first goes on writing: a new segment or a snapshot, which must
-	// fsync the log first, then finds little to sync. On Linux (amd64 and
+	// and Close (which also fsyncs). A record's CRC is left to whoever
+	// writes it, mostly that goroutine. A second one fsyncs in the
+	// background once 4 MiB are written and not synced, while the first
+	// goes on writing: a new segment or a snapshot, which must fsync the
+	// log first, then finds little to sync. On Linux (amd64 and
 	// arm64), the second also has the kernel start writing each quarter of
 	// a megabyte written to the disk, without waiting (sync_file_range), so
 	// that the fsyncs find little left to write and end soon. A crash of the

@@ -53,6 +53,12 @@ type recordPos struct {
 	off int64
 }
 
+// isProduced reports whether a record of the given kind and payload is a
+// Manager's record with producers' fields.
+func isProduced(kind uint8, payload []byte) bool {
+	return kind == RecordKind && len(payload) > 0 && payload[0] == recordVersionProduced
+}
+
 // producedFrames calls fn with the sequence number and offset of each
 // frame in frames, a batch of whole frames (commit markers aside) as
 // appendFrame writes them, that holds a Manager's record with producers'
@@ -60,7 +66,7 @@ type recordPos struct {
 func producedFrames(frames []byte, fn func(seq uint64, off int)) {
 	for p := 0; p+frameHeaderSize <= len(frames); {
 		n := int(binary.LittleEndian.Uint32(frames[p:]))
-		if frames[p+8] == RecordKind && n > 0 && p+frameHeaderSize < len(frames) && frames[p+frameHeaderSize] == recordVersionProduced {
+		if end := p + frameHeaderSize + n; end <= len(frames) && isProduced(frames[p+8], frames[p+frameHeaderSize:end]) {
 			fn(binary.LittleEndian.Uint64(frames[p+9:]), p)
 		}
 		p += frameHeaderSize + n

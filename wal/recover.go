@@ -277,7 +277,7 @@ func (l *Log) scanSegment(name string, h segmentHeader, last bool) (scanResult, 
 	}
 	var recs []recordPos
 	res, err := scanFrames(f, size, h, func(fr frame, off int64) {
-		if fr.kind == RecordKind && len(fr.payload) > 0 && fr.payload[0] == recordVersionProduced {
+		if isProduced(fr.kind, fr.payload) {
 			recs = append(recs, recordPos{fr.seq, off})
 		}
 	})

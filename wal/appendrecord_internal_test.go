@@ -18,9 +18,8 @@ import (
 	"github.com/worklease/worklease"
 )
 
-// The queue of records that AppendRecord leaves unencoded under SyncNone
-// (see Log.queue), and the wake-up that has the write-behind goroutine
-// encode and write it.
+// AppendRecord, which encodes a worklease.Record straight into the log's
+// buffer, among the raw records of Append.
 
 // testRecord returns a valid worklease.Record that differs with i.
 func testRecord(i int) worklease.Record {
@@ -45,12 +44,14 @@ func binaryOf(t testing.TB, rec worklease.Record) string {
 	return string(b)
 }
 
-// TestRecordBound checks recordBound against the binary form of records with
-// every integer at its widest and of random records: it must never be less.
-// A new field in worklease's codec.go would fail it, unless it fits in the
-// bound's slack.
-func TestRecordBound(t *testing.T) {
+// TestRecordFixedBound checks recordFixedBound, on which MinMaxRecordSize
+// rests, against the binary form of a record without the producers' fields
+// with every integer at its widest, and of random ones: with its strings,
+// it must never be less. A new field in worklease's codec.go would fail
+// it, unless it fits in the bound's slack.
+func TestRecordFixedBound(t *testing.T) {
 	t.Parallel()
+	bound := func(rec *worklease.Record) int { return recordFixedBound + len(rec.Domain) + len(rec.Cause) }
 	tok, err := worklease.ParseToken("18446744073709551615-ffffffffffffffff-ffffffffffffffff")
 	require.NoError(t, err)
 	far := time.Unix(math.MinInt64, 999_999_999) // the widest seconds and nanoseconds
@@ -58,9 +59,8 @@ func TestRecordBound(t *testing.T) {
 		Kind: worklease.EventAcquired, Domain: strings.Repeat("d", 300), Offset: math.MinInt64,
 		Attempt: -1, Token: tok, Cause: strings.Repeat("c", 200), At: far, AcquiredAt: far.Add(-time.Nanosecond),
 		Retries: -1, ExpiresAt: far, Front: true, Fence: math.MaxUint64,
-		NotBefore: far, Key: strings.Repeat("k", 100), Payload: []byte("payload"),
 	}
-	assert.LessOrEqual(t, len(binaryOf(t, widest)), recordBound(&widest))
+	assert.LessOrEqual(t, len(binaryOf(t, widest)), bound(&widest))
 
 	rapid.Check(t, func(t *rapid.T) {
 		anyTime := func(label string) time.Time {
@@ -81,42 +81,31 @@ func TestRecordBound(t *testing.T) {
 			ExpiresAt:  anyTime("expiresAt"),
 			Front:      rapid.Bool().Draw(t, "front"),
 			Fence:      rapid.Uint64().Draw(t, "fence"),
-			NotBefore:  anyTime("notBefore"),
-			Key:        rapid.String().Draw(t, "key"),
-		}
-		if rapid.Bool().Draw(t, "hasPayload") {
-			rec.Payload = rapid.SliceOf(rapid.Byte()).Draw(t, "payload")
 		}
 		b, err := rec.MarshalBinary()
-		if err != nil || len(b) > recordBound(&rec) {
-			t.Fatalf("%d bytes (%v), bound %d: %+v", len(b), err, recordBound(&rec), rec)
+		if err != nil || len(b) > bound(&rec) {
+			t.Fatalf("%d bytes (%v), bound %d: %+v", len(b), err, bound(&rec), rec)
 		}
 	})
 }
 
-// TestQueueOrder mixes Append and AppendRecord under SyncNone, with
+// TestAppendRecordOrder mixes Append and AppendRecord under SyncNone, with
 // write-behind ticks, segment rotations and a snapshot in between: the
 // records read back are the ones appended, in sequence order, whichever
-// call made them and whoever encoded them.
-func TestQueueOrder(t *testing.T) {
+// call made them.
+func TestAppendRecordOrder(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		tickOpt, tick, _ := manualTicker()
 		fsys := newMemFS()
 		l := mustOpenMem(t, fsys, WithSyncMode(SyncNone), WithSegmentSize(MinSegmentSize), tickOpt)
 		var want []irec
-		queued := 0 // appends that found records queued
 		for i := range 300 {
 			var seq uint64
 			var err error
 			switch {
-			case i%7 == 3 || i%11 == 0: // raw bytes, behind whatever is queued
+			case i%7 == 3 || i%11 == 0: // raw bytes
 				p := fmt.Sprintf("raw %d", i)
-				l.mu.Lock()
-				if len(l.queue) > 0 {
-					queued++
-				}
-				l.mu.Unlock()
 				seq, err = l.Append(2, []byte(p))
 				want = append(want, irec{seq, 2, p})
 			default:
@@ -137,7 +126,6 @@ func TestQueueOrder(t *testing.T) {
 				}))
 			}
 		}
-		assert.Positive(t, queued, "Append came after queued records")
 		assert.Greater(t, l.Stats().Segments, 2, "the log rotated")
 
 		// Replay reads what was written: up to the last tick.
@@ -153,12 +141,11 @@ func TestQueueOrder(t *testing.T) {
 	})
 }
 
-// TestQueueRecordTooLarge checks that under SyncNone AppendRecord refuses at
-// once, changing nothing, a record whose binary form exceeds the maximum
-// record size, for a long domain or a long cause, and takes one that fits
-// although its bound does not (encoding it at once), behind the queued
-// records; the limit is exact.
-func TestQueueRecordTooLarge(t *testing.T) {
+// TestAppendRecordTooLarge checks that AppendRecord refuses at once,
+// changing nothing, a record whose binary form exceeds the maximum record
+// size, for a long domain or a long cause, and takes one at the limit
+// behind the records buffered: the limit is exact.
+func TestAppendRecordTooLarge(t *testing.T) {
 	t.Parallel()
 	// sized returns testRecord(1) with a domain that makes its binary
 	// form n bytes long.
@@ -174,44 +161,48 @@ func TestQueueRecordTooLarge(t *testing.T) {
 	}
 	const limit = DefaultMaxRecordSize
 	atLimit, overLimit := sized(limit), sized(limit+1)
-	require.Greater(t, recordBound(&atLimit), limit, "encoded at once")
 	longCause := testRecord(2)
 	longCause.Cause = strings.Repeat("c", limit)
 
-	fsys := newMemFS()
-	tickOpt, _, _ := manualTicker() // never ticks
-	l := mustOpenMem(t, fsys, WithSyncMode(SyncNone), tickOpt)
-	var want []irec
-	appendOK := func(rec worklease.Record) {
-		t.Helper()
-		seq, err := l.AppendRecord(rec)
-		require.NoError(t, err)
-		want = append(want, irec{seq, RecordKind, binaryOf(t, rec)})
-	}
-	appendOK(testRecord(3))
-	appendOK(testRecord(4))
-	for name, rec := range map[string]worklease.Record{"domain": overLimit, "cause": longCause} {
-		_, err := l.AppendRecord(rec)
-		require.ErrorIs(t, err, ErrRecordTooLarge, name)
+	for _, mode := range []SyncMode{SyncNone, SyncAlways} {
+		fsys := newMemFS()
+		tickOpt, _, _ := manualTicker() // never ticks
+		l := mustOpenMem(t, fsys, WithSyncMode(mode), tickOpt)
+		var want []irec
+		appendOK := func(rec worklease.Record) {
+			t.Helper()
+			seq, err := l.AppendRecord(rec)
+			require.NoError(t, err)
+			want = append(want, irec{seq, RecordKind, binaryOf(t, rec)})
+		}
+		appendOK(testRecord(3))
+		appendOK(testRecord(4))
 		l.mu.Lock()
-		assert.Len(t, l.queue, 2, "%s: nothing queued", name)
-		assert.Empty(t, l.buf, "%s: nothing buffered", name)
+		buffered := string(l.buf)
 		l.mu.Unlock()
-		assert.Equal(t, uint64(2), l.Stats().LastSeq, "%s: nothing appended", name)
+		for name, rec := range map[string]worklease.Record{"domain": overLimit, "cause": longCause} {
+			_, err := l.AppendRecord(rec)
+			require.ErrorIs(t, err, ErrRecordTooLarge, name)
+			l.mu.Lock()
+			assert.Equal(t, buffered, string(l.buf), "%s: the buffer is as it was", name)
+			assert.Equal(t, 2, l.bufCount, "%s: nothing buffered", name)
+			l.mu.Unlock()
+			assert.Equal(t, uint64(2), l.Stats().LastSeq, "%s: nothing appended", name)
+		}
+		appendOK(atLimit) // behind the two buffered records
+		appendOK(testRecord(5))
+		require.NoError(t, l.Close())
+		l = mustOpenMem(t, fsys.crash(crashDropAll, 0))
+		assert.Equal(t, want, replayMem(t, l).Records, "%v", mode)
 	}
-	appendOK(atLimit) // behind the two queued records
-	appendOK(testRecord(5))
-	require.NoError(t, l.Close())
-	l = mustOpenMem(t, fsys.crash(crashDropAll, 0))
-	assert.Equal(t, want, replayMem(t, l).Records)
 }
 
-// TestQueueConcurrent appends from goroutines that mix Append and
+// TestAppendRecordConcurrent appends from goroutines that mix Append and
 // AppendRecord under SyncNone, with the real write-behind goroutine, and
 // enough records that it is woken early and that callers reach
 // flushThreshold: every record is read back after Close under its sequence
 // number, with no gaps.
-func TestQueueConcurrent(t *testing.T) {
+func TestAppendRecordConcurrent(t *testing.T) {
 	t.Parallel()
 	fsys := newMemFS()
 	l, err := openMem(fsys, WithSyncMode(SyncNone))
@@ -258,41 +249,5 @@ func TestQueueConcurrent(t *testing.T) {
 	for i, r := range got {
 		require.Equal(t, uint64(i+1), r.Seq)
 		require.Equal(t, want[r.Seq], r)
-	}
-}
-
-// TestQueueEncodeFailure checks what happens if a queued record's binary
-// form turns out larger than the maximum record size after all, which
-// recordBound rules out: lowering the log's limit after the record was
-// queued stands in for a bound that undercounts. Whoever encodes it fails
-// the log rather than write a record that would make it unreadable.
-func TestQueueEncodeFailure(t *testing.T) {
-	t.Parallel()
-	for _, encoder := range []string{"write-behind", "Append"} {
-		t.Run(encoder, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				tickOpt, tick, _ := manualTicker()
-				fsys := newMemFS()
-				l := mustOpenMem(t, fsys, WithSyncMode(SyncNone), tickOpt)
-				seq, err := l.AppendRecord(testRecord(1))
-				require.NoError(t, err)
-				l.cfg.maxRecordSize = 4 // before the tick, which orders it before the goroutine's read
-				switch encoder {
-				case "write-behind":
-					tick <- time.Time{}
-					synctest.Wait()
-					err = l.Wait(seq)
-				case "Append":
-					_, err = l.Append(1, []byte("x"))
-				}
-				require.ErrorIs(t, err, ErrFailed)
-				require.ErrorIs(t, err, ErrRecordTooLarge)
-				_, err = l.Append(1, []byte("y"))
-				require.ErrorIs(t, err, ErrFailed, "the log failed closed")
-				require.ErrorIs(t, l.Close(), ErrFailed)
-				assert.Len(t, fsys.files(dir)[segmentName(1)], segmentHeaderSize, "nothing was written")
-			})
-		})
 	}
 }
