@@ -111,9 +111,39 @@ func (m *Manager) enter(c *callSpec, domain string, offset int64) (*shard, *doma
 	}
 	h := m.hash(domain)
 	sh := m.shardOf(h)
+	r := sh.records.get(h, domain)
+	if r != nil {
+		r.mu.Lock()
+		if !r.dropped {
+			return sh, r, now, nil
+		}
+	}
+	// Kept apart, with its loop, so that the common case above keeps its
+	// values in registers rather than on the stack.
+	return m.enterAgain(c, sh, h, domain, now, r)
+}
+
+// enterAgain is the end of enter for a domain of sh, whose hash is h, that
+// has no record (r is nil) or whose record Forget dropped (r, locked).
+func (m *Manager) enterAgain(c *callSpec, sh *shard, h uint64, domain string, now instant, r *domainRecord) (*shard, *domainRecord, instant, error) {
 	var dropped *domainRecord // the last record met that Forget had dropped
 	for {
-		r := sh.records.get(h, domain)
+		if r != nil {
+			// Forget dropped r after we found it. Its Forgotten record may
+			// not be durable yet: wait for it, so that no answer depends on
+			// a Forget a crash could undo (a failed wait closes the Manager,
+			// which absent reports). Then look again: a record made now
+			// takes r's place, and its queue of events, which may still
+			// hold r's last ones (see deliver).
+			seq := r.lastSeq
+			r.mu.Unlock()
+			if m.replaying == nil {
+				_ = m.waitDurable(seq, nil)
+			}
+			dropped = r
+			m.unlinkDrained(r)
+			r = sh.records.get(h, domain)
+		}
 		if r == nil || r == dropped {
 			if c.access&enterCreate == 0 {
 				return sh, nil, 0, m.unknown(c, domain)
@@ -124,19 +154,6 @@ func (m *Manager) enter(c *callSpec, domain string, offset int64) (*shard, *doma
 		if !r.dropped {
 			return sh, r, now, nil
 		}
-		// Forget dropped r after we found it. Its Forgotten record may not
-		// be durable yet: wait for it, so that no answer depends on a Forget
-		// a crash could undo (a failed wait closes the Manager, which
-		// absent reports). Then look again: a record made now takes r's
-		// place, and its queue of events, which may still hold r's last
-		// ones (see deliver).
-		seq := r.lastSeq
-		r.mu.Unlock()
-		if m.replaying == nil {
-			_ = m.waitDurable(seq, nil)
-		}
-		dropped = r
-		m.unlinkDrained(r)
 	}
 }
 

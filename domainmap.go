@@ -83,15 +83,20 @@ func (d *domainMap) get(h uint64, domain string) *domainRecord {
 	// call in the loop would have the probe keep its state on the stack
 	// (the stores and loads, the call and the comparison's own checks cost
 	// more than the rest of a lookup).
-	mask := len(t.slots) - 1
+	slots := t.slots
+	mask := len(slots) - 1
 	for i := t.home(h); ; i = (i + 1) & mask {
-		s := &t.slots[i]
+		s := &slots[i]
 		r := s.r.Load()
 		if r == nil {
 			return nil
 		}
-		if k := r.domain; r != tombstone && s.hash.Load() == h && len(k) == n &&
-			load64(k, 0) == load64(domain, 0) && load64(k, n-8) == load64(domain, n-8) {
+		// The record's key is read only once the hashes match: a probe
+		// that passes other records' slots must not fetch their lines.
+		if s.hash.Load() != h || r == tombstone {
+			continue
+		}
+		if k := r.domain; len(k) == n && load64(k, 0) == load64(domain, 0) && load64(k, n-8) == load64(domain, n-8) {
 			return r
 		}
 	}

@@ -320,6 +320,17 @@ func (s *domainState) switchRule(toMonotonic bool) {
 // offset and is neither failed, queued nor in flight. Every check of
 // whether an offset is processed goes through it.
 func (s *domainState) isProcessed(p *policy, offset int64) bool {
+	// In-order work asks of an offset past every processed one: that
+	// answer takes one comparison, inlined, and the others a call.
+	if s.processed.pastEnd(offset) {
+		return false
+	}
+	return s.processedWithin(p, offset)
+}
+
+// processedWithin is isProcessed of an offset not past every processed
+// one.
+func (s *domainState) processedWithin(p *policy, offset int64) bool {
 	if !s.processed.contains(offset) {
 		return false
 	}

@@ -172,17 +172,21 @@ func (s *domainState) grantHead(p *policy, st *step) {
 	s.grant(p, st, head)
 }
 
-// checkToken returns the error Succeed, Fail or Extend returns for tok, if
-// any, and reports it as a rejection.
-func (s *domainState) checkToken(p *policy, st *step, tok Token) error {
-	if s.leased && tok == s.leaseToken(p) {
-		return nil
-	}
-	return s.reject(st, tok)
+// holds reports whether tok is the current lease's token: Succeed, Fail,
+// Retry and Extend go ahead only then, and otherwise answer what reject
+// returns, as
+//
+//	if !s.holds(p, tok) {
+//		return s.reject(st, tok)
+//	}
+func (s *domainState) holds(p *policy, tok Token) bool {
+	return s.leased && tok == s.leaseToken(p)
 }
 
-// reject is checkToken of a token that is not the lease's. Kept apart, so
-// that checkToken is small enough to inline.
+// reject returns the error Succeed, Fail, Retry or Extend returns for tok,
+// a token that is not the lease's (see holds), and reports it as a
+// rejection. It is a call of its own, rather than part of holds, so that
+// holds is small enough to inline: the call costs only the rejections.
 func (s *domainState) reject(st *step, tok Token) error {
 	var err error
 	revoked, why := s.revoked()
@@ -205,8 +209,8 @@ func (s *domainState) reject(st *step, tok Token) error {
 // succeed is Succeed. It fills in res's Status and Next; res must be zero.
 func (s *domainState) succeed(p *policy, st *step, tok Token, res *SucceedResult) error {
 	s.expireIfDue(p, st)
-	if err := s.checkToken(p, st, tok); err != nil {
-		return err
+	if !s.holds(p, tok) {
+		return s.reject(st, tok)
 	}
 	if c := st.note(EventProcessed); c != nil {
 		*c = change{kind: EventProcessed, offset: s.lease.offset, attempt: s.attempts(), token: tok}
@@ -223,8 +227,8 @@ func (s *domainState) succeed(p *policy, st *step, tok Token, res *SucceedResult
 // zero.
 func (s *domainState) fail(p *policy, st *step, tok Token, cause error, res *FailResult) error {
 	s.expireIfDue(p, st)
-	if err := s.checkToken(p, st, tok); err != nil {
-		return err
+	if !s.holds(p, tok) {
+		return s.reject(st, tok)
 	}
 	l := &s.lease
 	if l.retries < p.maxRetries {
@@ -409,8 +413,8 @@ func (s *domainState) chainedFrom(p *policy, st *step, tok Token) bool {
 // spent.
 func (s *domainState) retry(p *policy, st *step, tok Token, cause error, delay time.Duration) (RetryResult, error) {
 	s.expireIfDue(p, st)
-	if err := s.checkToken(p, st, tok); err != nil {
-		return RetryResult{}, err
+	if !s.holds(p, tok) {
+		return RetryResult{}, s.reject(st, tok)
 	}
 	l := s.lease
 	if l.retries >= p.maxRetries {
@@ -436,8 +440,8 @@ func (s *domainState) retry(p *policy, st *step, tok Token, cause error, delay t
 // returns the lease's expiry, zero if it never expires.
 func (s *domainState) extend(p *policy, st *step, tok Token, d time.Duration) (instant, error) {
 	s.expireIfDue(p, st)
-	if err := s.checkToken(p, st, tok); err != nil {
-		return 0, err
+	if !s.holds(p, tok) {
+		return 0, s.reject(st, tok)
 	}
 	if s.lease.expiresAt == 0 {
 		return 0, nil // the lease never expires; nothing to extend

@@ -126,6 +126,12 @@ func (s *offsetSet) contains(x int64) bool {
 	return s.containsBelow(x)
 }
 
+// pastEnd reports whether x is past the highest run, and so not in the
+// set, as the next offset of in-order work is: in one comparison, the
+// answer of contains for such an x. (As unsigned, a negative x is past
+// it too, and no member is negative.)
+func (s *offsetSet) pastEnd(x int64) bool { return uint64(x) >= s.end }
+
 // containsBelow is contains of x below the last run. Kept apart, so that
 // contains is small enough to inline.
 func (s *offsetSet) containsBelow(x int64) bool {

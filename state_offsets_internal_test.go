@@ -150,8 +150,14 @@ func TestOffsetSetContains(t *testing.T) {
 		t.Run(fmt.Sprint(tt.x), func(t *testing.T) {
 			t.Parallel()
 			assert.Equal(t, tt.want, s.contains(tt.x))
+			assert.False(t, s.pastEnd(tt.x) && tt.x >= 0, "no offset is past maxOff")
 		})
 	}
+	assert.True(t, s.pastEnd(-1), "a negative offset is past the end, as unsigned")
+	low := newOffsetSet(t, 0, 1, 2, 10)
+	assert.False(t, low.pastEnd(10))
+	assert.True(t, low.pastEnd(11))
+	assert.True(t, new(offsetSet).pastEnd(0), "every offset is past the end of an empty set")
 }
 
 func TestOffsetSetMembers(t *testing.T) {
@@ -260,6 +266,16 @@ func TestOffsetSetMemory(t *testing.T) {
 // offsetModel is the reference: a plain map.
 type offsetModel map[int64]bool
 
+// past reports whether x is above every member.
+func (m offsetModel) past(x int64) bool {
+	for y := range m {
+		if y >= x {
+			return false
+		}
+	}
+	return true
+}
+
 func (m offsetModel) sorted() []int64 {
 	var xs []int64 // nil when empty, like members
 	for x := range m {
@@ -294,6 +310,9 @@ func applyOffsetOp(s *offsetSet, m offsetModel, op int, x int64) error {
 	}
 	if s.contains(x) != m[x] {
 		return fmt.Errorf("after %s: contains(%d) = %t", desc, x, s.contains(x))
+	}
+	if s.pastEnd(x) != m.past(x) {
+		return fmt.Errorf("after %s: pastEnd(%d) = %t", desc, x, s.pastEnd(x))
 	}
 	return nil
 }
