@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -72,13 +71,11 @@ func (c *Consumer) handleJob(_ context.Context, job worker.Job) error {
 		return nil // its partition's records were all dropped
 	}
 	d, lead := job.Domain, job.Offset
-	buf := taskBufs.Get().(*[]task)
-	hctx, tasks := p.start(c.handlerCtx, d, lead, (*buf)[:0])
-	defer func() {
-		clear(tasks) // keeps no records
-		*buf = tasks[:0]
-		taskBufs.Put(buf)
-	}()
+	// The batch's tasks are on the stack: writing their records there
+	// costs no write barriers, and nothing is left to clear, as a pooled
+	// buffer's would be, so that it keeps no records.
+	var buf [maxBatch]task
+	hctx, tasks := p.start(c.handlerCtx, d, lead, buf[:0])
 	if len(tasks) == 0 {
 		return nil // dropped with its partition, or finished already
 	}
@@ -96,12 +93,6 @@ func (c *Consumer) handleJob(_ context.Context, job worker.Job) error {
 	}
 	return err
 }
-
-// taskBufs holds the buffers of batches' tasks, for handleJob.
-var taskBufs = sync.Pool{New: func() any {
-	b := make([]task, 0, maxBatch)
-	return &b
-}}
 
 // errNotStarted says that a batch stopped before a record, as its
 // partition was revoked or the Consumer is closing.
