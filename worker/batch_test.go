@@ -165,7 +165,12 @@ func TestBatchWithStaleLease(t *testing.T) {
 	require.Equal(t, "b/1@2", name(j))
 	results <- nil
 	eventually(t, func() bool { return p.Stats().Queued == 0 }, "all processed")
-	require.Contains(t, b.sizes("ClaimNext"), 2, "the two ends that waited went in one batch")
+	// The call after the held one ends the two that waited, and perhaps
+	// the next end of the worker whose call was held, if it came first.
+	sizes := b.sizes("ClaimNext")
+	require.GreaterOrEqual(t, len(sizes), 2)
+	require.Equal(t, 1, sizes[0], "the held call")
+	require.GreaterOrEqual(t, sizes[1], 2, "the two ends that waited went in one batch")
 	st := p.Stats()
 	require.Equal(t, uint64(3), st.Succeeded)
 	require.Equal(t, uint64(1), st.LeaseLost)
