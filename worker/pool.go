@@ -65,10 +65,14 @@ type Pool struct {
 	// What the workers share to call the backend for many at once: their
 	// claims, their attempts' ends, and their leases' renewals.
 	claims   claimer
-	nexts    batcher[worklease.Claim, nextAnswer]
-	succeeds batcher[worklease.Claim, error]
-	retries  batcher[worklease.Failure, retryAnswer]
+	nexts    nextBatcher
+	succeeds succeedBatcher
+	retries  retryBatcher
 	renew    renewer
+
+	// b's calls that answer in its caller's buffers, if it has them.
+	nextInto    claimNextInto
+	succeedInto succeedManyInto
 
 	// base carries Run's context's values without its cancellation: the
 	// Pool's calls that end attempts and renew leases use it, so that they
@@ -119,9 +123,11 @@ func New(b worklease.Backend, h Handler, opts ...Option) (*Pool, error) {
 		stopping: make(chan struct{}), done: make(chan struct{}), ttlKnown: make(chan struct{}),
 	}
 	p.claims.p, p.renew.p = p, p
-	p.nexts = batcher[worklease.Claim, nextAnswer]{call: p.claimNext, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
-	p.succeeds = batcher[worklease.Claim, error]{call: p.succeedMany, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
-	p.retries = batcher[worklease.Failure, retryAnswer]{call: p.retryMany, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
+	p.nextInto, _ = b.(claimNextInto)
+	p.succeedInto, _ = b.(succeedManyInto)
+	p.nexts = nextBatcher{call: p.claimNext, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
+	p.succeeds = succeedBatcher{call: p.succeedMany, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
+	p.retries = retryBatcher{call: p.retryMany, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
 	return p, nil
 }
 

@@ -23,9 +23,9 @@ type worker struct {
 	cancel context.CancelCauseFunc
 
 	// Its requests in the Pool's batchers, one at a time in each.
-	nextReq    *request[worklease.Claim, nextAnswer]
-	succeedReq *request[worklease.Claim, error]
-	retryReq   *request[worklease.Failure, retryAnswer]
+	nextReq    *nextRequest
+	succeedReq *succeedRequest
+	retryReq   *retryRequest
 
 	// What the claimer hands the worker: a claim (claimOK), nothing (the
 	// Pool stops), or the lead of the next claim. Set before a send on
@@ -52,9 +52,9 @@ type worker struct {
 func newWorker(p *Pool) *worker {
 	w := &worker{
 		p: p, claimed: make(chan struct{}, 1),
-		nextReq:    newRequest[worklease.Claim, nextAnswer](),
-		succeedReq: newRequest[worklease.Claim, error](),
-		retryReq:   newRequest[worklease.Failure, retryAnswer](),
+		nextReq:    newRequest[worklease.Claim, nextAnswer, nextBuf](),
+		succeedReq: newRequest[worklease.Claim, error, []error](),
+		retryReq:   newRequest[worklease.Failure, retryAnswer, struct{}](),
 	}
 	w.ctx, w.cancel = context.WithCancelCause(p.handlerCtx)
 	return w
@@ -186,18 +186,18 @@ func (w *worker) succeed(c *worklease.Claim) (next worklease.Claim, chained bool
 	ended := w.end(func() error {
 		var err error
 		if chain {
-			w.nextReq.req = *c
+			w.nextReq.req[0] = *c
 			var a nextAnswer
 			a, err = p.nexts.do(w.nextReq)
-			w.nextReq.req = worklease.Claim{}
+			w.nextReq.req[0] = worklease.Claim{}
 			if err == nil {
 				err, next, chained = a.err, a.next, a.granted
 			}
 		} else {
-			w.succeedReq.req = *c
+			w.succeedReq.req[0] = *c
 			var e error
 			e, err = p.succeeds.do(w.succeedReq)
-			w.succeedReq.req = worklease.Claim{}
+			w.succeedReq.req[0] = worklease.Claim{}
 			if err == nil {
 				err = e
 			}
@@ -236,9 +236,9 @@ func (w *worker) retry(c *worklease.Claim, cause error, delay time.Duration) {
 	again := false  // a call before failed, perhaps after it went through
 	landed := false // it did
 	ended := w.end(func() error {
-		w.retryReq.req = worklease.Failure{Claim: *c, Cause: cause, Delay: delay}
+		w.retryReq.req[0] = worklease.Failure{Claim: *c, Cause: cause, Delay: delay}
 		a, err := p.retries.do(w.retryReq)
-		w.retryReq.req = worklease.Failure{}
+		w.retryReq.req[0] = worklease.Failure{}
 		if err == nil {
 			res, err = a.res, a.err
 		}
