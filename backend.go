@@ -279,6 +279,14 @@ func (b managerBackend) WaitClaim(ctx context.Context, n int, poll time.Duration
 	return b.m.WaitClaim(ctx, n, poll)
 }
 
+// WaitClaimInto is WaitClaim, answered in out[:0], as ClaimNextInto.
+func (b managerBackend) WaitClaimInto(ctx context.Context, n int, poll time.Duration, out []Claim) ([]Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.m.waitClaim(ctx, n, poll, out)
+}
+
 func (b managerBackend) Retry(ctx context.Context, domain string, tok Token, cause error, delay time.Duration) (RetryResult, error) {
 	if err := ctx.Err(); err != nil {
 		return RetryResult{}, err

@@ -71,6 +71,7 @@ type Pool struct {
 	renew    renewer
 
 	// b's calls that answer in its caller's buffers, if it has them.
+	claimInto   waitClaimInto
 	nextInto    claimNextInto
 	succeedInto succeedManyInto
 
@@ -80,7 +81,10 @@ type Pool struct {
 	base context.Context
 
 	stopping chan struct{} // closed once Stop begins, Run's context ends or the backend is closed: claim no more
-	done     chan struct{} // closed once Run's goroutines have all exited
+	// isStopped is set just before stopping is closed: a load is cheaper
+	// than a receive, for the checks every job makes.
+	isStopped atomic.Bool
+	done      chan struct{} // closed once Run's goroutines have all exited
 	// goroutines counts Run's goroutines, and those that take a worker's
 	// place after a handler called runtime.Goexit.
 	goroutines sync.WaitGroup
@@ -123,6 +127,7 @@ func New(b worklease.Backend, h Handler, opts ...Option) (*Pool, error) {
 		stopping: make(chan struct{}), done: make(chan struct{}), ttlKnown: make(chan struct{}),
 	}
 	p.claims.p, p.renew.p = p, p
+	p.claimInto, _ = b.(waitClaimInto)
 	p.nextInto, _ = b.(claimNextInto)
 	p.succeedInto, _ = b.(succeedManyInto)
 	p.nexts = nextBatcher{call: p.claimNext, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
@@ -305,6 +310,7 @@ func (p *Pool) stopLocked() bool {
 		return false
 	}
 	p.stopped = true
+	p.isStopped.Store(true)
 	close(p.stopping)
 	if p.ran {
 		p.cancelClaims()
@@ -323,14 +329,8 @@ func (p *Pool) fail(err error) {
 	p.stop()
 }
 
-func (p *Pool) isStopping() bool {
-	select {
-	case <-p.stopping:
-		return true
-	default:
-		return false
-	}
-}
+// isStopping reports whether stopping is closed, or about to be.
+func (p *Pool) isStopping() bool { return p.isStopped.Load() }
 
 // callFailed notes an error of a backend call that is no answer about a
 // job, and stops the Pool if the backend is closed.

@@ -35,10 +35,6 @@ type worker struct {
 	claimOK bool
 	lead    bool
 
-	// running is the attempt whose handler runs, if any. Only the goroutine
-	// that runs the worker uses it.
-	running running
-
 	// Counts, summed by Stats. Each worker writes only its own.
 	inFlight     atomic.Bool
 	started      atomic.Uint64
@@ -101,28 +97,17 @@ func (w *worker) work(c worklease.Claim, goexit *bool) (worklease.Claim, bool) {
 			p.sawTTL(c.ExpiresAt.Sub(p.cfg.clock.Now()))
 		}
 	}
-	w.running = running{ctx: ctx, cancel: cancel, claim: c, goexit: goexit}
-	err := w.call(ctx, Job{Domain: c.Domain, Offset: c.Offset, Attempt: c.Attempt, Token: c.Token, Payload: c.Payload})
-	w.running = running{}
+	err := w.call(ctx, cancel, &c, goexit)
 	return w.finish(ctx, c, cancel, err)
 }
 
-// A running attempt is what a worker's goroutine that ends in its handler,
-// which called runtime.Goexit, leaves for the one that takes its place.
-type running struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	claim  worklease.Claim
-	goexit *bool // serve's: set when the goroutine ends
-}
-
-// goexited is called, on the goroutine that runs w's handler, when the
-// handler called runtime.Goexit: that goroutine ends, and a new one ends
-// the attempt as failed with err and goes on serving.
-func (w *worker) goexited(err error) {
-	r := w.running
-	*r.goexit = true
-	w.p.goroutines.Go(func() { w.serve(w.finish(r.ctx, r.claim, r.cancel, err)) })
+// goexited is called, on the goroutine that runs w's handler on c with
+// ctx, when the handler called runtime.Goexit: that goroutine ends (serve
+// sees goexit set), and a new one ends the attempt as failed with err and
+// goes on serving.
+func (w *worker) goexited(ctx context.Context, cancel context.CancelCauseFunc, c worklease.Claim, goexit *bool, err error) {
+	*goexit = true
+	w.p.goroutines.Go(func() { w.serve(w.finish(ctx, c, cancel, err)) })
 }
 
 // finish ends the attempt on c, whose handler ran with ctx and returned
@@ -156,9 +141,9 @@ func (w *worker) finish(ctx context.Context, c worklease.Claim, cancel context.C
 // runtime.Goexit.
 var errGoexit = errors.New("handler called runtime.Goexit")
 
-// call runs the handler, recovering a panic as a failed attempt, and
-// sees to a call of runtime.Goexit (see goexited).
-func (w *worker) call(ctx context.Context, job Job) (err error) {
+// call runs the handler on c with ctx, recovering a panic as a failed
+// attempt, and sees to a call of runtime.Goexit (see goexited).
+func (w *worker) call(ctx context.Context, cancel context.CancelCauseFunc, c *worklease.Claim, goexit *bool) (err error) {
 	returned := false
 	defer func() {
 		if v := recover(); v != nil {
@@ -166,10 +151,10 @@ func (w *worker) call(ctx context.Context, job Job) (err error) {
 			err = &PanicError{Value: v, Stack: debug.Stack()}
 		} else if !returned {
 			w.panicked.Add(1)
-			w.goexited(&PanicError{Value: errGoexit, Stack: debug.Stack()})
+			w.goexited(ctx, cancel, *c, goexit, &PanicError{Value: errGoexit, Stack: debug.Stack()})
 		}
 	}()
-	err = w.p.h(ctx, job)
+	err = w.p.h(ctx, Job{Domain: c.Domain, Offset: c.Offset, Attempt: c.Attempt, Token: c.Token, Payload: c.Payload})
 	returned = true
 	return err
 }
