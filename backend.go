@@ -279,6 +279,14 @@ func (b managerBackend) WaitClaim(ctx context.Context, n int, poll time.Duration
 	return b.m.WaitClaim(ctx, n, poll)
 }
 
+// WaitClaimInto is WaitClaim, answered in out[:0], as ClaimNextInto.
+func (b managerBackend) WaitClaimInto(ctx context.Context, n int, poll time.Duration, out []Claim) ([]Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.m.waitClaim(ctx, n, poll, out)
+}
+
 func (b managerBackend) Retry(ctx context.Context, domain string, tok Token, cause error, delay time.Duration) (RetryResult, error) {
 	if err := ctx.Err(); err != nil {
 		return RetryResult{}, err
@@ -298,6 +306,26 @@ func (b managerBackend) ClaimNext(ctx context.Context, claims []Claim) ([]Claim,
 		return nil, nil, err
 	}
 	return b.m.ClaimNext(claims)
+}
+
+// ClaimNextInto is ClaimNext, answered in next[:0] and errs[:0], each grown
+// as needed, so that a caller that keeps them from call to call ends its
+// leases without allocating: package worker asks for it through an
+// interface of its own.
+func (b managerBackend) ClaimNextInto(ctx context.Context, claims, next []Claim, errs []error) ([]Claim, []error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	return b.m.succeedMany(&callClaimNext, claims, true, next, errs)
+}
+
+// SucceedManyInto is SucceedMany, answered in errs[:0], as ClaimNextInto.
+func (b managerBackend) SucceedManyInto(ctx context.Context, claims []Claim, errs []error) ([]error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	_, errs, err := b.m.succeedMany(&callSucceedMany, claims, false, nil, errs)
+	return errs, err
 }
 
 func (b managerBackend) RetryMany(ctx context.Context, failures []Failure) ([]RetryResult, []error, error) {

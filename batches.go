@@ -20,7 +20,7 @@ import (
 // Manager is closed, or if the journal failed (ErrJournalFailed): with a
 // journal, it waits once for all the records it wrote.
 func (m *Manager) SucceedMany(claims []Claim) ([]error, error) {
-	_, errs, err := m.succeedMany(&callSucceedMany, claims, false)
+	_, errs, err := m.succeedMany(&callSucceedMany, claims, false, nil, nil)
 	return errs, err
 }
 
@@ -49,20 +49,22 @@ func (m *Manager) SucceedMany(claims []Claim) ([]error, error) {
 // flight. Once it ended or expired, or after a restart, the repeated
 // claim gets Succeed's error for a spent token.
 func (m *Manager) ClaimNext(claims []Claim) ([]Claim, []error, error) {
-	return m.succeedMany(&callClaimNext, claims, true)
+	return m.succeedMany(&callClaimNext, claims, true, nil, nil)
 }
 
 // succeedMany is SucceedMany, and ClaimNext if next is set; spec is the
-// call's.
-func (m *Manager) succeedMany(spec *callSpec, claims []Claim, next bool) ([]Claim, []error, error) {
+// call's. It returns the leases granted in out[:0] and the claims' errors
+// in errs[:0], each grown as needed, so that a caller that keeps them
+// between calls makes its calls without allocating.
+func (m *Manager) succeedMany(spec *callSpec, claims []Claim, next bool, out []Claim, errs []error) ([]Claim, []error, error) {
 	if err := m.checkOpen(); err != nil {
 		return nil, nil, err
 	}
 	if next {
 		m.pullQueue()
 	}
-	errs := make([]error, len(claims))
-	var out []Claim
+	errs = slices.Grow(errs[:0], len(claims))[:len(claims)]
+	out = out[:0]
 	var reads []payloadRead
 	var b batch
 	var named map[string]bool // the domains of the claims so far, in a batch too long to search

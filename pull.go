@@ -58,13 +58,19 @@ func (m *Manager) Claim(n int) ([]Claim, error) {
 	if err := m.checkClaim("Claim", n); err != nil {
 		return nil, err
 	}
+	return m.claim(n, nil)
+}
+
+// claim is Claim, once n is checked, returning its claims in out[:0],
+// grown as needed.
+func (m *Manager) claim(n int, out []Claim) ([]Claim, error) {
 	q := m.pullQueue()
 	now := m.now()
 	var b batch
 	if m.expiring {
 		m.takeOver(now, n, &b)
 	}
-	var out []Claim
+	out = out[:0]
 	var reads []payloadRead
 	for len(out) < n && b.err == nil {
 		e, ok := q.pop(now)
@@ -182,6 +188,12 @@ func (m *Manager) takeOver(now instant, n int, b *batch) {
 //
 // WaitClaim checks n as Claim does, then ctx before each claim.
 func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]Claim, error) {
+	return m.waitClaim(ctx, n, poll, nil)
+}
+
+// waitClaim is WaitClaim, returning its claims in out[:0], grown as
+// needed.
+func (m *Manager) waitClaim(ctx context.Context, n int, poll time.Duration, out []Claim) ([]Claim, error) {
 	if err := m.checkClaim("WaitClaim", n); err != nil {
 		return nil, err
 	}
@@ -193,7 +205,10 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]C
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		claims, err := m.Claim(n)
+		if err := m.checkOpen(); err != nil {
+			return nil, err
+		}
+		claims, err := m.claim(n, out)
 		if len(claims) == n && q.more() {
 			q.wake() // another waiting claim takes the rest
 		}

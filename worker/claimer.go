@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -35,6 +36,17 @@ type claimer struct {
 	waiting   []*worker  // idle workers waiting for the leader's claim, the longest first
 	leading   bool       // a worker claims
 	shortFrom time.Time  // when the last claim that found less than it asked for began; zero if the last did not
+
+	// buf holds the claims of a backend that answers in its caller's
+	// buffer (see waitClaimInto). Only the leader uses it, and it leaves
+	// it empty before it hands the lead on.
+	buf []worklease.Claim
+}
+
+// A backend may answer WaitClaim in a buffer its caller keeps, as the
+// Manager's does.
+type waitClaimInto interface {
+	WaitClaimInto(ctx context.Context, n int, poll time.Duration, out []worklease.Claim) ([]worklease.Claim, error)
 }
 
 // claim returns a claim for w, waiting for one, or false once the Pool
@@ -88,7 +100,13 @@ func (c *claimer) lead() (worklease.Claim, bool) {
 			continue
 		}
 		began := time.Now()
-		cs, err := p.b.WaitClaim(p.claimCtx, n, p.cfg.poll)
+		var cs []worklease.Claim
+		var err error
+		if p.claimInto != nil {
+			cs, err = p.claimInto.WaitClaimInto(p.claimCtx, n, p.cfg.poll, c.buf)
+		} else {
+			cs, err = p.b.WaitClaim(p.claimCtx, n, p.cfg.poll)
+		}
 		if err != nil {
 			if p.claimCtx.Err() == nil {
 				p.callFailed(fmt.Errorf("worker: WaitClaim: %w", err))
@@ -109,11 +127,16 @@ func (c *claimer) lead() (worklease.Claim, bool) {
 		}
 		// Claims go to the workers that asked, the leader first: there are
 		// no more of them than n, and no worker that waited has left.
+		first := cs[0]
 		for _, cl := range cs[1:] {
 			x := c.waiting[0]
 			c.waiting = c.waiting[1:]
 			x.claim, x.claimOK = cl, true
 			x.claimed <- struct{}{}
+		}
+		if p.claimInto != nil { // keep the buffer, and none of its payloads
+			zero(cs)
+			c.buf = cs[:0]
 		}
 		if len(c.waiting) > 0 {
 			next := c.waiting[0]
@@ -124,7 +147,7 @@ func (c *claimer) lead() (worklease.Claim, bool) {
 			c.leading = false
 		}
 		c.mu.Unlock()
-		return cs[0], true
+		return first, true
 	}
 }
 

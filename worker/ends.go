@@ -1,9 +1,9 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/worklease/worklease"
 )
@@ -65,53 +65,115 @@ func answered(op string, n, got int) error {
 	return nil
 }
 
+// A backend may answer ClaimNext and SucceedMany in buffers its caller
+// keeps from call to call, as the Manager's does: the Pool then ends its
+// jobs without allocating. The workers' requests keep the buffers (see
+// nextBuf).
+type (
+	claimNextInto interface {
+		ClaimNextInto(ctx context.Context, claims, next []worklease.Claim, errs []error) ([]worklease.Claim, []error, error)
+	}
+	succeedManyInto interface {
+		SucceedManyInto(ctx context.Context, claims []worklease.Claim, errs []error) ([]error, error)
+	}
+)
+
+// A nextBuf holds the answers of the ClaimNext calls a worker makes, for
+// a backend that fills them in.
+type nextBuf struct {
+	next []worklease.Claim
+	errs []error
+}
+
+// The batchers' types.
+type (
+	nextBatcher    = batcher[worklease.Claim, nextAnswer, nextBuf]
+	succeedBatcher = batcher[worklease.Claim, error, []error]
+	retryBatcher   = batcher[worklease.Failure, retryAnswer, struct{}]
+	nextRequest    = request[worklease.Claim, nextAnswer, nextBuf]
+	succeedRequest = request[worklease.Claim, error, []error]
+	retryRequest   = request[worklease.Failure, retryAnswer, struct{}]
+)
+
 // claimNext is the nexts batcher's call.
-func (p *Pool) claimNext(claims []worklease.Claim, out []nextAnswer) ([]nextAnswer, error) {
-	next, errs, err := p.b.ClaimNext(p.base, claims)
+func (p *Pool) claimNext(batch []*nextRequest) error {
+	r := batch[0]
+	claims := r.args(batch)
+	var next []worklease.Claim
+	var errs []error
+	var err error
+	if p.nextInto != nil {
+		next, errs, err = p.nextInto.ClaimNextInto(p.base, claims, r.buf.next, r.buf.errs)
+	} else {
+		next, errs, err = p.b.ClaimNext(p.base, claims)
+	}
 	if err == nil {
 		err = answered("ClaimNext", len(claims), len(errs))
 	}
 	if err != nil {
-		return nil, p.batchFailed("ClaimNext", len(claims), err)
+		r.done()
+		return p.batchFailed("ClaimNext", len(claims), err)
 	}
-	out = slices.Grow(out[:0], len(claims))[:len(claims)]
 	// The leases granted come in the order of the claims that led to
 	// them, and only a domain's first claim may lead to one.
 	j := 0
-	for i := range claims {
-		out[i].err = errs[i]
+	for i, q := range batch {
+		q.res.err = errs[i]
 		if errs[i] == nil && j < len(next) && next[j].Domain == claims[i].Domain {
-			out[i].next, out[i].granted = next[j], true
+			q.res.next, q.res.granted = next[j], true
 			j++
 		}
 	}
-	return out, nil
+	if p.nextInto != nil { // keep the buffers, and none of what they held
+		zero(next)
+		zero(errs)
+		r.buf.next, r.buf.errs = next[:0], errs[:0]
+	}
+	r.done()
+	return nil
 }
 
 // succeedMany is the succeeds batcher's call.
-func (p *Pool) succeedMany(claims []worklease.Claim, _ []error) ([]error, error) {
-	errs, err := p.b.SucceedMany(p.base, claims)
+func (p *Pool) succeedMany(batch []*succeedRequest) error {
+	r := batch[0]
+	claims := r.args(batch)
+	var errs []error
+	var err error
+	if p.succeedInto != nil {
+		errs, err = p.succeedInto.SucceedManyInto(p.base, claims, r.buf)
+	} else {
+		errs, err = p.b.SucceedMany(p.base, claims)
+	}
 	if err == nil {
 		err = answered("SucceedMany", len(claims), len(errs))
 	}
+	r.done()
 	if err != nil {
-		return nil, p.batchFailed("SucceedMany", len(claims), err)
+		return p.batchFailed("SucceedMany", len(claims), err)
 	}
-	return errs, nil
+	for i, q := range batch {
+		q.res = errs[i]
+	}
+	if p.succeedInto != nil {
+		zero(errs)
+		r.buf = errs[:0]
+	}
+	return nil
 }
 
 // retryMany is the retries batcher's call.
-func (p *Pool) retryMany(failures []worklease.Failure, out []retryAnswer) ([]retryAnswer, error) {
+func (p *Pool) retryMany(batch []*retryRequest) error {
+	failures := batch[0].args(batch)
 	res, errs, err := p.b.RetryMany(p.base, failures)
+	batch[0].done()
 	if err == nil {
 		err = answered("RetryMany", len(failures), min(len(res), len(errs)))
 	}
 	if err != nil {
-		return nil, p.batchFailed("RetryMany", len(failures), err)
+		return p.batchFailed("RetryMany", len(failures), err)
 	}
-	out = slices.Grow(out[:0], len(failures))[:len(failures)]
-	for i := range out {
-		out[i] = retryAnswer{res[i], errs[i]}
+	for i, q := range batch {
+		q.res = retryAnswer{res[i], errs[i]}
 	}
-	return out, nil
+	return nil
 }

@@ -65,10 +65,15 @@ type Pool struct {
 	// What the workers share to call the backend for many at once: their
 	// claims, their attempts' ends, and their leases' renewals.
 	claims   claimer
-	nexts    batcher[worklease.Claim, nextAnswer]
-	succeeds batcher[worklease.Claim, error]
-	retries  batcher[worklease.Failure, retryAnswer]
+	nexts    nextBatcher
+	succeeds succeedBatcher
+	retries  retryBatcher
 	renew    renewer
+
+	// b's calls that answer in its caller's buffers, if it has them.
+	claimInto   waitClaimInto
+	nextInto    claimNextInto
+	succeedInto succeedManyInto
 
 	// base carries Run's context's values without its cancellation: the
 	// Pool's calls that end attempts and renew leases use it, so that they
@@ -76,7 +81,10 @@ type Pool struct {
 	base context.Context
 
 	stopping chan struct{} // closed once Stop begins, Run's context ends or the backend is closed: claim no more
-	done     chan struct{} // closed once Run's goroutines have all exited
+	// isStopped is set just before stopping is closed: a load is cheaper
+	// than a receive, for the checks every job makes.
+	isStopped atomic.Bool
+	done      chan struct{} // closed once Run's goroutines have all exited
 	// goroutines counts Run's goroutines, and those that take a worker's
 	// place after a handler called runtime.Goexit.
 	goroutines sync.WaitGroup
@@ -119,9 +127,12 @@ func New(b worklease.Backend, h Handler, opts ...Option) (*Pool, error) {
 		stopping: make(chan struct{}), done: make(chan struct{}), ttlKnown: make(chan struct{}),
 	}
 	p.claims.p, p.renew.p = p, p
-	p.nexts = batcher[worklease.Claim, nextAnswer]{call: p.claimNext, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
-	p.succeeds = batcher[worklease.Claim, error]{call: p.succeedMany, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
-	p.retries = batcher[worklease.Failure, retryAnswer]{call: p.retryMany, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
+	p.claimInto, _ = b.(waitClaimInto)
+	p.nextInto, _ = b.(claimNextInto)
+	p.succeedInto, _ = b.(succeedManyInto)
+	p.nexts = nextBatcher{call: p.claimNext, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
+	p.succeeds = succeedBatcher{call: p.succeedMany, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
+	p.retries = retryBatcher{call: p.retryMany, maxBatch: cfg.endBatch, maxCalls: cfg.endCalls}
 	return p, nil
 }
 
@@ -299,6 +310,7 @@ func (p *Pool) stopLocked() bool {
 		return false
 	}
 	p.stopped = true
+	p.isStopped.Store(true)
 	close(p.stopping)
 	if p.ran {
 		p.cancelClaims()
@@ -317,14 +329,8 @@ func (p *Pool) fail(err error) {
 	p.stop()
 }
 
-func (p *Pool) isStopping() bool {
-	select {
-	case <-p.stopping:
-		return true
-	default:
-		return false
-	}
-}
+// isStopping reports whether stopping is closed, or about to be.
+func (p *Pool) isStopping() bool { return p.isStopped.Load() }
 
 // callFailed notes an error of a backend call that is no answer about a
 // job, and stops the Pool if the backend is closed.

@@ -46,8 +46,8 @@ const queueShards = 32
 
 type queueShard struct {
 	mu   sync.Mutex // guards keys
-	keys map[uint64]struct{}
-	_    [48]byte // keeps each shard's lock on a cache line of its own
+	keys keySet
+	_    [24]byte // keeps each shard's lock on a cache line of its own
 }
 
 // A queueKey names an offset of a domain.
@@ -58,17 +58,14 @@ type queueKey struct {
 
 // hash returns k's hash, which stands for k in the queue: two keys of the
 // same hash among the queue's (one chance in 2^64 for each pair) would
-// count as one offset.
+// count as one offset. It is never 0, which a keySet holds for none.
 func (q *queue) hash(k queueKey) uint64 {
-	return maphash.String(q.seed, k.domain) ^ uint64(k.offset)*0x9e3779b97f4a7c15 // Fibonacci hashing's multiplier
+	h := maphash.String(q.seed, k.domain) ^ uint64(k.offset)*0x9e3779b97f4a7c15 // Fibonacci hashing's multiplier
+	return max(h, 1)
 }
 
 func newQueue(limit int) *queue {
-	q := &queue{limit: int64(limit), low: int64(limit - max(1, limit/8)), seed: maphash.MakeSeed(), wake: make(chan struct{}, 1)}
-	for i := range q.shards {
-		q.shards[i].keys = make(map[uint64]struct{})
-	}
-	return q
+	return &queue{limit: int64(limit), low: int64(limit - max(1, limit/8)), seed: maphash.MakeSeed(), wake: make(chan struct{}, 1)}
 }
 
 func (q *queue) shard(h uint64) *queueShard { return &q.shards[h>>59] } // queueShards = 2^5
@@ -82,10 +79,10 @@ func (q *queue) add(ctx context.Context, k queueKey, noWait bool, stopped <-chan
 	h := q.hash(k)
 	sh := q.shard(h)
 	sh.mu.Lock()
-	_, held := sh.keys[h]
+	held := sh.keys.has(h)
 	took := !held && q.tryTake()
 	if took {
-		sh.keys[h] = struct{}{}
+		sh.keys.add(h)
 	}
 	sh.mu.Unlock()
 	if held || took {
@@ -95,10 +92,7 @@ func (q *queue) add(ctx context.Context, k queueKey, noWait bool, stopped <-chan
 		return false, err
 	}
 	sh.mu.Lock()
-	_, held = sh.keys[h]
-	if !held {
-		sh.keys[h] = struct{}{}
-	}
+	held = !sh.keys.add(h)
 	sh.mu.Unlock()
 	if held { // another Submit of k took a slot for it meanwhile
 		q.free()
@@ -113,10 +107,7 @@ func (q *queue) done(k queueKey) {
 	h := q.hash(k)
 	sh := q.shard(h)
 	sh.mu.Lock()
-	_, held := sh.keys[h]
-	if held {
-		delete(sh.keys, h)
-	}
+	held := sh.keys.remove(h)
 	sh.mu.Unlock()
 	if held {
 		q.free()
@@ -129,8 +120,7 @@ func (q *queue) holds(k queueKey) bool {
 	sh := q.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	_, held := sh.keys[h]
-	return held
+	return sh.keys.has(h)
 }
 
 // take takes a slot, waiting for room as add says.

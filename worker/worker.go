@@ -23,9 +23,9 @@ type worker struct {
 	cancel context.CancelCauseFunc
 
 	// Its requests in the Pool's batchers, one at a time in each.
-	nextReq    *request[worklease.Claim, nextAnswer]
-	succeedReq *request[worklease.Claim, error]
-	retryReq   *request[worklease.Failure, retryAnswer]
+	nextReq    *nextRequest
+	succeedReq *succeedRequest
+	retryReq   *retryRequest
 
 	// What the claimer hands the worker: a claim (claimOK), nothing (the
 	// Pool stops), or the lead of the next claim. Set before a send on
@@ -34,10 +34,6 @@ type worker struct {
 	claim   worklease.Claim
 	claimOK bool
 	lead    bool
-
-	// running is the attempt whose handler runs, if any. Only the goroutine
-	// that runs the worker uses it.
-	running running
 
 	// Counts, summed by Stats. Each worker writes only its own.
 	inFlight     atomic.Bool
@@ -52,9 +48,9 @@ type worker struct {
 func newWorker(p *Pool) *worker {
 	w := &worker{
 		p: p, claimed: make(chan struct{}, 1),
-		nextReq:    newRequest[worklease.Claim, nextAnswer](),
-		succeedReq: newRequest[worklease.Claim, error](),
-		retryReq:   newRequest[worklease.Failure, retryAnswer](),
+		nextReq:    newRequest[worklease.Claim, nextAnswer, nextBuf](),
+		succeedReq: newRequest[worklease.Claim, error, []error](),
+		retryReq:   newRequest[worklease.Failure, retryAnswer, struct{}](),
 	}
 	w.ctx, w.cancel = context.WithCancelCause(p.handlerCtx)
 	return w
@@ -101,28 +97,17 @@ func (w *worker) work(c worklease.Claim, goexit *bool) (worklease.Claim, bool) {
 			p.sawTTL(c.ExpiresAt.Sub(p.cfg.clock.Now()))
 		}
 	}
-	w.running = running{ctx: ctx, cancel: cancel, claim: c, goexit: goexit}
-	err := w.call(ctx, Job{Domain: c.Domain, Offset: c.Offset, Attempt: c.Attempt, Token: c.Token, Payload: c.Payload})
-	w.running = running{}
+	err := w.call(ctx, cancel, &c, goexit)
 	return w.finish(ctx, c, cancel, err)
 }
 
-// A running attempt is what a worker's goroutine that ends in its handler,
-// which called runtime.Goexit, leaves for the one that takes its place.
-type running struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	claim  worklease.Claim
-	goexit *bool // serve's: set when the goroutine ends
-}
-
-// goexited is called, on the goroutine that runs w's handler, when the
-// handler called runtime.Goexit: that goroutine ends, and a new one ends
-// the attempt as failed with err and goes on serving.
-func (w *worker) goexited(err error) {
-	r := w.running
-	*r.goexit = true
-	w.p.goroutines.Go(func() { w.serve(w.finish(r.ctx, r.claim, r.cancel, err)) })
+// goexited is called, on the goroutine that runs w's handler on c with
+// ctx, when the handler called runtime.Goexit: that goroutine ends (serve
+// sees goexit set), and a new one ends the attempt as failed with err and
+// goes on serving.
+func (w *worker) goexited(ctx context.Context, cancel context.CancelCauseFunc, c worklease.Claim, goexit *bool, err error) {
+	*goexit = true
+	w.p.goroutines.Go(func() { w.serve(w.finish(ctx, c, cancel, err)) })
 }
 
 // finish ends the attempt on c, whose handler ran with ctx and returned
@@ -156,9 +141,9 @@ func (w *worker) finish(ctx context.Context, c worklease.Claim, cancel context.C
 // runtime.Goexit.
 var errGoexit = errors.New("handler called runtime.Goexit")
 
-// call runs the handler, recovering a panic as a failed attempt, and
-// sees to a call of runtime.Goexit (see goexited).
-func (w *worker) call(ctx context.Context, job Job) (err error) {
+// call runs the handler on c with ctx, recovering a panic as a failed
+// attempt, and sees to a call of runtime.Goexit (see goexited).
+func (w *worker) call(ctx context.Context, cancel context.CancelCauseFunc, c *worklease.Claim, goexit *bool) (err error) {
 	returned := false
 	defer func() {
 		if v := recover(); v != nil {
@@ -166,10 +151,10 @@ func (w *worker) call(ctx context.Context, job Job) (err error) {
 			err = &PanicError{Value: v, Stack: debug.Stack()}
 		} else if !returned {
 			w.panicked.Add(1)
-			w.goexited(&PanicError{Value: errGoexit, Stack: debug.Stack()})
+			w.goexited(ctx, cancel, *c, goexit, &PanicError{Value: errGoexit, Stack: debug.Stack()})
 		}
 	}()
-	err = w.p.h(ctx, job)
+	err = w.p.h(ctx, Job{Domain: c.Domain, Offset: c.Offset, Attempt: c.Attempt, Token: c.Token, Payload: c.Payload})
 	returned = true
 	return err
 }
@@ -186,18 +171,18 @@ func (w *worker) succeed(c *worklease.Claim) (next worklease.Claim, chained bool
 	ended := w.end(func() error {
 		var err error
 		if chain {
-			w.nextReq.req = *c
+			w.nextReq.req[0] = *c
 			var a nextAnswer
 			a, err = p.nexts.do(w.nextReq)
-			w.nextReq.req = worklease.Claim{}
+			w.nextReq.req[0] = worklease.Claim{}
 			if err == nil {
 				err, next, chained = a.err, a.next, a.granted
 			}
 		} else {
-			w.succeedReq.req = *c
+			w.succeedReq.req[0] = *c
 			var e error
 			e, err = p.succeeds.do(w.succeedReq)
-			w.succeedReq.req = worklease.Claim{}
+			w.succeedReq.req[0] = worklease.Claim{}
 			if err == nil {
 				err = e
 			}
@@ -236,9 +221,9 @@ func (w *worker) retry(c *worklease.Claim, cause error, delay time.Duration) {
 	again := false  // a call before failed, perhaps after it went through
 	landed := false // it did
 	ended := w.end(func() error {
-		w.retryReq.req = worklease.Failure{Claim: *c, Cause: cause, Delay: delay}
+		w.retryReq.req[0] = worklease.Failure{Claim: *c, Cause: cause, Delay: delay}
 		a, err := p.retries.do(w.retryReq)
-		w.retryReq.req = worklease.Failure{}
+		w.retryReq.req[0] = worklease.Failure{}
 		if err == nil {
 			res, err = a.res, a.err
 		}
