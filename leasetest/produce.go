@@ -375,8 +375,9 @@ func testScheduled(t *testing.T, s *Suite) {
 }
 
 // testScheduledHoldsGrants: no call grants an offset scheduled for later,
-// nor one queued behind it: TryAcquire queues, SucceedNext and FailNext
-// hint, ClaimNext leases nothing, and the admin calls report no head.
+// nor one queued behind it, nor, out of turn, before its time: TryAcquire
+// queues, SucceedNext and FailNext hint, ClaimNext leases nothing, and the
+// admin calls report no head.
 func testScheduledHoldsGrants(t *testing.T, s *Suite) {
 	e := s.start(t, worklease.WithMaxRetries(0))
 	later := epoch.Add(time.Hour)
@@ -404,8 +405,19 @@ func testScheduledHoldsGrants(t *testing.T, s *Suite) {
 	f.enqueueAt("B", 2, nil, later)
 	next := f.claimNext(f.claim(1, "B/1@1")) // nothing next before its time
 	mustEqual(t, 0, len(next), "ClaimNext onto a scheduled head")
+
+	// Best effort grants an offset out of turn, but not before its time:
+	// behind a head that is due, a scheduled offset asked for waits.
+	g := s.start(t, worklease.WithBestEffortOrdering())
+	g.enqueue("A", 1, nil, worklease.Enqueued)
+	mustEqual(t, worklease.Enqueued, g.enqueueAt("A", 2, nil, later))
+	g.acquire("A", 2, worklease.Enqueued) // out of turn, and not due
+	mustEqual(t, worklease.DomainInfo{Backlog: []int64{1, 2}}, g.inspect("A"), "after asking for A/2 before its time")
+	g.clk.Advance(time.Hour)
+	g.succeed("A", g.acquire("A", 2, worklease.Acquired).Token) // out of turn, now due
 	e.check()
 	f.check()
+	g.check()
 }
 
 // testScheduledRestart: a schedule survives a restart.
