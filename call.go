@@ -235,10 +235,10 @@ func (m *Manager) finish(sh *shard, r *domainRecord, st *step, b *batch) error {
 
 // finishAll is finish of any step.
 func (m *Manager) finishAll(sh *shard, r *domainRecord, st *step, b *batch) error {
-	// Most steps make one change, of a kind the record counts itself:
-	// count it without a call (unless finish did). The others may have
-	// made or ended the domain's dead letters.
-	if st.n != 1 || !sh.countHot(r, st.kinds[0]) {
+	// Most steps make one change, or two (SucceedNext's), of kinds the
+	// record counts itself: count them without a loop (unless finish
+	// did). The others may have made or ended the domain's dead letters.
+	if !(st.n == 1 && sh.countHot(r, st.kinds[0]) || st.n == 2 && sh.countHotPair(r, st)) {
 		sh.countAll(r, st)
 		if st.touchesDeadLetters() {
 			sh.syncDead(r)

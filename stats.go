@@ -93,18 +93,35 @@ func (sh *shard) countHot(r *domainRecord, k EventKind) bool {
 	if i < 0 {
 		return false
 	}
+	r.countHot(i)
+	return true
+}
+
+// countHotPair counts the two changes of st, a step on r, a record of sh
+// locked by the caller, if both are of kinds r counts itself, which it
+// reports; otherwise it counts neither. SucceedNext's step is such a pair.
+func (sh *shard) countHotPair(r *domainRecord, st *step) bool {
+	i, j := hotIndex[st.kinds[0]], hotIndex[st.kinds[1]]
+	if i < 0 || j < 0 {
+		return false
+	}
+	r.countHot(i)
+	r.countHot(j)
+	return true
+}
+
+// countHot adds one event of the i-th hot kind to r's counts; r.mu must be
+// held.
+func (r *domainRecord) countHot(i int8) {
 	if r.counts[i]++; r.counts[i] == 0 {
 		r.wrapped(int(i))
 	}
-	return true
 }
 
 // count adds one event of kind k on r, a record of sh locked by the caller.
 func (sh *shard) count(r *domainRecord, k EventKind) {
 	if i := hotIndex[k]; i >= 0 {
-		if r.counts[i]++; r.counts[i] == 0 {
-			r.wrapped(int(i))
-		}
+		r.countHot(i)
 		return
 	}
 	sh.stats.add(k, 1)
