@@ -32,7 +32,7 @@
 //   - One timer renews the leases of every running handler, with one
 //     ExtendMany for all that are due.
 //
-// A batch goes to the backend as soon as a call is free to take it (four
+// A batch goes to the backend as soon as a call is free to take it (two
 // of a kind at most are under way at once), with every job that finished
 // while the calls before it ran: a job that finishes alone is ended at
 // once, and under load the batches grow to what the backend takes.
