@@ -14,11 +14,10 @@ import (
 
 // The batchers' sizes: the most attempts one call ends, and the most calls
 // of a kind under way at once, each on a connection of its own with a
-// database backend. Two calls under way keep a database busy while each
-// holds its domains' rows only as long as its own statement runs: with
-// four, batches were smaller and more of them held rows at once, which
+// database backend. Two calls under way keep a database busy; with four,
+// batches were smaller and more calls held domains' rows at once, which
 // producers storing into the same domains waited for, and a Pool on
-// PostgreSQL ran fewer jobs a second.
+// PostgreSQL ran fewer jobs a second (docs/performance.md).
 const (
 	maxEndBatch = 256
 	maxEndCalls = 2
