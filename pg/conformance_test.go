@@ -3,7 +3,9 @@ package pg_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -22,11 +24,34 @@ import (
 // it first.
 func TestConformance(t *testing.T) {
 	pool := testPool(t)
-	schemaPool := newSchemaPool(t, pool)
+	schemas := newSchemaPool(t, pool)
 	app := pg.NewAppRole(t, pool)
-	var mu sync.Mutex // guards schemas: the suite's cases run in parallel
-	schemas := make(map[worklease.Backend]string)
-	open := func(t *testing.T, schema string, opts ...worklease.Option) worklease.Backend {
+	var mu sync.Mutex            // guards open: the suite's cases run in parallel
+	open := make(map[string]int) // how many Managers are open on each schema taken from the pool
+	hold := func(schema string) {
+		mu.Lock()
+		open[schema]++
+		mu.Unlock()
+	}
+	// release gives the schema back to the pool once nothing holds it: no
+	// Manager is open on it, and the test that took it has ended. The
+	// model test is the exception: it calls New with its own t for every
+	// case, and closes each case's Managers as the case ends, so its
+	// schemas go back as their last Manager closes, and each case reuses
+	// one rather than taking a new one.
+	release := func(schema string) {
+		mu.Lock()
+		open[schema]--
+		last := open[schema] == 0
+		if last {
+			delete(open, schema)
+		}
+		mu.Unlock()
+		if last {
+			schemas.put(schema)
+		}
+	}
+	start := func(t *testing.T, schema string, opts ...worklease.Option) worklease.Backend {
 		ctx := context.Background()
 		installer, err := pg.OpenSchema(ctx, pool, schema)
 		if err != nil {
@@ -38,32 +63,51 @@ func TestConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = m.Close() })
-		mu.Lock()
-		schemas[m] = schema
-		mu.Unlock()
-		return m
+		hold(schema)
+		pm := &pooledManager{Manager: m, schema: schema, release: release}
+		t.Cleanup(func() { _ = pm.Close() })
+		return pm
 	}
 	leasetest.Run(t, leasetest.Suite{
 		New: func(t *testing.T, opts ...worklease.Option) worklease.Backend {
-			return open(t, schemaPool.get(t), opts...)
+			schema := schemas.take(t)
+			if !strings.HasSuffix(t.Name(), "/Model") {
+				hold(schema) // until t ends: t may close its Manager, then reopen it
+				t.Cleanup(func() { release(schema) })
+			}
+			return start(t, schema, opts...)
 		},
 		Reopen: func(t *testing.T, b worklease.Backend, opts ...worklease.Option) worklease.Backend {
+			schema := b.(*pooledManager).schema
+			hold(schema) // the schema stays out of the pool while it restarts
+			defer release(schema)
 			_ = b.Close()
-			mu.Lock()
-			schema := schemas[b]
-			mu.Unlock()
-			return open(t, schema, opts...)
+			return start(t, schema, opts...)
 		},
 		Events:   true,
 		Payloads: true,
 		Check: func(b worklease.Backend) error {
-			mu.Lock()
-			schema := schemas[b]
-			mu.Unlock()
-			return checkRows(context.Background(), pool, schema)
+			return checkRows(context.Background(), pool, b.(*pooledManager).schema)
 		},
 	})
+}
+
+// A pooledManager is a Manager on a schema of TestConformance's pool,
+// which it releases when it closes (once, however often it is closed).
+type pooledManager struct {
+	*pg.Manager
+	schema  string
+	closed  atomic.Bool // Close was called: its schema is released
+	release func(schema string)
+}
+
+// Close closes the Manager and, the first time, releases its schema.
+func (m *pooledManager) Close() error {
+	err := m.Manager.Close()
+	if !m.closed.Swap(true) {
+		m.release(m.schema)
+	}
+	return err
 }
 
 // checkRows checks what every domain's row keeps of its other tables, as
