@@ -9,3 +9,8 @@ func GrantOverLeases(m *Manager) {
 	m.fast.acquire = strings.Replace(m.fast.acquire, "AND x.lease_off IS NULL ", "", 1)
 	m.fast.acquireLong = strings.Replace(m.fast.acquireLong, "AND x.lease_off IS NULL ", "", 1)
 }
+
+// WaitOnNotifications makes m's WaitClaim wait a whole poll after each
+// claim that found nothing, for the tests that only a notification may end
+// that wait.
+func WaitOnNotifications(m *Manager) { m.recheck = 0 }

@@ -58,6 +58,10 @@ type Manager struct {
 	closed   atomic.Bool
 	listen   listener // for WaitClaim
 	vacuum   vacuumer // for claims
+	// recheck is WaitClaim's first wait after a claim that found nothing,
+	// recheckFirst; 0 in tests of the notifications, where only the poll
+	// and a notification end a wait.
+	recheck time.Duration
 
 	// The statements of the calls, with the schema in them.
 	sql  statements
@@ -104,7 +108,7 @@ func OpenSchema(ctx context.Context, pool *pgxpool.Pool, schema string, opts ...
 	if !validSchema(schema) {
 		return nil, fmt.Errorf("%w: schema name %q: want 1 to 63 of a-z, 0-9 and _, not starting with a digit", worklease.ErrInvalidConfig, schema)
 	}
-	m := &Manager{pool: pool, schema: pgx.Identifier{schema}.Sanitize(), cfg: cfg, vacuum: vacuumer{every: vacuumEvery}}
+	m := &Manager{pool: pool, schema: pgx.Identifier{schema}.Sanitize(), cfg: cfg, vacuum: vacuumer{every: vacuumEvery}, recheck: recheckFirst}
 	if err := waitForDatabase(ctx, pool); err != nil {
 		return nil, err
 	}

@@ -397,6 +397,7 @@ func TestClaimNextAfterConcurrentLIFOEnqueue(t *testing.T) {
 func TestWaitClaimAfterEnqueueMany(t *testing.T) {
 	e := newPullEnv(t)
 	defer e.m.Close()
+	pg.WaitOnNotifications(e.m)
 	producer, err := pg.OpenSchema(e.ctx, testPool(t), e.schema, worklease.WithClock(e.clock)) // another process
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -519,6 +521,8 @@ func TestClaimPriority(t *testing.T) {
 // Close stops its listening.
 func TestWaitClaim(t *testing.T) {
 	e := newPullEnv(t)
+	// Only the notification ends the wait, long before the poll.
+	pg.WaitOnNotifications(e.m)
 	producer, err := pg.OpenSchema(e.ctx, testPool(t), e.schema, worklease.WithClock(e.clock)) // another process
 	if err != nil {
 		t.Fatal(err)
@@ -579,11 +583,85 @@ func TestWaitClaim(t *testing.T) {
 	}
 }
 
+// A ready domain that another transaction holds locked as a claim looks
+// (a producer storing into it, say) is passed over, and nothing notifies
+// when the lock goes, as the domain did not become ready then: a waiting
+// claim finds it on one of its first short waits, long before its poll.
+func TestWaitClaimFindsDomainLockedAtItsClaim(t *testing.T) {
+	e := newPullEnv(t)
+	defer e.m.Close()
+	e.enqueue("a", 1, "a1", worklease.Enqueued)
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	domains := pgx.Identifier{e.schema, "domains"}.Sanitize()
+	if _, err := tx.Exec(e.ctx, "SELECT FROM "+domains+" WHERE domain = $1 FOR UPDATE", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	const poll = time.Minute
+	done := make(chan []worklease.Claim, 1)
+	go func() {
+		got, _ := e.m.WaitClaim(e.ctx, 1, poll)
+		done <- got
+	}()
+	time.Sleep(200 * time.Millisecond) // the claim passed a over, and waits
+	select {
+	case got := <-done:
+		t.Fatalf("WaitClaim returned %+v while a was locked", got)
+	default:
+	}
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-done:
+		if len(got) != 1 || got[0].Domain != "a" || got[0].Offset != 1 {
+			t.Fatalf("WaitClaim after the lock went: %+v; want a/1", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("WaitClaim did not claim a within 10s of its lock going (its poll is %v)", poll)
+	}
+}
+
+// Of a Manager's claims that wait with nothing ready, one at a time
+// rechecks after short waits; the others wait for a notification or their
+// poll.
+func TestWaitClaimsRecheckOneAtATime(t *testing.T) {
+	e := newPullEnv(t)
+	defer e.m.Close()
+	var claims atomic.Int32
+	m, err := pg.OpenSchema(e.ctx, otherProcess(t, e.pool, "recheck_"+e.schema, &claims), e.schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const waiting = 10
+	ctx, cancel := context.WithTimeout(e.ctx, 400*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range waiting {
+		wg.Go(func() {
+			if cs, err := m.WaitClaim(ctx, 1, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("WaitClaim with nothing ready: %v, %v; want DeadlineExceeded", cs, err)
+			}
+		})
+	}
+	wg.Wait()
+	// A claim each, and one claim's rechecks after about 5, 15, 35, 75,
+	// 155 and 315 ms; ten that each rechecked would claim about 70 times.
+	if n := claims.Load(); n <= waiting || n > 2*waiting {
+		t.Errorf("%d waiting claims claimed %d times in 400 ms; want one each and a few rechecks", waiting, n)
+	}
+}
+
 // A retry without a delay makes its domain ready at once, and wakes a
 // waiting claim.
 func TestWaitClaimAfterRetry(t *testing.T) {
 	e := newPullEnv(t)
 	defer e.m.Close()
+	pg.WaitOnNotifications(e.m)
 	other, err := pg.OpenSchema(e.ctx, testPool(t), e.schema, worklease.WithClock(e.clock)) // another process
 	if err != nil {
 		t.Fatal(err)

@@ -124,6 +124,7 @@ func TestEnqueueTxCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer worker.Close()
+	pg.WaitOnNotifications(worker)
 	done := make(chan waited, 1)
 	go func() {
 		cs, err := worker.WaitClaim(ctx, 10, time.Hour) // only a wake-up ends its wait

@@ -20,6 +20,21 @@ const readyChannel = "worklease_ready"
 // listening connection.
 const DefaultPoll = time.Second
 
+// recheckFirst is how long a waiting claim waits, after a claim that
+// found nothing, before it claims again with no notification; each wait
+// after another claim that found nothing is twice the one before, up to
+// the poll. A call that makes a domain ready notifies only if it saw no
+// other ready domain when its statement began, and a claim passes over
+// the ready domains that another call holds locked (a producer storing
+// into them, say): under load, a domain can become ready with no
+// notification for the claim that has just found nothing. Waiting a poll
+// for it left a Pool on PostgreSQL idle for most of a second, several
+// times a run. One waiting claim of a Manager at a time rechecks so (see
+// listener.rechecking): a Pool waits in one claim anyway, and a dozen
+// workers that each wait in their own would claim a dozen times as often
+// for nothing.
+const recheckFirst = 5 * time.Millisecond
+
 // A listener wakes the Manager's waiting claims when the database says a
 // domain became ready. It listens on a connection of its own, outside the
 // pool, from the first WaitClaim until Close. A notification wakes one
@@ -35,6 +50,28 @@ type listener struct {
 	closed  bool          // by Close: no goroutine starts again
 	done    chan struct{} // closed by Close, which wakes every waiting claim
 	drop    func()        // closes the listening connection, which is then made again; nil while there is none
+	// rechecking: a waiting claim waits short and rechecks (see
+	// recheckFirst); the others wait for a notification or their poll.
+	rechecking bool
+}
+
+// beginRecheck makes the caller the waiting claim that rechecks, and
+// reports whether it is: false while another is.
+func (l *listener) beginRecheck() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rechecking {
+		return false
+	}
+	l.rechecking = true
+	return true
+}
+
+// endRecheck ends the caller's turn to recheck.
+func (l *listener) endRecheck() {
+	l.mu.Lock()
+	l.rechecking = false
+	l.mu.Unlock()
 }
 
 // reconnect closes the listening connection, if there is one: a call found
@@ -178,14 +215,22 @@ func (m *Manager) listenOnce(ctx context.Context) (listened bool) {
 // then returns, or the Manager is closed. The notifications come on a
 // connection of the Manager's own, made as the pool makes one (see the
 // package documentation), opened by the first WaitClaim and closed by
-// Close; without it, waiting claims poll. A domain made
-// ready while another ready one is being claimed may wait for the next
-// poll.
+// Close; without it, waiting claims poll. One waiting claim of the
+// Manager at a time waits shorter than poll at first, from a few
+// milliseconds, doubling (see recheckFirst), so that a domain made ready
+// with no notification for it is claimed soon.
 func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]worklease.Claim, error) {
 	if poll <= 0 {
 		poll = DefaultPoll
 	}
 	closing := m.listen.closing()
+	turn := false             // whether this claim has had its turn to recheck
+	var recheck time.Duration // while it is its turn, its next short wait
+	defer func() {
+		if recheck > 0 {
+			m.listen.endRecheck()
+		}
+	}()
 	for {
 		wake := m.woken()
 		claims, more, err := m.claim(ctx, n, true)
@@ -195,7 +240,17 @@ func (m *Manager) WaitClaim(ctx context.Context, n int, poll time.Duration) ([]w
 		if err != nil || len(claims) > 0 {
 			return claims, err
 		}
-		timer := time.NewTimer(poll - time.Duration(rand.Int64N(int64(poll)/5+1)))
+		if !turn && m.recheck > 0 && m.listen.beginRecheck() {
+			turn, recheck = true, m.recheck
+		}
+		wait := poll
+		if recheck >= poll {
+			m.listen.endRecheck()
+			recheck = 0
+		} else if recheck > 0 {
+			wait, recheck = recheck, 2*recheck
+		}
+		timer := time.NewTimer(wait - time.Duration(rand.Int64N(int64(wait)/5+1)))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
