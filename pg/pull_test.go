@@ -638,7 +638,7 @@ func TestWaitClaimsRecheckOneAtATime(t *testing.T) {
 	}
 	defer m.Close()
 	const waiting = 10
-	ctx, cancel := context.WithTimeout(e.ctx, 400*time.Millisecond)
+	ctx, cancel := context.WithTimeout(e.ctx, time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
 	for range waiting {
@@ -649,10 +649,14 @@ func TestWaitClaimsRecheckOneAtATime(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// A claim each, and one claim's rechecks after about 5, 15, 35, 75,
-	// 155 and 315 ms; ten that each rechecked would claim about 70 times.
-	if n := claims.Load(); n <= waiting || n > 2*waiting {
-		t.Errorf("%d waiting claims claimed %d times in 400 ms; want one each and a few rechecks", waiting, n)
+	// A claim each, one claim's rechecks after about 5, 15, 35, 75, 155,
+	// 315 and 635 ms (eight at most, the waits jittered shorter), and
+	// perhaps one claim woken as the Manager begins to listen: 17 to 19;
+	// ten that each rechecked would claim about 80 times.
+	n := claims.Load()
+	t.Logf("%d waiting claims claimed %d times", waiting, n)
+	if n <= waiting || n > 3*waiting {
+		t.Errorf("%d waiting claims claimed %d times in a second; want one each and a few rechecks", waiting, n)
 	}
 }
 
