@@ -39,6 +39,12 @@ func TestPullStress(t *testing.T) {
 	wg.Go(func() {
 		for i := 0; ctx.Err() == nil && i < 3000; i++ {
 			_, err := m.Enqueue(fmt.Sprint("d", i%D), int64(i), []byte{byte(i)})
+			if errors.Is(err, worklease.ErrPayloadMismatch) {
+				// Kill failed the offset before it arrived (and Redrive may
+				// have queued it again), with no payload: the contract
+				// refuses it with one.
+				continue
+			}
 			note(err)
 		}
 	})
