@@ -36,7 +36,7 @@ func (st *step) add(c *change) {
 
 // note notes a change of kind k, which the call made and applied. If the
 // caller keeps the changes themselves, it returns where the call writes
-// this one; otherwise nil. The calls on the hot path note their changes
+// this one, a zero change; otherwise nil. The calls on the hot path note their changes
 // this way, so that they build one only when it is kept.
 func (st *step) note(k EventKind) *change {
 	i := st.n
@@ -161,7 +161,7 @@ func (s *domainState) grant(p *policy, st *step, offset int64) {
 	tok := Token{fence: s.issued.fence + 1, serial: s.issued.serial, instance: p.instance}
 	s.applyAcquired(p, l, tok, attempts)
 	if c := st.note(EventAcquired); c != nil {
-		*c = acquiredChange(l, tok, attempts)
+		c.setAcquired(l, tok, attempts)
 	}
 }
 
@@ -213,7 +213,8 @@ func (s *domainState) succeed(p *policy, st *step, tok Token, res *SucceedResult
 		return s.reject(st, tok)
 	}
 	if c := st.note(EventProcessed); c != nil {
-		*c = change{kind: EventProcessed, offset: s.lease.offset, attempt: s.attempts(), token: tok}
+		// Field by field, as setAcquired: every cycle comes here.
+		c.kind, c.offset, c.attempt, c.token = EventProcessed, s.lease.offset, s.attempts(), tok
 	}
 	s.applyProcessed(p, s.lease.offset)
 	res.Status = NoBacklog

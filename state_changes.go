@@ -161,12 +161,14 @@ func (s *domainState) unqueue(offset int64) {
 	}
 }
 
-// acquiredChange returns the change that applyAcquired applies.
-func acquiredChange(l lease, tok Token, attempts int) change {
-	return change{
-		kind: EventAcquired, offset: l.offset, attempt: attempts, token: tok,
-		retries: l.retries, acquiredAt: l.acquiredAt, expiresAt: l.expiresAt,
-	}
+// setAcquired makes c, a zero change, the change that applyAcquired
+// applies. It sets the fields one by one: a change built apart and copied
+// in is read back right after the stores that built it, which the
+// processor cannot forward to the copy's wider loads (see stepBuffer), and
+// the copy of its pointers takes write barriers. Every grant comes here.
+func (c *change) setAcquired(l lease, tok Token, attempts int) {
+	c.kind, c.offset, c.attempt, c.token = EventAcquired, l.offset, attempts, tok
+	c.retries, c.acquiredAt, c.expiresAt = l.retries, l.acquiredAt, l.expiresAt
 }
 
 // applyProcessed makes the lease's offset processed, and ends the lease.
