@@ -36,8 +36,8 @@ func (st *step) add(c *change) {
 
 // note notes a change of kind k, which the call made and applied. If the
 // caller keeps the changes themselves, it returns where the call writes
-// this one, a zero change; otherwise nil. The calls on the hot path note their changes
-// this way, so that they build one only when it is kept.
+// this one, a zero change; otherwise nil. The calls on the hot path note
+// their changes this way, so that they build one only when it is kept.
 func (st *step) note(k EventKind) *change {
 	i := st.n
 	st.n++
