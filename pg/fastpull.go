@@ -50,6 +50,20 @@ import (
 // claim and ClaimNext read to grant it.
 const headColumns = "y.ctid AS btid, y.off, y.carried_attempts, y.carried_retries, y.carried_acquired_at, y.not_before"
 
+// onlyAppended is the SQL of whether the backlog of x, a domain's row as
+// ClaimNext locked it, differs from the backlog of t, the same row as the
+// statement's snapshot had it, only by offsets queued at its back. Every
+// call that queues an offset moves back_pos up or front_pos down (LIFO,
+// redrives and retries queue at the front), and every call that takes
+// one out (a grant, Cancel, Kill) counts queued down: so with front_pos
+// unchanged and queued up by as much as back_pos, nothing left and
+// nothing came before what was there, and t's head is x's. A backlog's
+// rows are otherwise never changed but for the schedule of an offset
+// queued in the same transaction, at the back then, or at the front.
+// ClaimNext checks it only for a domain whose lease the token still
+// holds, which no other call can grant, Forget or claim meanwhile.
+const onlyAppended = "x.front_pos = t.front_was AND x.back_pos - t.back_was = x.queued - t.queued_was"
+
 // pullStatements are the pull queue's plain statements of a schema.
 type pullStatements struct {
 	claim, succeedOne, succeedOneLong, succeedMany, claimNext, repeatNext string
@@ -219,9 +233,12 @@ FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`,
 		// The backlogs' heads are read as the statement's snapshot has
 		// them, before the locks: next holds only for a row still in that
 		// snapshot's version (as in claim), which the row being updated, x,
-		// shows by its ctid.
+		// shows by its ctid, or for one whose backlog has only grown at its
+		// back since (see onlyAppended): a producer storing into a domain
+		// while its job runs leaves the head it had.
 		claimNext: fmt.Sprintf(`WITH s AS MATERIALIZED (
-	SELECT t.*, x.ctid AS tid, b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, b.not_before, p.payload
+	SELECT t.*, x.ctid AS tid, x.front_pos AS front_was, x.back_pos AS back_was, x.queued AS queued_was,
+		b.btid, b.off, b.carried_attempts, b.carried_retries, b.carried_acquired_at, b.not_before, p.payload
 	FROM (%[5]s) t
 	JOIN %[1]s.domains x ON x.key = t.key AND x.domain = t.dom
 	LEFT JOIN LATERAL (%[10]s) b ON true
@@ -262,8 +279,8 @@ SELECT u.domain, u.ended_off, u.ended_attempts, u.ended_fence, %[2]s,
 	u.lease_off, CASE WHEN u.lease_off IS NOT NULL THEN u.payload END, u.fence, u.serial, u.lease_attempts, u.lease_expires_at,
 	n.count > 0
 FROM u LEFT JOIN (SELECT count(*) FROM notified) n ON true`, schema, callNow(5),
-			fmt.Sprintf("(x.ctid = t.tid AND t.off IS NOT NULL AND NOT x.paused AND %s < %d AND (t.not_before IS NULL OR t.not_before <= %s))",
-				run, MaxStreak, callNow(5)),
+			fmt.Sprintf("((x.ctid = t.tid OR %s) AND t.off IS NOT NULL AND NOT x.paused AND %s < %d AND (t.not_before IS NULL OR t.not_before <= %s))",
+				onlyAppended, run, MaxStreak, callNow(5)),
 			readyChannel, tokens("$8"), locked("$8"), holds, othersReady, run,
 			backlogHead(schema, "x", headColumns),
 			sameDomain("p", "x"), sameDomain("y", "u")),

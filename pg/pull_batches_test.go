@@ -392,6 +392,82 @@ func TestClaimNextAfterConcurrentLIFOEnqueue(t *testing.T) {
 	}
 }
 
+// A ClaimNext that waited for a domain into which another process stored
+// offsets at the back of its backlog meanwhile (a producer storing while
+// the domain's job runs) still grants the head its snapshot saw, which is
+// still the head, and leaves the new offsets queued behind it. If that
+// process also took an offset out (here a Kill of the head, with as many
+// offsets stored as taken out), the snapshot's head is not granted.
+func TestClaimNextAfterConcurrentAppend(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run(fmt.Sprintf("kill=%v", kill), func(t *testing.T) {
+			e := newPullEnv(t)
+			for i := 1; i <= 2; i++ {
+				e.enqueue("a", int64(i), fmt.Sprintf("a%d", i), worklease.Enqueued)
+			}
+			cs, _ := e.claim(1)
+			tx := e.holdDomain("a")
+			type result struct {
+				next []worklease.Claim
+				errs []error
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				next, errs, err := e.m.ClaimNext(e.ctx, cs)
+				done <- result{next, errs, err}
+			}()
+			e.waitForLockWaiters(1)
+			for _, off := range []int64{3, 4} {
+				if _, err := tx.Exec(e.ctx, "SELECT "+quoted(e.schema)+".enqueue($1, $2, $3, $4, "+e.policy(5, false)+")",
+					[]byte("a"), off, []byte(fmt.Sprintf("a%d", off)), e.clock.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if kill {
+				if _, err := tx.Exec(e.ctx, "SELECT "+quoted(e.schema)+".kill($1, 2, NULL, true, $2, "+e.policy(5, false)+")",
+					[]byte("a"), e.clock.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			if r.err != nil || r.errs[0] != nil {
+				t.Fatalf("ClaimNext: %v, %v", r.errs, r.err)
+			}
+			var got []string
+			for _, c := range r.next {
+				got = append(got, fmt.Sprintf("%s/%d:%s@%d", c.Domain, c.Offset, c.Payload, c.Attempt))
+			}
+			if !kill {
+				if !equal(got, []string{"a/2:a2@1"}) {
+					t.Fatalf("ClaimNext granted %v; want a/2, the head before and after the offsets stored behind it", got)
+				}
+				// The offsets stored behind it follow it, in order.
+				for _, want := range []string{"a/3:a3@1", "a/4:a4@1"} {
+					next, errs, err := e.m.ClaimNext(e.ctx, r.next)
+					if err != nil || errs[0] != nil || len(next) != 1 {
+						t.Fatalf("ClaimNext: %+v, %v, %v; want %s", next, errs, err, want)
+					}
+					if g := fmt.Sprintf("%s/%d:%s@%d", next[0].Domain, next[0].Offset, next[0].Payload, next[0].Attempt); g != want {
+						t.Fatalf("ClaimNext granted %s; want %s", g, want)
+					}
+					r.next = next
+				}
+				return
+			}
+			if len(got) != 0 {
+				t.Fatalf("ClaimNext granted %v; want nothing: the head its snapshot saw, a/2, was killed", got)
+			}
+			if _, claimed := e.claim(5); !equal(claimed, []string{"a/3:a3@1"}) {
+				t.Fatalf("claim after ClaimNext: %v; want a/3, the head", claimed)
+			}
+		})
+	}
+}
+
 // EnqueueMany that makes a domain ready wakes a waiting claim of another
 // process, as Enqueue does, long before its poll.
 func TestWaitClaimAfterEnqueueMany(t *testing.T) {
