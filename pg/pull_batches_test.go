@@ -246,6 +246,48 @@ func (e *pullEnv) waitForLockWaiters(n int) {
 	}
 }
 
+// claimNextMeanwhile runs ClaimNext of cs while another process's
+// transaction holds domain's row: once ClaimNext waits for the row, change
+// runs in that transaction, which then commits. It returns ClaimNext's
+// answer, failing the test on an error.
+func (e *pullEnv) claimNextMeanwhile(cs []worklease.Claim, domain string, change func(tx pgx.Tx)) []worklease.Claim {
+	e.t.Helper()
+	tx := e.holdDomain(domain)
+	type result struct {
+		next []worklease.Claim
+		errs []error
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		next, errs, err := e.m.ClaimNext(e.ctx, cs)
+		done <- result{next, errs, err}
+	}()
+	e.waitForLockWaiters(1)
+	change(tx)
+	if err := tx.Commit(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		e.t.Fatalf("ClaimNext: %v", r.err)
+	}
+	for i, err := range r.errs {
+		if err != nil {
+			e.t.Fatalf("ClaimNext of %s/%d: %v", cs[i].Domain, cs[i].Offset, err)
+		}
+	}
+	return r.next
+}
+
+// exec runs sql in tx, failing the test on an error.
+func (e *pullEnv) exec(tx pgx.Tx, sql string, args ...any) {
+	e.t.Helper()
+	if _, err := tx.Exec(e.ctx, sql, args...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // policy is the SQL of the schema's policy row with these options' values.
 func (e *pullEnv) policy(maxRetries int, lifo bool) string {
 	return fmt.Sprintf("ROW(%d, NULL, %v, false, false, false)::%s.policy", maxRetries, lifo, quoted(e.schema))
@@ -261,37 +303,17 @@ func TestClaimNextAfterConcurrentKill(t *testing.T) {
 		e.enqueue("a", int64(i), fmt.Sprintf("a%d", i), worklease.Enqueued)
 	}
 	cs, _ := e.claim(1)
-	tx := e.holdDomain("a")
-	type result struct {
-		next []worklease.Claim
-		errs []error
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		next, errs, err := e.m.ClaimNext(e.ctx, cs)
-		done <- result{next, errs, err}
-	}()
-	e.waitForLockWaiters(1)
 	// Another process kills offset 2, the next one, in the transaction
 	// that holds the row.
-	if _, err := tx.Exec(e.ctx, "SELECT "+quoted(e.schema)+".kill($1, 2, NULL, true, $2, "+e.policy(5, false)+")",
-		[]byte("a"), e.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.err != nil || r.errs[0] != nil {
-		t.Fatalf("ClaimNext: %v, %v", r.errs, r.err)
-	}
-	for _, c := range r.next {
+	next := e.claimNextMeanwhile(cs, "a", func(tx pgx.Tx) {
+		e.exec(tx, "SELECT "+quoted(e.schema)+".kill($1, 2, NULL, true, $2, "+e.policy(5, false)+")", []byte("a"), e.clock.Now())
+	})
+	for _, c := range next {
 		if c.Offset == 2 {
 			t.Fatalf("ClaimNext granted offset 2, which was killed before it locked the domain: %+v", c)
 		}
 	}
-	if len(r.next) == 0 {
+	if len(next) == 0 {
 		if _, got := e.claim(1); !equal(got, []string{"a/3:a3@1"}) {
 			t.Fatalf("claim after ClaimNext: %v; want a/3", got)
 		}
@@ -356,31 +378,11 @@ func TestClaimNextAfterConcurrentLIFOEnqueue(t *testing.T) {
 	e.enqueue("a", 1, "a1", worklease.Enqueued)
 	cs, _ := e.claim(1)
 	e.enqueue("a", 2, "a2", worklease.Enqueued)
-	tx := e.holdDomain("a")
-	type result struct {
-		next []worklease.Claim
-		errs []error
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		next, errs, err := e.m.ClaimNext(e.ctx, cs)
-		done <- result{next, errs, err}
-	}()
-	e.waitForLockWaiters(1)
-	if _, err := tx.Exec(e.ctx, "SELECT "+quoted(e.schema)+".enqueue($1, 3, $2, $3, "+e.policy(5, true)+")",
-		[]byte("a"), []byte("a3"), e.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.err != nil || r.errs[0] != nil {
-		t.Fatalf("ClaimNext: %v, %v", r.errs, r.err)
-	}
+	next := e.claimNextMeanwhile(cs, "a", func(tx pgx.Tx) {
+		e.exec(tx, "SELECT "+quoted(e.schema)+".enqueue($1, 3, $2, $3, "+e.policy(5, true)+")", []byte("a"), []byte("a3"), e.clock.Now())
+	})
 	var got []string
-	for _, c := range r.next {
+	for _, c := range next {
 		got = append(got, fmt.Sprintf("%s/%d", c.Domain, c.Offset))
 	}
 	_, claimed := e.claim(5)
@@ -406,63 +408,35 @@ func TestClaimNextAfterConcurrentAppend(t *testing.T) {
 				e.enqueue("a", int64(i), fmt.Sprintf("a%d", i), worklease.Enqueued)
 			}
 			cs, _ := e.claim(1)
-			tx := e.holdDomain("a")
-			type result struct {
-				next []worklease.Claim
-				errs []error
-				err  error
-			}
-			done := make(chan result, 1)
-			go func() {
-				next, errs, err := e.m.ClaimNext(e.ctx, cs)
-				done <- result{next, errs, err}
-			}()
-			e.waitForLockWaiters(1)
-			for _, off := range []int64{3, 4} {
-				if _, err := tx.Exec(e.ctx, "SELECT "+quoted(e.schema)+".enqueue($1, $2, $3, $4, "+e.policy(5, false)+")",
-					[]byte("a"), off, []byte(fmt.Sprintf("a%d", off)), e.clock.Now()); err != nil {
-					t.Fatal(err)
+			next := e.claimNextMeanwhile(cs, "a", func(tx pgx.Tx) {
+				for _, off := range []int64{3, 4} {
+					e.exec(tx, "SELECT "+quoted(e.schema)+".enqueue($1, $2, $3, $4, "+e.policy(5, false)+")",
+						[]byte("a"), off, []byte(fmt.Sprintf("a%d", off)), e.clock.Now())
 				}
-			}
+				if kill {
+					e.exec(tx, "SELECT "+quoted(e.schema)+".kill($1, 2, NULL, true, $2, "+e.policy(5, false)+")", []byte("a"), e.clock.Now())
+				}
+			})
 			if kill {
-				if _, err := tx.Exec(e.ctx, "SELECT "+quoted(e.schema)+".kill($1, 2, NULL, true, $2, "+e.policy(5, false)+")",
-					[]byte("a"), e.clock.Now()); err != nil {
-					t.Fatal(err)
+				if len(next) != 0 {
+					t.Fatalf("ClaimNext granted %v; want nothing: the head its snapshot saw, a/2, was killed", claimStrings(next))
 				}
-			}
-			if err := tx.Commit(e.ctx); err != nil {
-				t.Fatal(err)
-			}
-			r := <-done
-			if r.err != nil || r.errs[0] != nil {
-				t.Fatalf("ClaimNext: %v, %v", r.errs, r.err)
-			}
-			var got []string
-			for _, c := range r.next {
-				got = append(got, fmt.Sprintf("%s/%d:%s@%d", c.Domain, c.Offset, c.Payload, c.Attempt))
-			}
-			if !kill {
-				if !equal(got, []string{"a/2:a2@1"}) {
-					t.Fatalf("ClaimNext granted %v; want a/2, the head before and after the offsets stored behind it", got)
-				}
-				// The offsets stored behind it follow it, in order.
-				for _, want := range []string{"a/3:a3@1", "a/4:a4@1"} {
-					next, errs, err := e.m.ClaimNext(e.ctx, r.next)
-					if err != nil || errs[0] != nil || len(next) != 1 {
-						t.Fatalf("ClaimNext: %+v, %v, %v; want %s", next, errs, err, want)
-					}
-					if g := fmt.Sprintf("%s/%d:%s@%d", next[0].Domain, next[0].Offset, next[0].Payload, next[0].Attempt); g != want {
-						t.Fatalf("ClaimNext granted %s; want %s", g, want)
-					}
-					r.next = next
+				if _, claimed := e.claim(5); !equal(claimed, []string{"a/3:a3@1"}) {
+					t.Fatalf("claim after ClaimNext: %v; want a/3, the head", claimed)
 				}
 				return
 			}
-			if len(got) != 0 {
-				t.Fatalf("ClaimNext granted %v; want nothing: the head its snapshot saw, a/2, was killed", got)
-			}
-			if _, claimed := e.claim(5); !equal(claimed, []string{"a/3:a3@1"}) {
-				t.Fatalf("claim after ClaimNext: %v; want a/3, the head", claimed)
+			// The head before and after the offsets stored behind it, then
+			// those offsets, in order.
+			for _, want := range []string{"a/2:a2@1", "a/3:a3@1", "a/4:a4@1"} {
+				if got := claimStrings(next); !equal(got, []string{want}) {
+					t.Fatalf("ClaimNext granted %v; want %s", got, want)
+				}
+				var errs []error
+				var err error
+				if next, errs, err = e.m.ClaimNext(e.ctx, next); err != nil || errs[0] != nil {
+					t.Fatalf("ClaimNext: %v, %v", errs, err)
+				}
 			}
 		})
 	}
