@@ -135,7 +135,7 @@ func (m *Manager) enqueueBatch(ctx context.Context, q runner, b enqueueArgs) ([]
 		return nil, err
 	}
 	defer rows.Close()
-	var all []enqueued
+	all := make([]enqueued, 0, len(b.domains))
 	for rows.Next() {
 		var e enqueued
 		if err := rows.Scan(append([]any{&e.i}, e.a.dest()...)...); err != nil {

@@ -78,6 +78,7 @@ var sqlKinds = map[string][]worklease.EventKind{
 	"008_schedules.sql enqueue_many":             {worklease.EventEnqueued, worklease.EventEnqueued, worklease.EventEnqueued},
 	"009_domain_key_column.sql enqueue_many":     {worklease.EventEnqueued, worklease.EventEnqueued, worklease.EventEnqueued},
 	"010_scheduled_out_of_turn.sql try_acquire":  {worklease.EventEnqueued, worklease.EventOutOfOrder},
+	"011_enqueue_locks_first.sql enqueue_many":   {worklease.EventEnqueued, worklease.EventEnqueued, worklease.EventEnqueued},
 	"fast.go endLease":                           {worklease.EventProcessed, worklease.EventProcessed},
 	"fast.go newFastStatements":                  {worklease.EventAcquired, worklease.EventAcquired},
 	"fastpull.go newPullStatements":              {worklease.EventAcquired, worklease.EventAcquired, worklease.EventAcquired, worklease.EventAcquired, worklease.EventProcessed, worklease.EventProcessed},
