@@ -191,7 +191,8 @@ func settleKilled(t *testing.T, pool *pgxpool.Pool, s string, pid int) (happened
 // killWorking kills cmd with SIGKILL halfway through the processes' run,
 // once it has been working for a while and holds a lease: a loaded machine
 // may start it late, or slow it until its run is over, and a process
-// killed holding no lease tests nothing.
+// killed holding no lease tests nothing. It looks for the lease with the
+// process paused, so that the kill finds it still holding it.
 func killWorking(t *testing.T, pool *pgxpool.Pool, s string, cmd *exec.Cmd) {
 	t.Helper()
 	time.Sleep(mpRun / 2)
@@ -203,8 +204,18 @@ func killWorking(t *testing.T, pool *pgxpool.Pool, s string, cmd *exec.Cmd) {
 			t.Fatal(err)
 		}
 		if n >= 5 {
+			// Look with the process paused: one that ran on between the
+			// look and the kill could finish its attempt first, and die
+			// holding nothing. A statement it sent before the pause may
+			// still record a success, which settleKilled then counts.
+			if err := pausePID(pid); err != nil {
+				t.Fatal(err)
+			}
 			if open, _ := unfinishedAttempts(t, pool, s, pid); open > 0 {
 				break
+			}
+			if err := resumePID(pid); err != nil {
+				t.Fatal(err)
 			}
 		}
 		if time.Now().After(deadline) {
