@@ -17,7 +17,7 @@ import (
 type statements struct {
 	tryAcquire, succeed, fail, extend, kill, redrive, forceRelease, setPaused, forget string
 	inspect, inspectRead, reap, leases, domains, deadLetters, deadLettersOf, stats    string
-	enqueue, enqueueMany, claim, retry, setPriority                                   string
+	enqueue, enqueueMany, enqueueManyStatuses, claim, retry, setPriority              string
 	retryMany, extendMany                                                             string
 	enqueueAt, append, cancel                                                         string
 }
@@ -60,6 +60,11 @@ func newStatements(schema string) statements {
 		append:       call("append", 5),
 		cancel:       call("cancel", 3),
 		enqueueMany: fmt.Sprintf("SELECT e.i, (e.a).* FROM %s.enqueue_many($1, $2, $3, $4, %s) e",
+			schema, policyRow(schema, 5)),
+		// EnqueueMany's statement for a caller that reports no events: the
+		// statuses alone, without the answers' other columns (five arrays
+		// among them) that only events read.
+		enqueueManyStatuses: fmt.Sprintf("SELECT e.i, (e.a).status, (e.a).err FROM %s.enqueue_many($1, $2, $3, $4, %s) e",
 			schema, policyRow(schema, 5)),
 		retry:       call("retry", 6),
 		retryMany:   manyStatement(schema, "retry", "bytea", "bigint", "bigint", "bool", "bytea", "interval"),

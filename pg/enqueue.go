@@ -60,8 +60,9 @@ func (m *Manager) EnqueueMany(ctx context.Context, items []Item) ([]worklease.Ac
 		return nil, err
 	}
 	defer c.release()
+	events := m.cfg.Observer != nil
 	all, err := retryDeadlocked(func() ([]enqueued, error) {
-		all, err := m.enqueueBatch(ctx, c, b)
+		all, err := m.enqueueBatch(ctx, c, b, events)
 		if err != nil {
 			return nil, c.fail(op, err)
 		}
@@ -74,8 +75,10 @@ func (m *Manager) EnqueueMany(ctx context.Context, items []Item) ([]worklease.Ac
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range all {
-		m.report(items[e.i-1].Domain, &e.a, nil, worklease.Token{}, nil)
+	if events {
+		for _, e := range all {
+			m.report(items[e.i-1].Domain, &e.a, nil, worklease.Token{}, nil)
+		}
 	}
 	return out, nil
 }
@@ -128,20 +131,29 @@ type enqueued struct {
 }
 
 // enqueueBatch runs EnqueueMany's statement for b on q, and returns the
-// database's error as it is.
-func (m *Manager) enqueueBatch(ctx context.Context, q runner, b enqueueArgs) ([]enqueued, error) {
-	rows, err := q.Query(ctx, m.sql.enqueueMany, append([]any{b.domains, b.offsets, b.payloads, m.now()}, m.policy()...)...)
+// database's error as it is. Each answer is whole if events is set, and
+// otherwise only its status and error.
+func (m *Manager) enqueueBatch(ctx context.Context, q runner, b enqueueArgs, events bool) ([]enqueued, error) {
+	statement := m.sql.enqueueManyStatuses
+	if events {
+		statement = m.sql.enqueueMany
+	}
+	rows, err := q.Query(ctx, statement, append([]any{b.domains, b.offsets, b.payloads, m.now()}, m.policy()...)...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	all := make([]enqueued, 0, len(b.domains))
 	for rows.Next() {
-		var e enqueued
-		if err := rows.Scan(append([]any{&e.i}, e.a.dest()...)...); err != nil {
+		all = append(all, enqueued{})
+		e := &all[len(all)-1]
+		dest := []any{&e.i, &e.a.status, &e.a.err}
+		if events {
+			dest = append([]any{&e.i}, e.a.dest()...)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		all = append(all, e)
 	}
 	return all, rows.Err()
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -555,5 +556,33 @@ func TestEnqueueManyLIFOReplacesScheduledHead(t *testing.T) {
 			t.Fatalf("Claim at %v: %v, %v; want %q", e.clock.Now(), got, err, want)
 		}
 		e.clock.Advance(5 * time.Second)
+	}
+}
+
+// TestEnqueueManyEvents: with an observer, EnqueueMany reports an Enqueued
+// event for each item it stored, and none for one it did not; without
+// one, it reads only the statuses, which are the same.
+func TestEnqueueManyEvents(t *testing.T) {
+	items := []pg.Item{{Domain: "a", Offset: 1, Payload: []byte("a1")}, {Domain: "a", Offset: 1, Payload: []byte("a1")},
+		{Domain: "b", Offset: 2}, {Domain: "a", Offset: 3}}
+	want := []worklease.AcquireStatus{worklease.Enqueued, worklease.AlreadyQueued, worklease.Enqueued, worklease.Enqueued}
+	var mu sync.Mutex
+	var events []string
+	observed := newPullEnv(t, worklease.WithObserver(worklease.ObserverFunc(func(e worklease.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, fmt.Sprintf("%s %s/%d", e.Kind, e.Domain, e.Offset))
+	})))
+	quiet := newPullEnv(t)
+	for _, e := range []*pullEnv{observed, quiet} {
+		if st, err := e.m.EnqueueMany(e.ctx, items); err != nil || !slices.Equal(st, want) {
+			t.Fatalf("EnqueueMany = %v, %v; want %v", st, err, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(events)
+	if want := []string{"Enqueued a/1", "Enqueued a/3", "Enqueued b/2"}; !slices.Equal(events, want) {
+		t.Errorf("events %q; want %q", events, want)
 	}
 }

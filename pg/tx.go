@@ -75,7 +75,7 @@ func (m *Manager) EnqueueManyTx(ctx context.Context, tx pgx.Tx, items []Item) ([
 	if err != nil || len(items) == 0 {
 		return nil, err
 	}
-	all, err := m.enqueueBatch(ctx, tx, b)
+	all, err := m.enqueueBatch(ctx, tx, b, false) // a Tx call reports no events
 	if err != nil {
 		return nil, dbError(op, err)
 	}
