@@ -268,13 +268,12 @@ func benchPool(b *testing.B, continuous bool) {
 	}
 }
 
-// poolStoreBatch is how many jobs the Pool's producer stores at a time: a
-// batch locks its domains until it commits, and the Pool's calls that end
-// their jobs wait for those locks, so a stream is stored in small ones.
+// poolStoreBatch is how many jobs the Pool's producer stores at a time.
 // Among 50, 100 and 200, 100 kept the continuous run fastest on a quiet
 // machine (three alternating rounds of each, 200,000 jobs: 18,900 to 20,200
-// jobs/s with no handler, against 16,400 to 17,100 with 50); 200 was as
-// fast, but its jobs waited longer from store to start than River's (p99).
+// jobs/s with no handler, against 16,400 to 17,100 with 50); 200, and 250
+// since, were as fast, each item costing the server as much, but their jobs
+// waited longer from store to start than River's (p99).
 const poolStoreBatch = 100
 
 func runPool(b *testing.B, continuous bool, work time.Duration) {
