@@ -45,6 +45,7 @@ func newStatements(schema string) statements {
 		}
 		return fmt.Sprintf("SELECT %s FROM %s.%s(%s$%d, %s)", answerColumns, schema, fn, args, n+1, policyRow(schema, n+2))
 	}
+	enqueueManyCall := fmt.Sprintf("%s.enqueue_many($1, $2, $3, $4, %s) e", schema, policyRow(schema, 5))
 	return statements{
 		tryAcquire:   call("try_acquire", 2),
 		succeed:      call("succeed", 5),
@@ -59,17 +60,15 @@ func newStatements(schema string) statements {
 		enqueueAt:    call("enqueue_at", 4),
 		append:       call("append", 5),
 		cancel:       call("cancel", 3),
-		enqueueMany: fmt.Sprintf("SELECT e.i, (e.a).* FROM %s.enqueue_many($1, $2, $3, $4, %s) e",
-			schema, policyRow(schema, 5)),
+		enqueueMany:  "SELECT e.i, (e.a).* FROM " + enqueueManyCall,
 		// EnqueueMany's statement for a caller that reports no events: the
 		// statuses alone, without the answers' other columns (five arrays
 		// among them) that only events read.
-		enqueueManyStatuses: fmt.Sprintf("SELECT e.i, (e.a).status, (e.a).err FROM %s.enqueue_many($1, $2, $3, $4, %s) e",
-			schema, policyRow(schema, 5)),
-		retry:       call("retry", 6),
-		retryMany:   manyStatement(schema, "retry", "bytea", "bigint", "bigint", "bool", "bytea", "interval"),
-		extendMany:  manyStatement(schema, "extend", "bytea", "bigint", "bigint", "bool", "interval"),
-		setPriority: call("set_priority", 2),
+		enqueueManyStatuses: "SELECT e.i, (e.a).status, (e.a).err FROM " + enqueueManyCall,
+		retry:               call("retry", 6),
+		retryMany:           manyStatement(schema, "retry", "bytea", "bigint", "bigint", "bool", "bytea", "interval"),
+		extendMany:          manyStatement(schema, "extend", "bytea", "bigint", "bigint", "bool", "interval"),
+		setPriority:         call("set_priority", 2),
 		claim: fmt.Sprintf("SELECT c.domain, c.off, c.payload, (c.a).* FROM %s.claim($1, $2, %s) c",
 			schema, policyRow(schema, 3)),
 		inspect: fmt.Sprintf("SELECT i.backlog, i.processed, i.failed, (i.a).* FROM %s.inspect($1, $2, %s) i", schema, policyRow(schema, 3)),

@@ -147,9 +147,11 @@ func (m *Manager) enqueueBatch(ctx context.Context, q runner, b enqueueArgs, eve
 	for rows.Next() {
 		all = append(all, enqueued{})
 		e := &all[len(all)-1]
-		dest := []any{&e.i, &e.a.status, &e.a.err}
+		var dest []any
 		if events {
 			dest = append([]any{&e.i}, e.a.dest()...)
+		} else {
+			dest = []any{&e.i, &e.a.status, &e.a.err}
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
